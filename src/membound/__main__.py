@@ -1,0 +1,3 @@
+from membound.cli import main
+
+raise SystemExit(main())

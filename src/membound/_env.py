@@ -1,0 +1,30 @@
+"""Every environment variable membound reads, in one place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Overrides the directory where measured ceilings are cached.
+CACHE_DIR_VAR = "MEMBOUND_CACHE_DIR"
+#: Set to 1 to disable Triton kernels and always use the PyTorch reference path.
+DISABLE_TRITON_VAR = "MEMBOUND_DISABLE_TRITON"
+#: Triton's own switch for its CPU interpreter; read to know whether kernels can run on CPU.
+TRITON_INTERPRET_VAR = "TRITON_INTERPRET"
+
+
+def cache_dir() -> Path:
+    override = os.environ.get(CACHE_DIR_VAR)
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("membound"))
+
+
+def triton_disabled() -> bool:
+    return os.environ.get(DISABLE_TRITON_VAR, "") not in ("", "0")
+
+
+def triton_interpret() -> bool:
+    return os.environ.get(TRITON_INTERPRET_VAR, "") not in ("", "0")

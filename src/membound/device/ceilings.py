@@ -1,0 +1,74 @@
+"""What the hardware can do: the ceilings a roofline is drawn from.
+
+`Ceilings` is plain data (JSON round-trippable). Measuring lives in `device.measure`,
+caching in `device.cache`, vendor figures in `device.datasheet`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+#: compute-dtype keys used across membound (cost model, ceilings, roofline):
+#: "fp64", "fp32" (fp32 matmul, TF32 off), "tf32", "fp16", "bf16", "fp8",
+#: "fp32_vector" (non-tensor-core FMA rate), "int8".
+COMPUTE_KEYS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp32_vector", "int8")
+
+
+@dataclass
+class Transfer:
+    """One host<->device copy configuration, measured."""
+
+    direction: str  # "h2d" | "d2h"
+    memory: str  # "pageable" | "pinned"
+    non_blocking: bool
+    bytes: int  # size of one copy
+    bandwidth: float  # bytes/s, wall time of the copy as the GPU sees it
+    host_blocked_fraction: float  # share of the copy during which the host call did not return
+
+
+@dataclass
+class Ceilings:
+    """Measured (or datasheet) ceilings of one device."""
+
+    device: str  # "cuda" | "cpu"
+    name: str  # e.g. "NVIDIA H200"
+    memory_bandwidth: float  # bytes/s, large device copy, read + write counted
+    read_bandwidth: float | None = None  # bytes/s, read-dominated pass (sum)
+    flops: dict[str, float] = field(default_factory=dict)  # COMPUTE_KEYS -> FLOP/s
+    transfers: list[Transfer] = field(default_factory=list)
+    source: str = "measured"  # "measured" | "datasheet"
+    key: dict[str, Any] = field(default_factory=dict)  # cache key parts: driver, torch, ...
+    measured_at: str | None = None
+    seconds: float | None = None  # how long the measurement took
+    datasheet: dict[str, float] | None = None  # vendor figures, same keys ("memory_bandwidth", flops keys)
+
+    def peak_flops(self, compute: str | None) -> float:
+        """Ceiling for a compute-dtype key; falls back to the nearest sensible rate."""
+        if compute and compute in self.flops:
+            return self.flops[compute]
+        for fallback in ("fp32_vector", "fp32"):
+            if fallback in self.flops:
+                return self.flops[fallback]
+        return max(self.flops.values()) if self.flops else float("nan")
+
+    def ridge(self, compute: str | None) -> float:
+        """Arithmetic intensity (FLOP/byte) where the memory roof meets the compute roof."""
+        return self.peak_flops(compute) / self.memory_bandwidth
+
+    def transfer(self, direction: str, memory: str, non_blocking: bool) -> Transfer | None:
+        for t in self.transfers:
+            if (t.direction, t.memory, t.non_blocking) == (direction, memory, non_blocking):
+                return t
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ceilings:
+        data = dict(data)
+        data["transfers"] = [Transfer(**t) for t in data.get("transfers", [])]
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
