@@ -21,6 +21,7 @@ _EXPORTS = {
     "step": "membound.trace.capture:step",
     "analyze": "membound.analysis:analyze",
     "prefetch": "membound.data.prefetch:prefetch",
+    "Prefetcher": "membound.data.prefetch:Prefetcher",
     "Normalize": "membound.data.transforms:Normalize",
     "strict_copies": "membound.data.guard:strict_copies",
     "FusedAddLayerNorm": "membound.nn.modules:FusedAddLayerNorm",

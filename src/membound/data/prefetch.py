@@ -1,0 +1,285 @@
+"""A side-stream prefetcher: batches arrive on the GPU before the training step asks for them.
+
+    for images, labels in membound.data.prefetch(loader, "cuda", transform=Normalize(m, s)):
+        loss = model(images) ...
+
+One background thread per epoch pulls batches from the loader, copies pageable tensors into
+reusable pinned buffers (several threads, see `staging.py`), and issues their host→device
+copies on a copy stream owned by the prefetcher for its whole life. Each batch carries an
+event recorded after its copies; the consumer's stream waits on it, so no kernel reads a
+batch before it landed, and each pinned buffer is reused only after the event of the copy
+that read it completed. Up to `depth` batches wait ready in a queue while one is consumed.
+
+On CPU (device "cpu", or no CUDA) batches pass through, with `transform` applied.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from membound.data.backend import CudaBackend
+from membound.data.staging import HostCopier, StagingPool
+from membound.data.tree import flatten, is_movable, tree_map
+from membound.errors import BadInput
+
+#: How often a blocked producer checks whether the consumer has gone away (seconds).
+_POLL_S = 0.05
+
+
+@dataclass(eq=False)
+class _Slot:
+    """A batch whose copies are issued: device leaves, the event they complete on, a rebuilder."""
+
+    leaves: list[Any]
+    rebuild: Callable[[list[Any]], Any]
+    event: Any
+    sources: list[Any]  # keeps pinned source tensors alive until the batch is delivered
+
+
+@dataclass(eq=False)
+class _Failure:
+    exc: BaseException
+
+
+_END = object()
+
+
+class Prefetcher:
+    """Iterable over `loader`'s batches, already on `device`; see the module docstring.
+
+    `backend` replaces the device-specific operations (tests pass `HostBackend()` to run
+    the threaded machinery on the CPU). `num_threads` host threads copy pageable tensors
+    into pinned buffers.
+    """
+
+    def __init__(
+        self,
+        loader: Iterable,
+        device: str | torch.device = "cuda",
+        *,
+        depth: int = 2,
+        transform: Callable[[Any], Any] | None = None,
+        memory_format: torch.memory_format | None = None,
+        num_threads: int | None = None,
+        backend: Any = None,
+    ):
+        if not isinstance(depth, int) or depth < 1:
+            raise BadInput(f"prefetch depth must be an integer >= 1, got {depth!r}.")
+        if transform is not None and not callable(transform):
+            raise BadInput(f"prefetch transform must be callable, got {type(transform).__name__}.")
+        self.loader = loader
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None and backend is None:
+            if torch.cuda.is_available():
+                self.device = torch.device("cuda", torch.cuda.current_device())
+        self.depth = depth
+        self.transform = transform
+        self.memory_format = memory_format
+        self.num_threads = num_threads or min(8, max(2, (os.cpu_count() or 2) // 2))
+        self._backend = backend
+        self._pool: StagingPool | None = None
+
+    # -- what a DataLoader exposes, passed through ------------------------------------
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    @property
+    def sampler(self) -> Any:
+        return self.loader.sampler  # type: ignore[attr-defined]
+
+    @property
+    def dataset(self) -> Any:
+        return self.loader.dataset  # type: ignore[attr-defined]
+
+    @property
+    def pipelined(self) -> bool:
+        """True when batches go through staging and a copy stream (else: pass-through)."""
+        if self._backend is not None:
+            return True
+        return self.device.type == "cuda" and torch.cuda.is_available()
+
+    @property
+    def pool(self) -> StagingPool:
+        """The staging buffers (created on first use; kept across epochs)."""
+        if self._pool is None:
+            self._pool = StagingPool(self._get_backend().alloc_host, slots=self.depth + 2)
+        return self._pool
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.pipelined:
+            return self._passthrough()
+        return self._pipelined()
+
+    # -- pass-through (CPU) ----------------------------------------------------------
+    def _passthrough(self) -> Iterator[Any]:
+        moves = self.device.type not in ("cpu", "cuda")  # e.g. mps: plain synchronous moves
+        for batch in self.loader:
+            if moves:
+                batch = tree_map(lambda x: x.to(self.device), batch)
+            yield self._finish(batch)
+
+    def _finish(self, batch: Any) -> Any:
+        if self.transform is not None:
+            batch = self.transform(batch)
+        if self.memory_format is not None:
+            fmt = self.memory_format
+            batch = tree_map(
+                lambda x: (
+                    x.contiguous(memory_format=fmt)
+                    if isinstance(x, torch.Tensor) and x.dim() == 4
+                    else x
+                ),
+                batch,
+            )
+        return batch
+
+    # -- pipelined -------------------------------------------------------------------
+    def _get_backend(self) -> Any:
+        if self._backend is None:
+            self._backend = CudaBackend(self.device)
+        return self._backend
+
+    def _pipelined(self) -> Iterator[Any]:
+        backend = self._get_backend()
+        pool = self.pool
+        ready: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        copier = HostCopier(self.num_threads)
+        producer = threading.Thread(
+            target=self._produce,
+            args=(backend, pool, copier, ready, stop),
+            name="membound-prefetch",
+            daemon=True,  # never keeps the interpreter alive; we still join it below
+        )
+        producer.start()
+        try:
+            while True:
+                item = ready.get()
+                if item is _END:
+                    return
+                if isinstance(item, _Failure):
+                    raise item.exc
+                yield self._deliver(backend, item)
+                del item  # drop our reference before blocking on the next batch
+        finally:
+            # Early break, exception or normal end: stop the producer and join everything.
+            stop.set()
+            while producer.is_alive():
+                try:
+                    ready.get_nowait()
+                except queue.Empty:
+                    pass
+                producer.join(_POLL_S)
+            copier.close()
+
+    def _produce(self, backend, pool, copier, ready, stop) -> None:
+        it = None
+        try:
+            backend.thread_setup()
+            it = iter(self.loader)
+            while not stop.is_set():
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                slot = self._stage(backend, pool, copier, batch)
+                del batch
+                if not _put(ready, slot, stop):
+                    return
+            _put(ready, _END, stop)
+        except BaseException as exc:  # delivered to the consumer after the batches before it
+            _put(ready, _Failure(exc), stop)
+        finally:
+            del it  # a DataLoader iterator shuts its workers down when dropped
+
+    def _stage(self, backend, pool, copier, batch: Any) -> _Slot:
+        leaves, rebuild = flatten(batch)
+        staged = list(leaves)
+        pairs, bufs = [], []
+        pool.reserve(sum(isinstance(x, torch.Tensor) for x in leaves))
+        try:
+            for i, leaf in enumerate(leaves):
+                if isinstance(leaf, torch.Tensor):
+                    if leaf.numel() and backend.needs_staging(leaf):
+                        buf = pool.acquire(leaf.numel() * leaf.element_size())
+                        bufs.append(buf)
+                        staged[i] = buf.view(leaf)
+                        pairs.append((staged[i], leaf))
+                elif backend.pins and callable(getattr(leaf, "pin_memory", None)):
+                    staged[i] = leaf.pin_memory()
+            copier.copy(pairs)
+            with backend.copy_context():
+                out = [backend.to_device(x) if isinstance(x, torch.Tensor) else x for x in staged]
+                event = backend.new_event()
+                backend.record(event)
+        except BaseException:
+            # Some copies may already be queued: buffers are free only after they finish.
+            try:
+                event = backend.new_event()
+                backend.record(event)
+            except Exception:
+                event = None
+            for buf in bufs:
+                pool.release(buf, event)
+            raise
+        for buf in bufs:
+            pool.release(buf, event)
+        return _Slot(out, rebuild, event, leaves)
+
+    def _deliver(self, backend, slot: _Slot) -> Any:
+        backend.consumer_wait(slot.event)
+        leaves = []
+        for leaf in slot.leaves:
+            if isinstance(leaf, torch.Tensor):
+                backend.hand_over(leaf)
+            elif is_movable(leaf):
+                # Opaque objects: pinned ahead by the producer, but their tensors are hidden
+                # from us (no record_stream possible), so they are copied here, on the
+                # consumer's stream — still asynchronous for the host.
+                leaf = leaf.to(backend.device, non_blocking=True)
+            leaves.append(leaf)
+        return self._finish(slot.rebuild(leaves))
+
+
+def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put unless the consumer has gone away; returns False if it has."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=_POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def prefetch(
+    loader: Iterable,
+    device: str | torch.device = "cuda",
+    *,
+    depth: int = 2,
+    transform: Callable[[Any], Any] | None = None,
+    memory_format: torch.memory_format | None = None,
+    num_threads: int | None = None,
+) -> Prefetcher:
+    """Wrap `loader` so its batches arrive on `device`, copied ahead on a side stream.
+
+    `depth` batches are copied ahead while one is consumed. `transform(batch)` runs on the
+    device copy (e.g. `Normalize` turning uint8 images into bf16). `memory_format` applies
+    to every 4-D tensor (e.g. `torch.channels_last`). `len()`, `.sampler` and `.dataset`
+    pass through to the loader. On CPU, batches pass through unchanged (then `transform`).
+    """
+    return Prefetcher(
+        loader,
+        device,
+        depth=depth,
+        transform=transform,
+        memory_format=memory_format,
+        num_threads=num_threads,
+    )

@@ -1,0 +1,313 @@
+"""The prefetcher's threaded machinery, run on the CPU through HostBackend.
+
+Every batch arrives once, in order, for each batch type; loader errors surface at the
+right batch; early breaks and many epochs leave no thread and no extra buffer behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import namedtuple
+
+import pytest
+import torch
+
+from membound.data import Normalize, Prefetcher, prefetch
+from membound.data.backend import HostBackend
+from membound.errors import BadInput
+
+Pair = namedtuple("Pair", ["image", "label"])
+
+
+@dataclasses.dataclass
+class Sample:
+    image: torch.Tensor
+    label: torch.Tensor
+
+
+class Movable:
+    """A batch object with its own pin_memory()/to(), recording the calls it gets."""
+
+    def __init__(self, t, log):
+        self.t, self.log = t, log
+
+    def pin_memory(self):
+        self.log.append("pin")
+        return self
+
+    def to(self, device, non_blocking=False):
+        self.log.append(("to", str(device), non_blocking))
+        return Movable(self.t.to(device, copy=True), self.log)
+
+
+def _make(kind, i):
+    img = torch.full((2, 3, 4, 4), float(i))
+    lab = torch.tensor([i, i])
+    return {
+        "tensor": lambda: img,
+        "tuple": lambda: (img, lab),
+        "list": lambda: [img, lab, "meta"],
+        "dict": lambda: {"img": img, "lab": lab, "n": i},
+        "namedtuple": lambda: Pair(img, lab),
+        "dataclass": lambda: Sample(img, lab),
+    }[kind]()
+
+
+def _first_tensor(b):
+    if isinstance(b, torch.Tensor):
+        return b
+    if isinstance(b, dict):
+        return b["img"]
+    if isinstance(b, Sample):
+        return b.image
+    return b[0]
+
+
+def _threads():
+    return {t for t in threading.enumerate() if t.name.startswith("membound")}
+
+
+@pytest.mark.parametrize("kind", ["tensor", "tuple", "list", "dict", "namedtuple", "dataclass"])
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_every_batch_once_in_order(kind, pipelined):
+    data = [_make(kind, i) for i in range(7)]
+    pf = Prefetcher(data, "cpu", backend=HostBackend() if pipelined else None)
+    assert pf.pipelined is pipelined
+    out = list(pf)
+    assert len(out) == len(data)
+    for i, (got, src) in enumerate(zip(out, data, strict=True)):
+        assert type(got) is type(src)
+        g, s = _first_tensor(got), _first_tensor(src)
+        assert torch.equal(g, s) and float(g.flatten()[0]) == i
+        if pipelined:  # a real copy, not the loader's tensor
+            assert g.data_ptr() != s.data_ptr()
+    if kind == "list":
+        assert out[3][2] == "meta"
+    if kind == "dict":
+        assert out[5]["n"] == 5
+
+
+def test_staged_copies_survive_buffer_reuse():
+    # The pool hands the same buffer to every batch; delivered batches must not change.
+    data = [torch.full((1000,), float(i)) for i in range(10)]
+    pf = Prefetcher(data, "cpu", backend=HostBackend(), depth=1)
+    out = list(pf)
+    assert [float(x[0]) for x in out] == list(range(10))
+    assert all(bool((x == i).all()) for i, x in enumerate(out))
+    assert pf.pool.allocations <= pf.pool.limit
+
+
+def test_large_tensors_split_across_threads():
+    data = [torch.randn(4, 1 << 20) for _ in range(3)]
+    data.append(torch.randn(1 << 20, 4).t())  # non-contiguous source
+    out = list(Prefetcher(data, "cpu", backend=HostBackend(), num_threads=3))
+    assert all(torch.equal(a, b) for a, b in zip(out, data, strict=True))
+
+
+def test_loader_error_surfaces_at_its_batch():
+    def loader():
+        for i in range(3):
+            yield torch.tensor([i])
+        raise ValueError("bad sample 3")
+
+    got = []
+    with pytest.raises(ValueError, match="bad sample 3"):
+        for b in Prefetcher(loader(), "cpu", backend=HostBackend()):
+            got.append(int(b))
+    assert got == [0, 1, 2]
+    assert not _threads()
+
+
+def test_staging_error_surfaces_and_buffers_return():
+    class Failing(HostBackend):
+        def to_device(self, t):
+            if float(t.flatten()[0]) == 2:
+                raise RuntimeError("copy failed")
+            return super().to_device(t)
+
+    pf = Prefetcher([torch.full((8,), float(i)) for i in range(5)], "cpu", backend=Failing())
+    got = []
+    with pytest.raises(RuntimeError, match="copy failed"):
+        for b in pf:
+            got.append(float(b[0]))
+    assert got == [0.0, 1.0]
+    assert not any(b.busy for v in pf.pool.buffers.values() for b in v)
+
+
+def test_early_break_and_many_epochs_leave_nothing_behind():
+    data = [torch.randn(64, 64) for _ in range(20)]
+    pf = Prefetcher(data, "cpu", backend=HostBackend(), depth=3)
+    before = threading.active_count()
+    for _epoch in range(5):
+        for i, _b in enumerate(pf):
+            if i == 2:
+                break  # producer is blocked on a full queue here
+        assert not _threads()
+        assert len(list(pf)) == 20
+        assert not _threads()
+    assert threading.active_count() == before
+    counts = pf.pool.count()
+    allocs = pf.pool.allocations
+    for _ in range(3):
+        list(pf)
+    assert pf.pool.count() == counts and pf.pool.allocations == allocs
+
+
+def test_abandoned_iterator_is_cleaned_up():
+    it = iter(Prefetcher([torch.ones(4)] * 10, "cpu", backend=HostBackend(), depth=1))
+    next(it)
+    time.sleep(0.05)
+    assert _threads()
+    it.close()
+    assert not _threads()
+
+
+def test_loader_sees_fresh_iterator_each_epoch_and_len_passthrough():
+    ds = torch.utils.data.TensorDataset(torch.arange(10.0).view(10, 1))
+    dl = torch.utils.data.DataLoader(ds, batch_size=3)
+    pf = prefetch(dl, "cpu")
+    assert len(pf) == 4 and pf.dataset is ds and pf.sampler is dl.sampler
+    for _ in range(2):
+        flat = torch.cat([b[0] for b in Prefetcher(dl, "cpu", backend=HostBackend())])
+        assert torch.equal(flat.flatten(), torch.arange(10.0))
+
+
+def test_movable_objects_are_pinned_then_moved():
+    class PinningHost(HostBackend):
+        pins = True  # exercise the pinning branch on CPU
+
+    log = []
+    out = list(Prefetcher([Movable(torch.ones(2), log)], "cpu", backend=PinningHost()))
+    assert log == ["pin", ("to", "cpu", True)]
+    assert torch.equal(out[0].t, torch.ones(2))
+
+
+def test_transform_and_memory_format_applied():
+    u8 = torch.randint(0, 256, (2, 3, 5, 5), dtype=torch.uint8)
+    labels = torch.tensor([1, 2])
+    for backend in (HostBackend(), None):
+        ((img, lab),) = list(
+            Prefetcher(
+                [(u8, labels)],
+                "cpu",
+                backend=backend,
+                transform=Normalize([0.5] * 3, [0.25] * 3, torch.float32),
+                memory_format=torch.channels_last,
+            )
+        )
+        assert img.dtype == torch.float32 and img.is_contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(img, (u8.float() / 255 - 0.5) / 0.25)
+        assert torch.equal(lab, labels)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA fallback")
+def test_cuda_request_without_cuda_passes_through():
+    data = [torch.ones(3)]
+    pf = prefetch(data)
+    assert not pf.pipelined
+    assert list(pf)[0] is data[0]
+
+
+def test_bad_arguments():
+    with pytest.raises(BadInput, match="depth"):
+        prefetch([], "cpu", depth=0)
+    with pytest.raises(BadInput, match="callable"):
+        prefetch([], "cpu", transform=3)
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_reads_at_most_depth_batches_ahead(depth):
+    pulled = []
+
+    def loader():
+        for i in range(20):
+            pulled.append(i)
+            yield torch.tensor([i])
+
+    it = iter(Prefetcher(loader(), "cpu", backend=HostBackend(), depth=depth))
+    assert int(next(it)) == 0
+    time.sleep(0.3)  # let the producer run as far ahead as it may
+    # depth ready in the queue + one staged and waiting to be queued (+ the one delivered).
+    assert len(pulled) == depth + 2
+    it.close()
+    assert not _threads()
+
+
+def test_consumer_exception_cleans_up():
+    with pytest.raises(ZeroDivisionError):
+        for _b in Prefetcher([torch.ones(2)] * 10, "cpu", backend=HostBackend()):
+            1 / 0  # noqa: B018
+    assert not _threads()
+
+
+class AsyncHostBackend(HostBackend):
+    """Device copies run later on a 'copy engine' thread, reading the staging buffer then.
+
+    Mimics a CUDA stream: work is queued in order, events complete when the engine reaches
+    them. If the pool handed out a buffer before the copy reading it ran, data would mix.
+    """
+
+    def __init__(self, delay_s=0.002):
+        super().__init__()
+        import queue as _q
+
+        self.jobs = _q.Queue()
+        self.delay_s = delay_s
+        self.engine = threading.Thread(target=self._run, name="fake-copy-engine", daemon=True)
+        self.engine.start()
+
+    def _run(self):
+        while (job := self.jobs.get()) is not None:
+            job()
+
+    def new_event(self):
+        return _ThreadEvent()
+
+    def to_device(self, t):
+        out = torch.empty_like(t)
+
+        def job():
+            time.sleep(self.delay_s)
+            out.copy_(t)
+
+        self.jobs.put(job)
+        return out
+
+    def record(self, event):
+        self.jobs.put(event.flag.set)
+
+    def consumer_wait(self, event):
+        event.flag.wait()
+
+    def close(self):
+        self.jobs.put(None)
+        self.engine.join()
+
+
+class _ThreadEvent:
+    def __init__(self):
+        self.flag = threading.Event()
+
+    def query(self):
+        return self.flag.is_set()
+
+    def synchronize(self):
+        self.flag.wait()
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_no_buffer_reused_before_its_copy_ran(depth):
+    backend = AsyncHostBackend()
+    data = [(torch.full((50_000,), float(i)), torch.full((3,), -float(i))) for i in range(30)]
+    pf = Prefetcher(data, "cpu", backend=backend, depth=depth)
+    try:
+        for _epoch in range(2):
+            for i, (x, y) in enumerate(pf):
+                assert bool((x == i).all()) and bool((y == -i).all()), i
+        # The pool stayed within its limit, so it must have waited on pending copies.
+        assert pf.pool.count() <= pf.pool.limit == (depth + 2) * 2
+    finally:
+        backend.close()
+    assert not _threads()

@@ -1,0 +1,129 @@
+"""The prefetcher and the guard on a real GPU (marked gpu: skipped without CUDA)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+
+import pytest
+import torch
+
+from membound.data import Normalize, PageableCopyWarning, Prefetcher, prefetch, strict_copies
+
+pytestmark = pytest.mark.gpu
+
+
+def _batches(n=12, pinned=False):
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for i in range(n):
+        img = torch.randn(16, 3, 64, 64, generator=g)
+        u8 = torch.randint(0, 256, (16, 3, 64, 64), dtype=torch.uint8, generator=g)
+        lab = torch.randint(0, 1000, (16,), generator=g)
+        nc = torch.randn(64, 32, generator=g).t()  # non-contiguous
+        b = {"img": img, "u8": u8, "lab": lab, "nc": nc, "half": img.half(), "i": i}
+        if pinned:
+            b = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in b.items()}
+        out.append(b)
+    return out
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+@pytest.mark.parametrize("depth", [1, 3])
+def test_bit_identical_to_plain_cuda_loop(pinned, depth):
+    data = _batches(pinned=pinned)
+    got = []
+    for b in prefetch(data, "cuda", depth=depth):
+        got.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in b.items()})
+    assert [b["i"] for b in got] == list(range(len(data)))
+    for b, src in zip(got, data, strict=True):
+        for k, v in src.items():
+            if isinstance(v, torch.Tensor):
+                ref = v.cuda()
+                assert b[k].is_cuda and b[k].dtype == ref.dtype
+                assert torch.equal(b[k], ref), k
+
+
+def test_uint8_transport_with_normalize_matches_plain_path():
+    data = [(b["u8"], b["lab"]) for b in _batches()]
+    norm = Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225], channels_last=True)
+    for (img, lab), (u8, l_src) in zip(prefetch(data, transform=norm), data, strict=True):
+        assert img.dtype == torch.bfloat16 and img.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(img, norm(u8.cuda())) and torch.equal(lab, l_src.cuda())
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_no_use_before_copy_under_stress(depth):
+    # The consumer's stream lags far behind (a sleep kernel), then reads and wrecks each
+    # batch in place: a batch read before its copy landed, or memory handed to the next
+    # copy while still in use, changes the sums.
+    n = 40
+    data = [torch.full((1 << 20,), float(i)) for i in range(n)]
+    data = [(x + torch.arange(x.numel()) % 7) for x in data]
+    expected = [float(x.double().sum()) for x in data]
+    sums = []
+    for x in prefetch(data, depth=depth):
+        torch.cuda._sleep(200_000)
+        sums.append(x.double().sum())
+        x.mul_(-3).add_(1)
+        del x
+    torch.cuda.synchronize()
+    assert [float(s) for s in sums] == expected
+
+
+def test_memory_and_threads_flat_over_20_epochs():
+    data = _batches(n=6)
+    pf = Prefetcher(data, "cuda", depth=2)
+    base_threads = threading.active_count()
+    marks = {}
+    for epoch in range(20):
+        for i, b in enumerate(pf):
+            b["img"].add_(1)
+            if epoch % 3 == 0 and i == 2:
+                break  # early breaks too
+        del b
+        torch.cuda.synchronize()
+        gc.collect()
+        if epoch in (2, 19):
+            marks[epoch] = (
+                torch.cuda.memory_allocated(),
+                torch.cuda.memory_reserved(),
+                pf.pool.count(),
+                pf.pool.nbytes(),
+            )
+    assert marks[2] == marks[19], marks
+    assert threading.active_count() == base_threads
+    assert pf._backend.stream is pf._get_backend().stream  # one stream for its whole life
+
+
+def test_pageable_input_from_dataloader_workers():
+    ds = torch.utils.data.TensorDataset(torch.randn(64, 3, 8, 8), torch.arange(64))
+    for pin in (False, True):
+        dl = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, pin_memory=pin)
+        out = list(prefetch(dl))
+        assert torch.equal(torch.cat([b[1] for b in out]).cpu(), torch.arange(64))
+        assert torch.equal(torch.cat([b[0] for b in out]), ds.tensors[0].cuda())
+
+
+def test_guard_fires_on_pageable_not_on_pinned():
+    pageable, pinned = torch.randn(1024), torch.randn(1024).pin_memory()
+    dst = torch.empty(1024, device="cuda")
+    with strict_copies() as guard, warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        pageable.cuda(non_blocking=True)
+        pageable.to("cuda", non_blocking=True)
+        dst.copy_(pageable, non_blocking=True)
+        pinned.cuda(non_blocking=True)
+        pinned.to("cuda", non_blocking=True)
+        dst.copy_(pinned, non_blocking=True)
+        pageable.cuda()  # blocking on purpose: honest, not reported
+    hits = [x for x in w if issubclass(x.category, PageableCopyWarning)]
+    assert len(hits) == 3 and sum(guard.sites.values()) == 3
+    assert all(h.filename == __file__ for h in hits)
+
+
+def test_prefetch_never_trips_the_guard():
+    with strict_copies("raise"):
+        out = list(prefetch(_batches(n=4)))
+    assert len(out) == 4
