@@ -11,8 +11,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# public name -> "module:attribute"; resolved on first access (PEP 562).
+# public name -> "module:attribute" (or "module" for a submodule); resolved on first access
+# (PEP 562).
 _EXPORTS = {
+    "roofline": "membound.roofline",
     "Ceilings": "membound.device.ceilings:Ceilings",
     "ceilings": "membound.device.ceilings:get_ceilings",
     "Cost": "membound.cost.registry:Cost",
@@ -36,8 +38,9 @@ def __getattr__(name: str) -> Any:
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module 'membound' has no attribute {name!r}")
-    module_name, attr = target.split(":")
-    value = getattr(importlib.import_module(module_name), attr)
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    value = getattr(module, attr) if attr else module
     globals()[name] = value
     return value
 

@@ -1,7 +1,8 @@
 """What the hardware can do: the ceilings a roofline is drawn from.
 
 `Ceilings` is plain data (JSON round-trippable). Measuring lives in `device.measure`,
-caching in `device.cache`, vendor figures in `device.datasheet`.
+caching in `device.cache`, vendor figures in `device.datasheet`; `get_ceilings` ties them
+together (measure once per device identity, then load).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class Ceilings:
     key: dict[str, Any] = field(default_factory=dict)  # cache key parts: driver, torch, ...
     measured_at: str | None = None
     seconds: float | None = None  # how long the measurement took
-    datasheet: dict[str, float] | None = None  # vendor figures, same keys ("memory_bandwidth", flops keys)
+    # vendor figures, same keys ("memory_bandwidth", flops keys)
+    datasheet: dict[str, float] | None = None
+    notes: list[str] = field(default_factory=list)  # measurements skipped here, and why
 
     def peak_flops(self, compute: str | None) -> float:
         """Ceiling for a compute-dtype key; falls back to the nearest sensible rate."""
@@ -72,3 +75,86 @@ class Ceilings:
         data["transfers"] = [Transfer(**t) for t in data.get("transfers", [])]
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def get_ceilings(
+    device: str = "cuda", *, refresh: bool = False, progress: bool = True, quick: bool = False
+) -> Ceilings:
+    """Measured ceilings of `device` ("cuda", "cuda:1", "cpu"): loaded from the cache when this
+    exact device/driver/torch was measured before, else measured now (seconds) and cached.
+
+    `refresh=True` re-measures; `quick=True` uses small buffers (tests, CI: a few seconds,
+    numbers only indicative, cached apart from full runs); `progress` shows a progress bar on
+    stderr while measuring.
+    """
+    from membound.device import cache, measure
+
+    kind, index = _parse_device(device)
+    key = device_key(kind, index, quick=quick)
+    if not refresh:
+        cached = cache.load(key)
+        if cached is not None:
+            return cached
+    if kind == "cuda":
+        import torch
+
+        with torch.cuda.device(index):
+            ceilings = measure.measure(kind, key["name"], key, quick=quick, progress=progress)
+    else:
+        ceilings = measure.measure(kind, key["name"], key, quick=quick, progress=progress)
+    cache.save(ceilings)
+    return ceilings
+
+
+def _parse_device(device: str) -> tuple[str, int]:
+    import torch
+
+    from membound.errors import BadInput, NeedsGPU
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise BadInput(f"unknown device {device!r}; use 'cuda', 'cuda:N' or 'cpu'") from None
+    if dev.type == "cpu":
+        return "cpu", 0
+    if dev.type != "cuda":
+        raise BadInput(f"membound measures 'cuda' and 'cpu' devices, not {dev.type!r}")
+    if not torch.cuda.is_available():
+        raise NeedsGPU("no CUDA device is available here; measure the CPU with --device cpu")
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise BadInput(
+            f"{device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    return "cuda", index
+
+
+def device_key(kind: str, index: int = 0, *, quick: bool = False) -> dict[str, Any]:
+    """The identity a measurement is valid for (the cache key)."""
+    import platform
+
+    import torch
+
+    key: dict[str, Any] = {"device": kind, "torch": torch.__version__, "quick": bool(quick)}
+    if kind == "cuda":
+        key["name"] = torch.cuda.get_device_name(index)
+        key["cuda"] = torch.version.cuda or torch.version.hip
+        try:
+            key["driver"] = int(torch._C._cuda_getDriverVersion())
+        except Exception:  # private API: absent on some builds
+            key["driver"] = None
+    else:
+        key["name"] = _cpu_name() or platform.processor() or platform.machine() or "cpu"
+        key["threads"] = torch.get_num_threads()
+    return key
+
+
+def _cpu_name() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,111 @@
+"""`membound roofline`: measure (or load) the device's ceilings, show them, save JSON / chart."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from membound.errors import BadInput
+
+HELP = "measure the device's ceilings (memory bandwidth, FLOP/s per dtype, host<->device copies); cached"
+
+SCHEMA = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=None,
+        help="device to measure (default: cuda if available, else cpu)",
+    )
+    parser.add_argument(
+        "--json", metavar="F", default=None, help='write {"schema": 1, "device": {...}} to F'
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="F.png|F.svg",
+        default=None,
+        help="draw the roofline chart to F (.png or .svg)",
+    )
+    parser.add_argument(
+        "--refresh", action="store_true", help="re-measure even if cached ceilings exist"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small buffers: a few seconds, numbers only indicative"
+    )
+
+
+def document(ceilings) -> dict:
+    """The JSON document. `device` has the same shape as the analysis report's `device` key
+    (name, where the ceilings came from, the ceilings themselves), so `membound analyze
+    --ceilings F` and the report read either file the same way."""
+    return {
+        "schema": SCHEMA,
+        "device": {
+            "name": ceilings.name,
+            "kind": ceilings.device,
+            "ceilings_source": ceilings.source,
+            "ceilings": ceilings.to_dict(),
+        },
+    }
+
+
+def _write_json(path: Path, data: dict) -> None:
+    try:
+        import orjson
+
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    except ImportError:
+        text = json.dumps(data, indent=2)
+    path.write_text(text + "\n")
+
+
+def _check_output(path: str | None, suffixes: tuple[str, ...] | None, what: str) -> Path | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise BadInput(f"--{what} {path!r}: the file name must end in {' or '.join(suffixes)}")
+    if p.is_dir():
+        raise BadInput(f"--{what} {path!r} is a directory; give a file name")
+    if not p.parent.exists():
+        raise BadInput(f"--{what} {path!r}: the folder {str(p.parent)!r} does not exist")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from membound.device.ceilings import get_ceilings
+    from membound.report.ceilings import render
+    from membound.report.roofline_chart import SUFFIXES
+
+    # validate every output before spending a minute measuring
+    json_path = _check_output(args.json, None, "json")
+    plot_path = _check_output(args.plot, SUFFIXES, "plot")
+    err = Console(stderr=True)
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        err.print(
+            f"membound roofline: measuring {device}"
+            + ("" if device == "cuda" else " (no CUDA device found)")
+        )
+    ceilings = get_ceilings(
+        device, refresh=args.refresh, progress=sys.stderr.isatty(), quick=args.quick
+    )
+    render(ceilings, Console())
+    if json_path is not None:
+        _write_json(json_path, document(ceilings))
+        err.print(f"wrote {json_path}")
+    if plot_path is not None:
+        from membound.report.roofline_chart import draw
+
+        draw(ceilings, path=plot_path)
+        err.print(f"wrote {plot_path}")
+    return 0

@@ -1,0 +1,295 @@
+"""Measuring a device's ceilings: one registered step per number, run under a progress bar.
+
+Each step fills one figure of a `Ceilings` in place. Steps register per device type
+(`@step("cuda", ...)`), in the order they run; a step that cannot run on this device (no fp8,
+no Triton) raises `Skip` and leaves a note instead of a number. Sizes come from a `Plan` so
+`quick=True` (tests, CI) runs the same code on small buffers in a few seconds.
+
+Everything torch/Triton is imported inside the steps: importing this module is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from membound.device import datasheet
+from membound.device.ceilings import Ceilings
+from membound.device.timing import cuda_median_ms, wall_median_ms
+
+
+class Skip(Exception):
+    """This measurement does not apply to this device/software; the message says why."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one measurement run."""
+
+    mem_bytes: int  # per buffer of the copy / read passes
+    matmul_n: dict[str, int]  # compute key -> square matmul size
+    transfer_bytes: int
+    fma_elements: int
+    rep_ms: float
+
+
+@dataclass(frozen=True)
+class Step:
+    device: str
+    key: str
+    label: str
+    fn: Callable[[Ceilings, Plan], None]
+
+
+STEPS: list[Step] = []
+
+
+def step(device: str, key: str, label: str):
+    """Register a measurement step; refuses duplicates (one source of truth per figure)."""
+
+    def deco(fn):
+        if any(s.device == device and s.key == key for s in STEPS):
+            raise ValueError(f"measurement step {device}:{key} registered twice")
+        STEPS.append(Step(device, key, label, fn))
+        return fn
+
+    return deco
+
+
+def _median_ms(device: str, fn, rep_ms: float) -> float:
+    if device == "cuda":
+        return cuda_median_ms(fn, rep_ms=rep_ms)
+    return wall_median_ms(fn, rep_ms=rep_ms)
+
+
+def plan_for(device: str, quick: bool) -> Plan:
+    import torch
+
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
+        if quick:
+            return Plan(
+                max(8 * l2, 64 << 20),
+                dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8"), 2048),
+                32 << 20,
+                1 << 20,
+                20,
+            )
+        # buffers far larger than L2 so the copy streams HBM, capped to fit small cards
+        mem = min(max(32 * l2, 256 << 20), 2 << 30, props.total_memory // 8)
+        sizes = {"fp32": 4096, "tf32": 8192, "fp16": 8192, "bf16": 8192, "fp8": 8192}
+        return Plan(mem, sizes, 256 << 20, 1 << 24, 100)
+    if quick:
+        return Plan(16 << 20, {"fp32": 256, "bf16": 256}, 0, 0, 30)
+    mem = min(max(4 * _cpu_llc_bytes(), 256 << 20), 1 << 30)
+    return Plan(mem, {"fp32": 2048, "bf16": 1024}, 0, 0, 300)
+
+
+def _cpu_llc_bytes() -> int:
+    """Largest CPU cache in bytes (Linux sysfs), or 32 MiB when unknown."""
+    from pathlib import Path
+
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = f.read_text().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            best = max(best, int(text.rstrip("KMG")) * mult)
+        except (OSError, ValueError):
+            continue
+    return best or 32 << 20
+
+
+# --------------------------------------------------------------------- memory bandwidth
+def _copy(c: Ceilings, p: Plan) -> None:
+    import torch
+
+    src = torch.rand(p.mem_bytes // 4, device=c.device)
+    dst = torch.empty_like(src)
+    ms = _median_ms(c.device, lambda: dst.copy_(src), p.rep_ms)
+    c.memory_bandwidth = 2 * src.numel() * 4 / (ms / 1e3)  # read + write
+
+
+def _read(c: Ceilings, p: Plan) -> None:
+    import torch
+
+    x = torch.rand(p.mem_bytes // 4, device=c.device)
+    ms = _median_ms(c.device, lambda: x.sum(), p.rep_ms)
+    c.read_bandwidth = x.numel() * 4 / (ms / 1e3)
+
+
+for _dev in ("cuda", "cpu"):
+    step(_dev, "copy", "memory bandwidth: copy")(_copy)
+    step(_dev, "read", "memory bandwidth: read (sum)")(_read)
+
+
+# --------------------------------------------------------------------------- matmul
+def _matmul(key: str):
+    def run(c: Ceilings, p: Plan) -> None:
+        import torch
+
+        n = p.matmul_n[key]
+        dtype = {
+            "fp32": torch.float32,
+            "tf32": torch.float32,
+            "fp16": torch.float16,
+            "bf16": torch.bfloat16,
+        }[key]
+        # random data, not zeros: power-limited GPUs run zeros measurably faster
+        a = torch.randn(n, n, device=c.device).to(dtype)
+        b = torch.randn(n, n, device=c.device).to(dtype)
+        with _tf32(key == "tf32"):
+            ms = _median_ms(c.device, lambda: torch.mm(a, b), p.rep_ms)
+        c.flops[key] = 2 * n**3 / (ms / 1e3)
+
+    return run
+
+
+@contextlib.contextmanager
+def _tf32(on: bool):
+    """TF32 for fp32 matmuls on/off, restored after: the new `fp32_precision` switch where
+    torch has it (mixing it with the legacy flag is an error there), else `allow_tf32`."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        attr, value = "fp32_precision", "tf32" if on else "ieee"
+    else:
+        attr, value = "allow_tf32", on
+    saved = getattr(matmul, attr)
+    setattr(matmul, attr, value)
+    try:
+        yield
+    finally:
+        setattr(matmul, attr, saved)
+
+
+def _fp8(c: Ceilings, p: Plan) -> None:
+    import torch
+
+    cap = torch.cuda.get_device_capability()
+    if cap < (8, 9) or not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        raise Skip(
+            f"fp8 matmul needs compute capability >= 8.9 and torch._scaled_mm (have {cap[0]}.{cap[1]})"
+        )
+    n = p.matmul_n["fp8"]
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = (
+        torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    )  # column-major, as cuBLASLt wants
+    one = torch.ones((), device="cuda")
+
+    def mm():
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    try:
+        mm()
+    except Exception as exc:  # kernels missing from this build
+        raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
+    ms = _median_ms("cuda", mm, p.rep_ms)
+    c.flops["fp8"] = 2 * n**3 / (ms / 1e3)
+
+
+def _fp32_vector(c: Ceilings, p: Plan) -> None:
+    import torch
+
+    try:
+        from membound.device.fma import fma_chains
+    except Exception as exc:
+        raise Skip(f"the fp32 vector rate needs Triton ({exc.__class__.__name__})") from None
+    x = torch.rand(p.fma_elements, device="cuda")
+    _, flops = fma_chains(x)  # compile outside the timed region
+    ms = _median_ms("cuda", lambda: fma_chains(x), p.rep_ms)
+    c.flops["fp32_vector"] = flops / (ms / 1e3)
+
+
+for _key in ("fp32", "tf32", "fp16", "bf16"):
+    step("cuda", _key, f"matmul {_key}" + (" (TF32 off)" if _key == "fp32" else ""))(_matmul(_key))
+step("cuda", "fp8", "matmul fp8 (torch._scaled_mm)")(_fp8)
+step("cuda", "fp32_vector", "fp32 vector FMA (Triton)")(_fp32_vector)
+step("cpu", "fp32", "matmul fp32")(_matmul("fp32"))
+step("cpu", "bf16", "matmul bf16")(_matmul("bf16"))
+
+
+# ------------------------------------------------------------------------ host<->device
+_BUFFERS: dict[int, object] = {}  # one set of host buffers shared by the eight copy steps
+
+
+def _transfer(direction: str, memory: str, non_blocking: bool):
+    def run(c: Ceilings, p: Plan) -> None:
+        from membound.device.transfer import HostBuffers, measure_transfer
+
+        if p.transfer_bytes not in _BUFFERS:
+            _BUFFERS.clear()
+            _BUFFERS[p.transfer_bytes] = HostBuffers(p.transfer_bytes)
+        c.transfers.append(
+            measure_transfer(_BUFFERS[p.transfer_bytes], direction, memory, non_blocking)
+        )
+
+    return run
+
+
+def _register_transfers() -> None:
+    from membound.device.transfer import CONFIGS
+
+    for direction, memory, nb in CONFIGS:
+        label = f"{direction.upper()} {memory}, non_blocking={nb}"
+        step("cuda", f"{direction}-{memory}-{'nb' if nb else 'sync'}", label)(
+            _transfer(direction, memory, nb)
+        )
+
+
+_register_transfers()
+
+
+# ---------------------------------------------------------------------------- driver
+def measure(
+    device: str, name: str, key: dict, *, quick: bool = False, progress: bool = True
+) -> Ceilings:
+    """Run every step registered for `device` ("cuda" | "cpu"); returns measured Ceilings."""
+    t0 = time.perf_counter()
+    plan = plan_for(device, quick)
+    c = Ceilings(device=device, name=name, memory_bandwidth=float("nan"), key=dict(key))
+    c.datasheet = datasheet.figures(name) if device == "cuda" else None
+    steps = [s for s in STEPS if s.device == device]
+    with _progress(progress) as bar:
+        tasks = [bar.add_task(s.label, total=1) if bar else None for s in steps]
+        for s, task in zip(steps, tasks, strict=True):
+            try:
+                s.fn(c, plan)
+            except Skip as exc:
+                c.notes.append(f"{s.key}: {exc}")
+            if bar:
+                bar.update(task, completed=1)
+    _BUFFERS.clear()  # give the pinned buffer back
+    c.seconds = time.perf_counter() - t0
+    c.measured_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return c
+
+
+class _NoBar:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return _NoBar()
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )

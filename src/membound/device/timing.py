@@ -1,0 +1,69 @@
+"""Median timing of one callable: device events on CUDA, wall clock on CPU.
+
+Medians, not means: one preempted run or one clock boost must not move a ceiling.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def cuda_median_ms(
+    fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 100
+) -> float:
+    """Median device milliseconds of `fn()` on the current CUDA stream.
+
+    Uses `triton.testing.do_bench` when Triton imports (it also flushes L2 between runs);
+    otherwise CUDA events around each run after a warm-up. Triton is imported here, lazily,
+    never at `membound` import.
+    """
+    try:
+        from triton.testing import do_bench
+    except Exception:  # Triton is optional
+        do_bench = None
+    if do_bench is not None:
+        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    return _cuda_events_median_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
+
+
+def _cuda_events_median_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float) -> float:
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 3, 1e-3)
+    for _ in range(max(1, int(warmup_ms / estimate))):
+        fn()
+    n = max(3, int(rep_ms / estimate))
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(n)
+    ]
+    for s, e in events:
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def wall_median_ms(
+    fn: Callable[[], object], *, rep_ms: float = 200, min_reps: int = 3, max_reps: int = 50
+) -> float:
+    """Median wall-clock milliseconds of `fn()` after one warm-up run (CPU work)."""
+    fn()
+    times: list[float] = []
+    deadline = time.perf_counter() + rep_ms / 1e3
+    while len(times) < min_reps or (time.perf_counter() < deadline and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)

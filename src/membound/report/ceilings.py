@@ -1,0 +1,80 @@
+"""Terminal tables of a device's ceilings: measured vs datasheet, and host<->device copies."""
+
+from __future__ import annotations
+
+from membound.device.ceilings import COMPUTE_KEYS, Ceilings
+
+_FLOP_LABELS = {
+    "fp64": "fp64",
+    "fp32": "matmul fp32 (TF32 off)",
+    "tf32": "matmul tf32",
+    "fp16": "matmul fp16",
+    "bf16": "matmul bf16",
+    "fp8": "matmul fp8",
+    "int8": "matmul int8",
+    "fp32_vector": "fp32 vector FMA",
+}
+
+
+def _tera(x: float | None, unit: str) -> str:
+    if x is None:
+        return "-"
+    if x >= 1e12:
+        return f"{x / 1e12:.3g} T{unit}"
+    return f"{x / 1e9:.3g} G{unit}"
+
+
+def ceiling_rows(c: Ceilings) -> list[tuple[str, float | None, float | None]]:
+    """(label, measured, datasheet) for every ceiling, in display order."""
+    sheet = c.datasheet or {}
+    rows: list[tuple[str, float | None, float | None]] = [
+        ("memory bandwidth: copy (read+write)", c.memory_bandwidth, sheet.get("memory_bandwidth")),
+        ("memory bandwidth: read (sum)", c.read_bandwidth, sheet.get("memory_bandwidth")),
+    ]
+    for key in COMPUTE_KEYS:
+        if key in c.flops:
+            rows.append((_FLOP_LABELS.get(key, key), c.flops[key], sheet.get(key)))
+    return rows
+
+
+def render(ceilings: Ceilings, console=None) -> None:
+    """Print the ceilings table (and the transfer table when there are transfers)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    c = ceilings
+    where = f"{c.name} ({c.device}, {c.source}"
+    if c.measured_at:
+        where += f" {c.measured_at}"
+    if c.seconds is not None:
+        where += f", took {c.seconds:.1f} s"
+    t = Table(title=f"ceilings of {where})", title_justify="left")
+    for col in ("ceiling", "measured", "datasheet", "fraction"):
+        t.add_column(col, justify="left" if col == "ceiling" else "right")
+    for label, measured, sheet in ceiling_rows(c):
+        unit = "B/s" if label.startswith("memory") else "FLOP/s"
+        frac = f"{measured / sheet:.0%}" if measured and sheet else "-"
+        t.add_row(label, _tera(measured, unit), _tera(sheet, unit), frac)
+    ridge_key = next((k for k in ("bf16", "fp32") if k in c.flops), None)
+    if ridge_key and c.memory_bandwidth:
+        t.caption = f"ridge point ({ridge_key}): {c.ridge(ridge_key):.3g} FLOP/byte"
+    console.print(t)
+
+    if c.transfers:
+        tt = Table(title="host <-> device copies", title_justify="left")
+        for col in ("copy", "host memory", "non_blocking", "MB", "GB/s", "host blocked"):
+            tt.add_column(col, justify="left" if col in ("copy", "host memory") else "right")
+        for x in c.transfers:
+            tt.add_row(
+                x.direction.upper(),
+                x.memory,
+                str(x.non_blocking),
+                f"{x.bytes / 1e6:.0f}",
+                f"{x.bandwidth / 1e9:.1f}",
+                f"{x.host_blocked_fraction:.1%}",
+            )
+        tt.caption = "host blocked: share of the copy during which the copy_ call had not returned"
+        console.print(tt)
+    for note in c.notes:
+        console.print(f"[dim]not measured: {note}[/dim]")

@@ -1,0 +1,59 @@
+"""Measuring ceilings for real: CPU quick run here; the full CUDA run on a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from membound.device import get_ceilings
+from membound.device.measure import STEPS, step
+from membound.errors import BadInput, NeedsGPU
+
+
+def test_cpu_quick_measurement_is_plausible():
+    c = get_ceilings("cpu", quick=True, progress=False)
+    assert c.source == "measured" and c.device == "cpu"
+    assert 1e8 < c.memory_bandwidth < 1e13
+    assert 1e8 < c.read_bandwidth < 1e13
+    assert set(c.flops) == {"fp32", "bf16"}
+    assert all(1e8 < v < 1e15 for v in c.flops.values())
+    assert c.seconds is not None and c.seconds < 30
+    assert c.transfers == []
+
+
+def test_steps_refuse_duplicates():
+    with pytest.raises(ValueError, match="twice"):
+        step("cpu", "copy", "again")(lambda c, p: None)
+    keys = [(s.device, s.key) for s in STEPS]
+    assert len(keys) == len(set(keys))
+    assert sum(s.device == "cuda" and s.key.startswith(("h2d", "d2h")) for s in STEPS) == 8
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_cuda_without_gpu_says_so():
+    with pytest.raises(NeedsGPU, match="--device cpu"):
+        get_ceilings("cuda")
+
+
+@pytest.mark.parametrize("device", ["tpu", "mps", "nonsense:3"])
+def test_unsupported_device_is_bad_input(device):
+    with pytest.raises((BadInput, NeedsGPU)):
+        get_ceilings(device)
+
+
+@pytest.mark.gpu
+def test_cuda_quick_measurement_shows_the_pageable_trap():
+    c = get_ceilings("cuda", quick=True, progress=False)
+    assert c.memory_bandwidth > 1e11 and c.read_bandwidth > 1e11
+    for key in ("fp32", "tf32", "fp16", "bf16"):
+        assert c.flops[key] > 1e12, key
+    if torch.cuda.get_device_capability() >= (8, 0):
+        assert c.flops["bf16"] > c.flops["fp32"]
+    assert len(c.transfers) == 8
+    pinned_nb = c.transfer("h2d", "pinned", True)
+    pageable_nb = c.transfer("h2d", "pageable", True)
+    # the key fact: non_blocking from pageable memory still blocks the host; from pinned it does not
+    assert pageable_nb.host_blocked_fraction > 0.5
+    assert pinned_nb.host_blocked_fraction < 0.3
+    assert pinned_nb.bandwidth > pageable_nb.bandwidth
+    assert c.datasheet is None or c.datasheet["memory_bandwidth"] > 0

@@ -1,0 +1,57 @@
+"""The ceilings table: measured vs datasheet with the fraction, and the copy rows."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from membound.device.ceilings import Ceilings, Transfer
+from membound.report.ceilings import ceiling_rows, render
+
+
+def _ceilings():
+    return Ceilings(
+        device="cuda",
+        name="NVIDIA H200",
+        memory_bandwidth=2.4e12,
+        read_bandwidth=4.0e12,
+        flops={"bf16": 7.5e14, "fp32": 5.1e13},
+        transfers=[
+            Transfer("h2d", "pageable", True, 256 << 20, 8.1e9, 0.998),
+            Transfer("h2d", "pinned", True, 256 << 20, 55e9, 0.005),
+        ],
+        datasheet={"memory_bandwidth": 4.8e12, "bf16": 1.0e15, "fp32": 6.7e13},
+        seconds=21.3,
+        notes=["fp8: not supported"],
+    )
+
+
+def _text(c) -> str:
+    console = Console(record=True, width=200)
+    render(c, console)
+    return console.export_text()
+
+
+def test_fraction_of_datasheet():
+    text = _text(_ceilings())
+    line = next(x for x in text.splitlines() if "copy" in x and "memory" in x)
+    assert "2.4 TB/s" in line and "4.8 TB/s" in line and "50%" in line
+    bf16 = next(x for x in text.splitlines() if "matmul bf16" in x)
+    assert "750 TFLOP/s" in bf16 and "75%" in bf16
+    assert "took 21.3 s" in text
+
+
+def test_transfer_rows_show_host_blocked():
+    lines = _text(_ceilings()).splitlines()
+    pageable = next(x for x in lines if "pageable" in x)
+    pinned = next(x for x in lines if "pinned" in x and "H2D" in x)
+    assert "8.1" in pageable and "99.8%" in pageable
+    assert "55.0" in pinned and "0.5%" in pinned
+
+
+def test_without_datasheet_or_transfers():
+    c = _ceilings()
+    c.datasheet, c.transfers = None, []
+    text = _text(c)
+    assert "host blocked" not in text
+    assert "not measured: fp8" in text
+    assert [r[2] for r in ceiling_rows(c)] == [None] * 4

@@ -1,0 +1,96 @@
+"""The roofline chart renders headless to valid PNG and SVG files, with points."""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from membound.device.ceilings import Ceilings
+from membound.errors import BadInput
+from membound.report.roofline_chart import draw, svg_string
+
+CEIL = Ceilings(
+    device="cuda",
+    name="NVIDIA H200",
+    memory_bandwidth=4.2e12,
+    flops={"fp32": 5.1e13, "tf32": 3.56e14, "bf16": 7.5e14, "fp32_vector": 6.0e13},
+)
+POINTS = [
+    {"label": "layer_norm", "intensity": 1.0, "achieved_flops": 2.5e12, "size": 0.27},
+    {"label": "mm", "intensity": 2000.0, "achieved_flops": 6.0e14, "size": 1.5},
+]
+
+
+def test_png_is_valid(tmp_path):
+    path = tmp_path / "out" / "roof.png"
+    fig = draw(CEIL, POINTS, path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0].startswith("memory 4.2 TB/s")
+    assert any(lab.startswith("bf16 750 TFLOP/s") for lab in labels)
+    assert len(labels) == 1 + len(CEIL.flops)  # one sloped roof + one flat roof per dtype
+
+
+def test_svg_is_valid_and_labels_ridges_and_points(tmp_path):
+    path = tmp_path / "roof.svg"
+    draw(CEIL, POINTS, path, title="t")
+    root = ET.parse(path).getroot()
+    assert root.tag.endswith("svg")
+    text = path.read_text()
+    assert "layer_norm" in text and "ridge" in text
+    assert "FLOP/byte" in text
+
+
+def test_roofs_meet_at_the_ridge():
+    fig = draw(CEIL)
+    ax = fig.axes[0]
+    memory = ax.get_lines()[0]
+    xs, ys = memory.get_data()
+    assert ys[-1] / xs[-1] == pytest.approx(4.2e12)
+    assert xs[-1] == pytest.approx(7.5e14 / 4.2e12)  # memory roof ends at the highest ridge
+
+
+def test_svg_string_and_external_axes():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert draw(CEIL, POINTS, ax=ax) is fig
+    s = svg_string(fig)
+    assert s.lstrip().startswith("<?xml") and "</svg>" in s
+
+
+def test_invalid_points_are_skipped():
+    fig = draw(
+        CEIL,
+        [
+            {"label": "x", "intensity": 0, "achieved_flops": 1e12},
+            {"label": "y", "intensity": None, "achieved_flops": 1},
+        ],
+    )
+    assert not fig.axes[0].collections
+
+
+def test_bad_suffix_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"\.png or \.svg"):
+        draw(CEIL, path=tmp_path / "roof.pdf")
+
+
+def test_headless_without_pyplot_or_backend_switch():
+    """Importing the module loads no matplotlib; drawing never touches pyplot's global state."""
+    import subprocess
+
+    code = (
+        "import sys; import membound.report.roofline_chart as m; "
+        "assert 'matplotlib' not in sys.modules; "
+        "from membound.device.ceilings import Ceilings; "
+        "m.draw(Ceilings(device='cpu', name='c', memory_bandwidth=1e10, flops={'fp32': 1e11})); "
+        "assert 'matplotlib.pyplot' not in sys.modules"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
