@@ -1,0 +1,259 @@
+"""The normalized description of one op call that every cost formula reads.
+
+Both entry points build an `OpCall`: the live counter from real tensors (outputs known),
+the post-hoc path from a profiler trace's recorded arguments (outputs unknown, `None`).
+Arguments keep the op schema's order, so a formula reads `call.arg(i)` the same way in
+both cases. Tensors become `TensorMeta`; a TensorList becomes a list of `TensorMeta`;
+everything else is a plain Python value (int, float, bool, list of ints, dtype name, None).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# canonical dtype name (torch.dtype without "torch.") -> bytes per element
+ITEMSIZE = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "complex128": 16,
+    "complex64": 8,
+    "complex32": 4,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "bool": 1,
+}
+
+# c10::ScalarType enum values, as a trace records a `ScalarType` argument ("6" = float32).
+SCALAR_TYPE_CODES = {
+    0: "uint8",
+    1: "int8",
+    2: "int16",
+    3: "int32",
+    4: "int64",
+    5: "float16",
+    6: "float32",
+    7: "float64",
+    8: "complex32",
+    9: "complex64",
+    10: "complex128",
+    11: "bool",
+    15: "bfloat16",
+    23: "float8_e5m2",
+    24: "float8_e4m3fn",
+    25: "float8_e5m2fnuz",
+    26: "float8_e4m3fnuz",
+}
+
+_COMPUTE = {
+    "float64": "fp64",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "int8": "int8",
+    "uint8": "int8",
+}
+
+
+def compute_key(dtype: str) -> str:
+    """Ceiling key (`device.ceilings.COMPUTE_KEYS`) for tensor-core-capable math in `dtype`."""
+    if dtype.startswith("float8"):
+        return "fp8"
+    return _COMPUTE.get(dtype, "fp32")
+
+
+def as_dtype(value: Any, default: str | None = None) -> str | None:
+    """A dtype given as torch.dtype, ScalarType code (int) or name -> canonical name."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return SCALAR_TYPE_CODES.get(value, default)
+    text = str(value)
+    if text.startswith("torch."):
+        text = text[len("torch.") :]
+    return text if text in ITEMSIZE else default
+
+
+def itemsize(dtype: str) -> int:
+    return ITEMSIZE.get(dtype, 4)
+
+
+def numel(shape: Sequence[int]) -> int:
+    return math.prod(int(s) for s in shape)
+
+
+def storage_extent(shape: Sequence[int], strides: Sequence[int] | None) -> int:
+    """Elements a (possibly broadcast) view really covers: a stride-0 dim repeats memory."""
+    n = numel(shape)
+    if not strides or len(strides) != len(shape) or n == 0:
+        return n
+    span = 1 + sum((int(s) - 1) * abs(int(st)) for s, st in zip(shape, strides, strict=True))
+    return min(n, span)
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """Shape and dtype of one tensor argument; `extent` = elements actually stored."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    extent: int | None = None
+    # identity of the live tensor, so one tensor passed twice is read once; None post hoc
+    ident: int | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # a dense tensor stores all its elements: make equal tensors compare equal
+        if self.extent is None:
+            object.__setattr__(self, "extent", numel(self.shape))
+
+    @property
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return itemsize(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return (self.numel if self.extent is None else self.extent) * self.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @classmethod
+    def from_tensor(cls, t: Any) -> TensorMeta:
+        shape = tuple(int(s) for s in t.shape)
+        try:
+            strides = tuple(int(s) for s in t.stride())
+        except RuntimeError:  # sparse / nested layouts have no strides
+            strides = None
+        return cls(shape, as_dtype(t.dtype, "float32"), storage_extent(shape, strides), id(t))
+
+
+def tensor_metas(items: Iterable[Any]) -> list[TensorMeta]:
+    """Flatten TensorMeta and lists of TensorMeta out of an argument list."""
+    out: list[TensorMeta] = []
+    for item in items:
+        if isinstance(item, TensorMeta):
+            out.append(item)
+        elif isinstance(item, (list, tuple)):
+            out.extend(x for x in item if isinstance(x, TensorMeta))
+    return out
+
+
+def distinct_bytes(metas: Iterable[TensorMeta]) -> int:
+    """Bytes of each distinct tensor once (live tensors are deduplicated by identity)."""
+    seen: set[int] = set()
+    total = 0
+    for m in metas:
+        if m.ident is not None:
+            if m.ident in seen:
+                continue
+            seen.add(m.ident)
+        total += m.nbytes
+    return total
+
+
+@dataclass
+class OpCall:
+    """One op call: name ("aten::add"), schema-ordered inputs, outputs when known."""
+
+    name: str
+    inputs: list[Any]
+    outputs: list[TensorMeta] | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.outputs is not None
+
+    def arg(self, i: int, default: Any = None) -> Any:
+        if i < len(self.inputs) and self.inputs[i] is not None:
+            return self.inputs[i]
+        return default
+
+    def tensor(self, i: int) -> TensorMeta | None:
+        value = self.arg(i)
+        return value if isinstance(value, TensorMeta) else None
+
+    def tensors(self) -> list[TensorMeta]:
+        return tensor_metas(self.inputs)
+
+    def read_bytes(self) -> int:
+        return distinct_bytes(self.tensors())
+
+    def int_list(self, i: int, default: list[int] | None = None) -> list[int] | None:
+        value = self.arg(i)
+        if isinstance(value, bool):
+            return default
+        if isinstance(value, int):
+            return [value]
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+            return [int(v) for v in value]
+        return default
+
+
+def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """Broadcast result shape (numpy rules)."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, start=ndim - len(s)):
+            if d != 1:
+                out[i] = int(d)
+    return tuple(out)
+
+
+def promote(items: Sequence[Any]) -> str:
+    """Result dtype of a pointwise op over tensors and Python scalars (torch rules)."""
+    key: list[Any] = []
+    for item in items:
+        if isinstance(item, TensorMeta):
+            key.append((item.dtype, item.ndim == 0))
+        elif isinstance(item, (bool, int, float, complex)):
+            key.append(type(item))
+    return _promote(tuple(key))
+
+
+@functools.lru_cache(maxsize=1024)
+def _promote(key: tuple) -> str:
+    import torch
+
+    samples = {bool: True, int: 1, float: 1.0, complex: 1j}
+    operands: list[Any] = []
+    for k in key:
+        if isinstance(k, tuple):
+            dtype, zero_dim = k
+            # 0-dim tensors take part like scalars in type promotion, as in torch
+            shape = () if zero_dim else (1,)
+            dt = getattr(torch, dtype, torch.float32)
+            operands.append(torch.empty(shape, dtype=dt, device="meta"))
+        else:
+            operands.append(samples[k])
+    if not any(isinstance(o, torch.Tensor) for o in operands):
+        return "float32"
+    if len(operands) == 1:
+        return as_dtype(operands[0].dtype, "float32")
+    dtype = torch.result_type(operands[0], operands[1])
+    for other in operands[2:]:
+        dtype = torch.result_type(torch.empty((1,), dtype=dtype, device="meta"), other)
+    return as_dtype(dtype, "float32")

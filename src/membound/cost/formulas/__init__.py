@@ -1,0 +1,12 @@
+"""Cost formulas, one module per op family; importing this package registers them all."""
+
+from membound.cost.formulas import (  # noqa: F401
+    attention,
+    conv,
+    matmul,
+    memory,
+    norm,
+    pointwise,
+    reduction,
+    softmax,
+)

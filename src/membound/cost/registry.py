@@ -1,0 +1,167 @@
+"""Registry of cost formulas: one entry per aten op packet, one source of truth.
+
+A formula is a function `(call: OpCall) -> Cost`, registered with `@register("aten::mm",
+family="matmul")`. Names are normalized to the op *packet*: "aten.add.Tensor",
+"aten::add", "add" all mean "aten::add" (overloads share a formula; a formula reads the
+schema-ordered arguments and tolerates the overload's variations). Registering a name twice
+raises `ValueError` unless `replace=True` — that is how a user overrides a formula.
+
+Conventions every formula follows (see `membound.cost` for the per-family FLOP counts):
+- bytes are *minimal* bytes: each distinct input tensor read once (a broadcast input counts
+  its real storage extent), each output written once; intermediates a perfect kernel keeps
+  on chip are not counted.
+- `compute` names the ceiling (`membound.device.ceilings.COMPUTE_KEYS`) the op's arithmetic
+  runs on: matmul/conv/attention -> the dtype key ("fp32", "bf16", ...), the rest ->
+  "fp32_vector"; views and unknown ops -> None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from membound.cost.call import OpCall, TensorMeta, distinct_bytes
+
+VECTOR = "fp32_vector"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs and minimal bytes of one op call (or a sum of calls)."""
+
+    flops: float
+    bytes: float
+    compute: str | None
+    exact: bool = True  # False: unknown op, bytes guessed as inputs + outputs
+    family: str = ""
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte (0 when the op moves nothing)."""
+        if self.bytes:
+            return self.flops / self.bytes
+        return float("inf") if self.flops else 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        compute = self.compute if self.compute == other.compute else None
+        family = self.family if self.family == other.family else ""
+        return Cost(
+            self.flops + other.flops,
+            self.bytes + other.bytes,
+            compute,
+            self.exact and other.exact,
+            family,
+        )
+
+
+Formula = Callable[[OpCall], Cost]
+
+_FORMULAS: dict[str, tuple[Formula, str]] = {}
+
+
+def normalize_name(name: str) -> str:
+    """ "aten.add.Tensor" / "aten::add.Tensor" / "add" -> "aten::add"."""
+    name = name.strip()
+    if "::" in name:
+        namespace, _, rest = name.rpartition("::")
+        return f"{namespace}::{rest.split('.')[0]}"
+    parts = name.split(".")
+    if len(parts) >= 2:
+        return f"{parts[0]}::{parts[1]}"
+    return f"aten::{parts[0]}"
+
+
+def register(*op_names: str, family: str, replace: bool = False) -> Callable[[Formula], Formula]:
+    """Decorator: register `fn(call) -> Cost` for each op name in `op_names`."""
+    if not op_names:
+        raise ValueError("register() needs at least one op name, e.g. register('aten::mm', ...)")
+    names = [normalize_name(n) for n in op_names]
+    if not replace:
+        taken = [n for n in names if n in _FORMULAS]
+        if taken:
+            raise ValueError(
+                f"cost formula already registered for {', '.join(taken)}; "
+                "pass replace=True to override it"
+            )
+
+    def decorate(fn: Formula) -> Formula:
+        for n in names:
+            _FORMULAS[n] = (fn, family)
+        return fn
+
+    return decorate
+
+
+def unregister(op_name: str) -> None:
+    """Remove a formula (mainly for tests that register temporary ones)."""
+    _FORMULAS.pop(normalize_name(op_name), None)
+
+
+def registered() -> list[str]:
+    """Sorted names that have a formula."""
+    return sorted(_FORMULAS)
+
+
+def family_of(op_name: str) -> str | None:
+    entry = _FORMULAS.get(normalize_name(op_name))
+    return entry[1] if entry else None
+
+
+def fallback(call: OpCall) -> Cost:
+    """Unknown op: 0 FLOPs, bytes = inputs + outputs, marked inexact.
+
+    Post hoc the outputs are unknown; one output as large as the largest input is assumed
+    (right for elementwise-like ops, the common case of an unregistered op).
+    """
+    tensors = call.tensors()
+    if call.outputs is not None:
+        written = sum(o.nbytes for o in call.outputs)
+    else:
+        written = max((t.numel * t.itemsize for t in tensors), default=0)
+    return Cost(0.0, float(distinct_bytes(tensors) + written), None, False, "unknown")
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(name: str, exc: Exception) -> None:
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(
+            f"membound: cost formula for {name} could not read its arguments ({exc!r}); "
+            "counting it as an unknown op",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def evaluate(call: OpCall) -> Cost:
+    """Cost of one call through its registered formula (or the unknown-op fallback)."""
+    call.name = normalize_name(call.name)
+    entry = _FORMULAS.get(call.name)
+    if entry is None:
+        return fallback(call)
+    fn, family = entry
+    try:
+        cost = fn(call)
+    except Exception as exc:
+        # arguments a formula cannot read (a trace that records an overload differently,
+        # a missing tensor): degrade to the inexact fallback instead of failing the analysis
+        _warn_once(call.name, exc)
+        return fallback(call)
+    if not cost.family:
+        cost = dataclasses.replace(cost, family=family)
+    return cost
+
+
+def out_bytes(call: OpCall, inferred: list[TensorMeta]) -> int:
+    """Bytes written: the real outputs when known (live), else the formula's inferred ones."""
+    outs = call.outputs if call.outputs is not None else inferred
+    return sum(o.nbytes for o in outs if isinstance(o, TensorMeta))
+
+
+def simple(call: OpCall, flops: float, inferred: list[TensorMeta], compute: str | None) -> Cost:
+    """The usual case: all tensor inputs read once, all outputs written once."""
+    return Cost(float(flops), float(call.read_bytes() + out_bytes(call, inferred)), compute)
