@@ -311,3 +311,42 @@ def test_no_buffer_reused_before_its_copy_ran(depth):
     finally:
         backend.close()
     assert not _threads()
+
+
+def _set_threads_from_another_thread(n):
+    # What DataLoader's pin-memory thread does: `torch.set_num_threads(1)` on its own thread,
+    # which also becomes the count every *new* thread starts with.
+    t = threading.Thread(target=torch.set_num_threads, args=(n,))
+    t.start()
+    t.join()
+
+
+def test_loader_runs_with_the_consumers_intra_op_threads():
+    # H200 run 1: after a pin_memory DataLoader had run, a CPU-heavy loader iterated on the
+    # producer thread got 1 torch thread instead of the main thread's count, and the
+    # prefetched input-starved loop ran 1.56x slower than the plain one.
+    seen = []
+
+    def loader():
+        for i in range(3):
+            seen.append(torch.get_num_threads())  # runs on the producer thread
+            yield torch.tensor([i])
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)  # the consumer's choice (this thread only)
+        _set_threads_from_another_thread(1)
+        fresh = []
+        t = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+        assert fresh == [1], "precondition: a new thread inherits the last set_num_threads"
+        assert torch.get_num_threads() == 3
+        out = [int(b) for b in Prefetcher(loader(), "cpu", backend=HostBackend())]
+        assert out == [0, 1, 2]
+        assert seen == [3, 3, 3]
+        assert torch.get_num_threads() == 3  # the consumer's own count is left alone
+    finally:
+        torch.set_num_threads(before)
+        _set_threads_from_another_thread(before)
+    assert not _threads()

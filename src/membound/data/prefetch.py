@@ -152,9 +152,12 @@ class Prefetcher:
         ready: queue.Queue = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
         copier = HostCopier(self.num_threads)
+        # The loader runs on the producer thread; give it the consumer's intra-op thread
+        # count, read here on the consumer's thread (see `_match_intra_op_threads`).
+        threads = torch.get_num_threads()
         producer = threading.Thread(
             target=self._produce,
-            args=(backend, pool, copier, ready, stop),
+            args=(backend, pool, copier, ready, stop, threads),
             name="membound-prefetch",
             daemon=True,  # never keeps the interpreter alive; we still join it below
         )
@@ -179,9 +182,10 @@ class Prefetcher:
                 producer.join(_POLL_S)
             copier.close()
 
-    def _produce(self, backend, pool, copier, ready, stop) -> None:
+    def _produce(self, backend, pool, copier, ready, stop, threads: int) -> None:
         it = None
         try:
+            _match_intra_op_threads(threads)
             backend.thread_setup()
             it = iter(self.loader)
             while not stop.is_set():
@@ -246,6 +250,24 @@ class Prefetcher:
                 leaf = leaf.to(backend.device, non_blocking=True)
             leaves.append(leaf)
         return self._finish(slot.rebuild(leaves))
+
+
+def _match_intra_op_threads(wanted: int) -> None:
+    """Give this (new) thread the intra-op thread count the consumer's thread has.
+
+    Why: torch's intra-op thread count is per thread. A new thread takes it lazily from a
+    process-wide value that the *last* `torch.set_num_threads` call wrote, from any thread,
+    and DataLoader's pin-memory thread calls `set_num_threads(1)`. So after any
+    `DataLoader(pin_memory=True)` has run in the process, a loader iterated on our producer
+    thread would run its CPU transforms on one core while the same loader on the main thread
+    uses all of them: an input-starved loop ran at 61 ms per step with prefetching, 39 ms
+    without (H200 run 1, `benchmarks/input_pipeline_notes.md`). Staging copies of contiguous
+    tensors run on numpy in their own threads (`staging.py`), not on this thread's team.
+    Note `set_num_threads` here also rewrites what later new threads inherit: the consumer's
+    count, i.e. the process's own setting, not the pin thread's 1.
+    """
+    if wanted >= 1 and torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
 
 
 def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
