@@ -1,0 +1,84 @@
+"""`AnalysedTrace`: what every rule reads — the loaded trace, its timeline, its op calls,
+the ceilings — with the per-step arithmetic rules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from membound.analysis import intervals as iv
+from membound.analysis.ops import OpCall
+from membound.analysis.result import OpRow, Step
+from membound.analysis.timeline import Timeline
+from membound.trace.load import Trace
+
+#: a pinned H2D rate to compare pageable copies against when neither the ceilings nor the
+#: trace has one: a PCIe Gen4 x16 link's typical pinned rate (bytes/s)
+DEFAULT_PINNED_H2D = 25e9
+
+
+@dataclass
+class AnalysedTrace:
+    trace: Trace
+    timeline: Timeline
+    steps: list[Step]
+    calls: list[OpCall]
+    rows: list[OpRow]
+    ceilings: Any | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_steps(self) -> int:
+        return max(len(self.steps), 1)
+
+    @property
+    def mean_step_ms(self) -> float:
+        return sum(s.wall_ms for s in self.steps) / self.n_steps if self.steps else 0.0
+
+    @property
+    def window(self) -> tuple[float, float]:
+        if not self.steps:
+            return (0.0, 0.0)
+        return self.steps[0].start_us, self.steps[-1].end_us
+
+    def per_step(self, total_ms: float) -> float:
+        return total_ms / self.n_steps
+
+    def share(self, ms_per_step: float) -> float:
+        return ms_per_step / self.mean_step_ms if self.mean_step_ms > 0 else 0.0
+
+    def in_window(self, ts: np.ndarray) -> np.ndarray:
+        lo, hi = self.window
+        return (ts >= lo) & (ts < hi)
+
+    def idle(self, cause: str) -> iv.Intervals:
+        return self.timeline.idle_by_cause.get(cause, iv.EMPTY)
+
+    def idle_ms_per_step(self, cause: str) -> float:
+        return sum(s.idle_by_cause.get(cause, 0.0) for s in self.steps) / self.n_steps
+
+    def pinned_h2d_bandwidth(self) -> tuple[float, str]:
+        """Bytes/s a pinned H2D copy reaches here, and where that figure comes from."""
+        c = self.ceilings
+        if c is not None:
+            for nb in (True, False):
+                t = c.transfer("h2d", "pinned", nb)
+                if t is not None and t.bandwidth > 0:
+                    return float(t.bandwidth), f"{c.source} ceilings"
+        gpu = self.trace.gpu
+        if len(gpu):
+            pinned = self.trace.name_ids(lambda n: "HtoD" in n and "Pinned" in n)
+            sel = np.isin(gpu.name, pinned) & (gpu.bytes > 0) & (gpu.dur > 0)
+            if sel.any():
+                rates = gpu.bytes[sel] / (gpu.dur[sel] * 1e-6)
+                return float(np.max(rates)), "fastest pinned copy in this trace"
+        return DEFAULT_PINNED_H2D, "typical PCIe Gen4 x16 pinned rate (no measurement available)"
+
+    def memory_bandwidth(self) -> float | None:
+        return float(self.ceilings.memory_bandwidth) if self.ceilings is not None else None
+
+    def spans(self, intervals: iv.Intervals, limit: int = 2000) -> list[tuple[float, float]]:
+        s, e = intervals
+        return [(float(a), float(b)) for a, b in zip(s[:limit], e[:limit], strict=False)]

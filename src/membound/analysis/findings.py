@@ -1,0 +1,69 @@
+"""Findings and the registry of rules that produce them.
+
+A rule is a function `(AnalysedTrace) -> Iterable[Finding]`, registered under a stable
+code with `@rule("code")`. Built-in rules live one family per module in
+`membound.analysis.rules`; users add their own the same way (before calling `analyze`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Finding:
+    """One bottleneck, with the time it costs, the numbers behind it, and the fix."""
+
+    code: str
+    title: str
+    time_lost_ms_per_step: float
+    share_of_step: float  # 0..1, time lost / mean step wall time
+    evidence: dict[str, Any]
+    fix: str
+    spans: list[tuple[float, float]] = field(default_factory=list)  # µs on the trace clock
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "title": self.title,
+            "time_lost_ms_per_step": round(self.time_lost_ms_per_step, 4),
+            "share_of_step": round(self.share_of_step, 4),
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+
+Rule = Callable[[Any], Iterable[Finding]]
+RULES: dict[str, Rule] = {}
+
+
+def rule(code: str) -> Callable[[Rule], Rule]:
+    """Register a rule under `code`; codes are unique (re-registering one is a bug)."""
+
+    def register(fn: Rule) -> Rule:
+        if code in RULES and RULES[code] is not fn:
+            raise ValueError(f"a rule for finding code {code!r} is already registered")
+        RULES[code] = fn
+        fn.code = code  # type: ignore[attr-defined]
+        return fn
+
+    return register
+
+
+#: findings smaller than this share of a step are noise, not reported
+MIN_SHARE = 0.01
+
+
+def run_rules(trace: Any, codes: Iterable[str] | None = None) -> list[Finding]:
+    """Run every registered rule (or `codes`), drop noise, rank by time lost."""
+    from membound.analysis import rules as _builtin  # noqa: F401  (registers the built-ins)
+
+    out: list[Finding] = []
+    for code in codes or list(RULES):
+        for f in RULES[code](trace) or ():
+            if f.time_lost_ms_per_step > 0 and f.share_of_step >= MIN_SHARE:
+                out.append(f)
+    out.sort(key=lambda f: f.time_lost_ms_per_step, reverse=True)
+    return out

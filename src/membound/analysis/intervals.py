@@ -1,0 +1,84 @@
+"""Sets of time intervals as two sorted NumPy arrays (starts, ends), disjoint after `union`.
+
+Everything the timeline measures (GPU busy, idle gaps, what the host was doing) is a set
+of intervals; these few operations are all it needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+EMPTY: Intervals = (np.zeros(0), np.zeros(0))
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Merge possibly overlapping intervals into a sorted disjoint set."""
+    starts = np.asarray(starts, dtype=np.float64)
+    ends = np.asarray(ends, dtype=np.float64)
+    if len(starts) == 0:
+        return EMPTY
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    # a new block starts where the start is past every end seen so far
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    block_end = np.append(idx[1:] - 1, len(s) - 1)
+    return s[idx], run_end[block_end]
+
+
+def total(iv: Intervals) -> float:
+    return float(np.sum(iv[1] - iv[0])) if len(iv[0]) else 0.0
+
+
+def clip(iv: Intervals, lo: float, hi: float) -> Intervals:
+    s, e = np.maximum(iv[0], lo), np.minimum(iv[1], hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intersection of two disjoint sorted sets."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return EMPTY
+    # for each interval of a, the b intervals that may overlap it
+    lo = np.searchsorted(b[1], a[0], side="right")
+    hi = np.searchsorted(b[0], a[1], side="left")
+    counts = np.maximum(hi - lo, 0)
+    if counts.sum() == 0:
+        return EMPTY
+    ai = np.repeat(np.arange(len(a[0])), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    bi = np.repeat(lo, counts) + offsets
+    s = np.maximum(a[0][ai], b[0][bi])
+    e = np.minimum(a[1][ai], b[1][bi])
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """a minus b, both disjoint sorted sets."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return a
+    lo, hi = _bounds(a)
+    comp_s = np.concatenate([[lo], b[1]])
+    comp_e = np.concatenate([b[0], [hi]])
+    keep = comp_e > comp_s
+    return intersect(a, (comp_s[keep], comp_e[keep]))
+
+
+def gaps(iv: Intervals, lo: float, hi: float) -> Intervals:
+    """The complement of `iv` inside [lo, hi]."""
+    iv = clip(iv, lo, hi)
+    s = np.concatenate([[lo], iv[1]])
+    e = np.concatenate([iv[0], [hi]])
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def _bounds(a: Intervals) -> tuple[float, float]:
+    return float(a[0][0]), float(a[1][-1])

@@ -1,0 +1,299 @@
+"""Roofline join: each aten op call ↔ its kernels (device time) ↔ its cost ↔ the ceilings.
+
+Method: a GPU activity carries the correlation id of the runtime call that launched it;
+that call happened on some host thread at some time, inside a stack of CPU ops. The op a
+kernel belongs to is the innermost op of that stack that the cost model knows (walking
+outwards from the innermost op, e.g. `aten::addmm` inside `aten::linear`); when no op of
+the stack has a formula, the innermost op. An op call's device time is the sum of its
+kernels' durations; its FLOPs and minimal bytes come from `membound.cost.cost_of` applied
+to the shapes, dtypes and scalars the profiler recorded. Host↔device copies are PCIe
+time, not HBM work, and stay out of the roofline (the copy rules account for them). Rows aggregate calls by op name
+and are placed against the ceilings with `membound.roofline.place`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from membound.analysis.result import OpRow
+from membound.trace.load import CPU_OP, KERNEL, MEMCPY, Trace
+
+
+@dataclass(slots=True)  # a big trace holds millions of these
+class OpCall:
+    """One op call that ran kernels: the unit the chain and dtype rules look at."""
+
+    cpu_index: int
+    name: str
+    tid: int
+    first_kernel_us: float
+    last_kernel_end_us: float
+    device_us: float
+    kernels: int
+    flops: float
+    bytes: float
+    compute: str | None
+    family: str
+    known: bool
+    dtypes: tuple[str, ...] = field(default_factory=tuple)
+    dims: Any = None
+
+
+def _cost_fn():
+    try:
+        from membound.cost import cost_of  # type: ignore[attr-defined]
+    except ImportError:
+        try:
+            from membound.cost.trace_args import cost_of
+        except ImportError:
+            return None
+    return cost_of
+
+
+class _Costs:
+    """cost_of(name, shapes...) memoised by (name id, shape id): traces repeat calls."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.fn = _cost_fn()
+        self.cache: dict[tuple[int, int], Any] = {}
+
+    def __call__(self, name_id: int, shape_id: int):
+        key = (name_id, shape_id)
+        if key not in self.cache:
+            self.cache[key] = self._compute(name_id, shape_id)
+        return self.cache[key]
+
+    def _compute(self, name_id: int, shape_id: int):
+        if self.fn is None or shape_id < 0:
+            return None
+        dims, types, concrete = self.trace.shapes[shape_id]
+        try:
+            cost = self.fn(self.trace.names[name_id], list(dims or []), list(types or []), concrete)
+        except Exception:  # a formula that cannot read these shapes: no cost, not a crash
+            return None
+        if (
+            cost is None
+            or getattr(cost, "family", "") == "unknown"
+            or not getattr(cost, "exact", True)
+        ):
+            return None
+        return cost
+
+
+def _parents(trace: Trace) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Parent index of each CPU op (same thread, enclosing span), and per-thread sorted ops."""
+    cpu = trace.cpu
+    parent = np.full(len(cpu), -1, dtype=np.int64)
+    per_tid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    ops = np.flatnonzero(cpu.kind == CPU_OP)
+    ts_all, end_all = cpu.ts, cpu.ts + cpu.dur
+    for tid in np.unique(cpu.tid[ops]):
+        idx = ops[cpu.tid[ops] == tid]
+        idx = idx[np.lexsort((-cpu.dur[idx], cpu.ts[idx]))]
+        stack: list[int] = []
+        ends: list[float] = []
+        par = parent  # local for the loop
+        for i, t, e in zip(idx.tolist(), ts_all[idx].tolist(), end_all[idx].tolist(), strict=False):
+            while ends and ends[-1] <= t:
+                stack.pop()
+                ends.pop()
+            if stack:
+                par[i] = stack[-1]
+            stack.append(i)
+            ends.append(e)
+        per_tid[int(tid)] = (idx, cpu.ts[idx])
+    return parent, per_tid
+
+
+def _innermost(trace: Trace, parent, per_tid, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Innermost CPU op on each call's thread enclosing its time (-1 if none), vectorised."""
+    cpu = trace.cpu
+    end = cpu.ts + cpu.dur
+    out = np.full(len(times), -1, dtype=np.int64)
+    for tid in np.unique(tids):
+        entry = per_tid.get(int(tid))
+        if entry is None:
+            continue
+        idx, starts = entry
+        sel = np.flatnonzero(tids == tid)
+        t = times[sel]
+        j = np.searchsorted(starts, t, side="right") - 1
+        cand = np.where(j >= 0, idx[np.maximum(j, 0)], -1)
+        # the latest op starting before t either contains t or ended before it; then the
+        # innermost op containing t is one of its ancestors
+        while True:
+            bad = (cand >= 0) & (end[np.maximum(cand, 0)] <= t)
+            if not bad.any():
+                break
+            cand = np.where(bad, parent[np.maximum(cand, 0)], cand)
+        out[sel] = cand
+    return out
+
+
+def join_calls(trace: Trace) -> list[OpCall]:
+    """Op calls with their kernels, in order of their first kernel."""
+    gpu, rt, cpu = trace.gpu, trace.runtime, trace.cpu
+    if not len(gpu) or not len(rt) or not len(cpu):
+        return []
+    parent, per_tid = _parents(trace)
+    # GPU activity -> its launching runtime call (by correlation id)
+    order = np.argsort(rt.correlation, kind="stable")
+    rt_corr = rt.correlation[order]
+    pos = np.minimum(np.searchsorted(rt_corr, gpu.correlation), len(rt_corr) - 1)
+    launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
+    # host<->device copies are PCIe time, not HBM work: they stay out of the roofline (the
+    # copy rules account for them); kernels, memsets and device-to-device copies join
+    on_device = (gpu.kind != MEMCPY) | np.isin(gpu.name, trace.name_ids(lambda n: "DtoD" in n))
+    has = (launch >= 0) & on_device
+    launches = np.unique(launch[has])
+    inner = _innermost(trace, parent, per_tid, rt.tid[launches], rt.ts[launches])
+    # which CPU ops the cost model knows: evaluated once per distinct (name, shapes)
+    costs = _Costs(trace)
+    key = cpu.name.astype(np.int64) * (len(trace.shapes) + 1) + (cpu.shape.astype(np.int64) + 1)
+    uniq, inv = np.unique(key, return_inverse=True)
+    ucost = [
+        costs(int(k // (len(trace.shapes) + 1)), int(k % (len(trace.shapes) + 1)) - 1)
+        for k in uniq.tolist()
+    ]
+    known = (
+        np.array([c is not None for c in ucost], dtype=bool)[inv]
+        if len(uniq)
+        else np.zeros(0, bool)
+    )
+    # walk outwards to the innermost op with a cost; none: the innermost op
+    chosen = np.full(len(inner), -1, dtype=np.int64)
+    cur = inner.copy()
+    while True:
+        live = (cur >= 0) & (chosen < 0)
+        if not live.any():
+            break
+        hit = live & known[np.maximum(cur, 0)]
+        chosen[hit] = cur[hit]
+        cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
+    chosen = np.where(chosen >= 0, chosen, inner)
+    owner = np.full(len(gpu), -1, dtype=np.int64)
+    owner[has] = chosen[np.searchsorted(launches, launch[has])]
+    g = np.flatnonzero(owner >= 0)
+    if not len(g):
+        return []
+    ow = owner[g]
+    calls_idx, ginv = np.unique(ow, return_inverse=True)
+    start, dur = gpu.ts[g], gpu.dur[g]
+    device_us = np.bincount(ginv, weights=dur)
+    kernels = np.bincount(ginv, weights=(gpu.kind[g] == KERNEL).astype(np.float64))
+    first = np.full(len(calls_idx), np.inf)
+    np.minimum.at(first, ginv, start)
+    last = np.full(len(calls_idx), -np.inf)
+    np.maximum.at(last, ginv, start + dur)
+    out = []
+    names, shapes = trace.names, trace.shapes
+    name_ids = cpu.name[calls_idx].tolist()
+    shape_ids = cpu.shape[calls_idx].tolist()
+    tids = cpu.tid[calls_idx].tolist()
+    cost_ids = inv[calls_idx].tolist()
+    firsts, lasts, devs, kerns = first.tolist(), last.tolist(), device_us.tolist(), kernels.tolist()
+    for n, i in enumerate(calls_idx.tolist()):
+        cost = ucost[cost_ids[n]]
+        shape = shapes[shape_ids[n]] if shape_ids[n] >= 0 else (None, None, None)
+        out.append(
+            OpCall(
+                cpu_index=i,
+                name=names[name_ids[n]],
+                tid=tids[n],
+                first_kernel_us=firsts[n],
+                last_kernel_end_us=lasts[n],
+                device_us=devs[n],  # kernels, and the copies/memsets of e.g. copy_
+                kernels=int(kerns[n]),
+                flops=float(cost.flops) if cost else 0.0,
+                bytes=float(cost.bytes) if cost else 0.0,
+                compute=cost.compute if cost else None,
+                family=cost.family if cost else "",
+                known=cost is not None,
+                dtypes=tuple(str(t) for t in (shape[1] or []) if t),
+                dims=shape[0],
+            )
+        )
+    out.sort(key=lambda c: c.first_kernel_us)
+    return out
+
+
+def place(flops: float, nbytes: float, seconds: float, ceilings, compute: str | None):
+    """`membound.roofline.place` when present; the same math here otherwise."""
+    try:
+        from membound.roofline import place as _place  # type: ignore[import-not-found]
+
+        return _place(flops, nbytes, seconds, ceilings, compute)
+    except ImportError:
+        pass
+    peak = ceilings.peak_flops(compute)
+    bw = ceilings.memory_bandwidth
+    intensity = flops / nbytes if nbytes else float("inf")
+    attainable_s = max(flops / peak if peak else 0.0, nbytes / bw if bw else 0.0)
+    bound = "memory" if intensity < ceilings.ridge(compute) else "compute"
+    return _Placement(
+        intensity=intensity,
+        bound=bound,
+        attainable_seconds=attainable_s,
+        fraction=attainable_s / seconds if seconds else None,
+        achieved_bandwidth_fraction=nbytes / seconds / bw if seconds and bw else None,
+        achieved_flops_fraction=flops / seconds / peak if seconds and peak else None,
+    )
+
+
+@dataclass
+class _Placement:
+    intensity: float
+    bound: str
+    attainable_seconds: float
+    fraction: float | None
+    achieved_bandwidth_fraction: float | None
+    achieved_flops_fraction: float | None
+
+
+def op_rows(calls: list[OpCall], ceilings, gpu_time_us: float) -> list[OpRow]:
+    """Aggregate calls by op name, place each on the roofline; sorted by device time."""
+    groups: dict[str, list[OpCall]] = defaultdict(list)
+    for c in calls:
+        groups[c.name].append(c)
+    rows = []
+    for name, cs in groups.items():
+        device_us = sum(c.device_us for c in cs)
+        flops = sum(c.flops for c in cs)
+        nbytes = sum(c.bytes for c in cs)
+        known = all(c.known for c in cs)
+        compute = Counter(c.compute for c in cs).most_common(1)[0][0]
+        dtypes = sorted({d for c in cs for d in c.dtypes if d not in ("Scalar", "ScalarList")})
+        row = OpRow(
+            name=name,
+            calls=len(cs),
+            device_ms=device_us / 1e3,
+            flops=flops,
+            bytes=nbytes,
+            arithmetic_intensity=(flops / nbytes if nbytes else None) if known else None,
+            bound=None,
+            achieved_bandwidth_fraction=None,
+            achieved_flops_fraction=None,
+            compute=compute,
+            dtypes=dtypes,
+            exact_cost=known,
+            share_of_gpu_time=device_us / gpu_time_us if gpu_time_us else 0.0,
+        )
+        if known and ceilings is not None and device_us > 0 and (flops or nbytes):
+            p = place(flops, nbytes, device_us / 1e6, ceilings, compute)
+            row.bound = p.bound
+            row.achieved_bandwidth_fraction = _f(p.achieved_bandwidth_fraction)
+            row.achieved_flops_fraction = _f(p.achieved_flops_fraction)
+            row.fraction_of_attainable = _f(p.fraction)
+            row.attainable_ms = p.attainable_seconds * 1e3
+        rows.append(row)
+    rows.sort(key=lambda r: r.device_ms, reverse=True)
+    return rows
+
+
+def _f(x) -> float | None:
+    return None if x is None else float(x)

@@ -1,0 +1,81 @@
+"""The plain data an analysis returns; `report/` presents it, nothing here draws."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from membound.analysis.findings import Finding
+
+#: why the GPU sat idle, in the order a gap instant is attributed (first match wins).
+IDLE_CAUSES = ("dataloader", "pageable_copy", "copy", "sync", "launch", "other")
+
+
+@dataclass
+class Step:
+    """One training step as the GPU saw it (times in µs on the trace clock, sums in ms)."""
+
+    index: int
+    start_us: float
+    end_us: float
+    wall_ms: float
+    busy_ms: float  # union over streams of kernels, copies, memsets
+    kernel_busy_ms: float  # union of kernels only
+    idle_ms: float
+    idle_by_cause: dict[str, float] = field(default_factory=dict)  # IDLE_CAUSES -> ms
+    kernels: int = 0
+
+
+@dataclass
+class OpRow:
+    """One aten op (by name) joined to its kernels and placed on the roofline."""
+
+    name: str
+    calls: int
+    device_ms: float  # kernel time of its calls, whole window
+    flops: float
+    bytes: float
+    arithmetic_intensity: float | None
+    bound: str | None  # "memory" | "compute" | None (no ceilings or no cost)
+    achieved_bandwidth_fraction: float | None
+    achieved_flops_fraction: float | None
+    fraction_of_attainable: float | None = None
+    attainable_ms: float | None = None
+    compute: str | None = None  # the compute key of its ceiling ("bf16", "fp32_vector", ...)
+    dtypes: list[str] = field(default_factory=list)
+    exact_cost: bool = True
+    share_of_gpu_time: float = 0.0
+
+
+@dataclass
+class Analysis:
+    """Everything `membound analyze` found in one trace."""
+
+    trace_path: str
+    device_name: str | None
+    has_gpu: bool
+    ceilings: Any | None  # membound.device.ceilings.Ceilings
+    ceilings_source: str | None  # "measured" | "datasheet" | None
+    ceilings_note: str | None
+    steps: list[Step]
+    gpu_busy_fraction: float | None
+    idle_breakdown: dict[str, float]  # cause -> ms per step (mean)
+    ops: list[OpRow]
+    findings: list[Finding]
+    notes: list[str] = field(default_factory=list)
+    step_marked: bool = True
+
+    @property
+    def median_step_ms(self) -> float:
+        if not self.steps:
+            return 0.0
+        walls = sorted(s.wall_ms for s in self.steps)
+        return (
+            walls[len(walls) // 2]
+            if len(walls) % 2
+            else 0.5 * (walls[len(walls) // 2 - 1] + walls[len(walls) // 2])
+        )
+
+    @property
+    def mean_step_ms(self) -> float:
+        return sum(s.wall_ms for s in self.steps) / len(self.steps) if self.steps else 0.0

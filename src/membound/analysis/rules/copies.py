@@ -1,0 +1,129 @@
+"""Host→device copies: `pageable-copy` and `blocking-copy`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from membound.analysis import intervals as iv
+from membound.analysis.findings import Finding, rule
+from membound.trace.load import MEMCPY
+
+
+def _h2d(ctx, pageable: bool | None):
+    t = ctx.trace
+    gpu = t.gpu
+    if pageable is None:
+        ids = t.name_ids(lambda n: "HtoD" in n)
+    else:
+        word = "Pageable" if pageable else "Pinned"
+        ids = t.name_ids(lambda n: "HtoD" in n and word in n)
+    return np.flatnonzero((gpu.kind == MEMCPY) & np.isin(gpu.name, ids) & ctx.in_window(gpu.ts))
+
+
+@rule("pageable-copy")
+def pageable_copy(ctx):
+    """H2D copies from pageable memory: `non_blocking=True` is silently synchronous.
+
+    Time lost per step = [Σ over pageable H2D memcpys of max(0, duration − bytes ÷ pinned
+    H2D bandwidth)] + [GPU idle while the host sat inside the runtime memcpy call of a
+    pageable copy (timeline cause `pageable_copy`)], divided by the number of steps. The
+    pinned bandwidth is the measured ceiling (`membound roofline`), else the fastest pinned
+    copy in the trace, else a typical PCIe Gen4 rate (the evidence says which).
+    """
+    sel = _h2d(ctx, pageable=True)
+    if len(sel) == 0:
+        return []
+    gpu = ctx.trace.gpu
+    bw, bw_source = ctx.pinned_h2d_bandwidth()
+    nbytes = np.maximum(gpu.bytes[sel], 0).astype(np.float64)
+    dur_us = gpu.dur[sel]
+    pinned_us = nbytes / bw * 1e6
+    excess_ms = float(np.sum(np.maximum(dur_us - pinned_us, 0.0))) / 1e3
+    idle_ms = iv.total(ctx.idle("pageable_copy")) / 1e3
+    lost = ctx.per_step(excess_ms + idle_ms)
+    achieved = float(nbytes.sum() / (dur_us.sum() * 1e-6)) if dur_us.sum() > 0 else 0.0
+    spans = [(float(gpu.ts[i]), float(gpu.ts[i] + gpu.dur[i])) for i in sel[:2000]]
+    spans += ctx.spans(ctx.idle("pageable_copy"))
+    return [
+        Finding(
+            code="pageable-copy",
+            title="host-to-device copies from pageable memory block the host and starve the GPU",
+            time_lost_ms_per_step=lost,
+            share_of_step=ctx.share(lost),
+            evidence={
+                "copies_per_step": len(sel) / ctx.n_steps,
+                "bytes_per_step": float(nbytes.sum()) / ctx.n_steps,
+                "copy_ms_per_step": float(dur_us.sum()) / 1e3 / ctx.n_steps,
+                "achieved_bandwidth_gb_s": achieved / 1e9,
+                "pinned_bandwidth_gb_s": bw / 1e9,
+                "pinned_bandwidth_source": bw_source,
+                "excess_over_pinned_ms_per_step": ctx.per_step(excess_ms),
+                "gpu_idle_in_copy_call_ms_per_step": ctx.per_step(idle_ms),
+            },
+            fix=(
+                "Copy from pinned memory: DataLoader(pin_memory=True), or wrap the loader in "
+                "membound.data.prefetch(loader) which pins batches and copies the next one on a "
+                "side stream while the current step computes; send uint8 instead of float32 "
+                "where the data allows."
+            ),
+            spans=spans,
+        )
+    ]
+
+
+@rule("blocking-copy")
+def blocking_copy(ctx):
+    """H2D copies the GPU waits on: no kernel runs while they do.
+
+    Time lost per step = Σ over H2D memcpys of the part of the copy not overlapped by any
+    kernel (on any stream), counting for a pageable copy only what a pinned copy of the same
+    bytes would take (bytes ÷ pinned bandwidth; the rest is `pageable-copy`'s), ÷ steps.
+    A prefetcher that copies on a side stream hides exactly this time.
+    """
+    sel = _h2d(ctx, pageable=None)
+    if len(sel) == 0:
+        return []
+    t = ctx.trace
+    gpu = t.gpu
+    bw, _ = ctx.pinned_h2d_bandwidth()
+    pageable_ids = set(t.name_ids(lambda n: "Pageable" in n).tolist())
+    kernels = ctx.timeline.kernel_busy
+    lost_us = 0.0
+    exposed_ms = 0.0
+    spans = []
+    for i in sel.tolist():
+        s, e = float(gpu.ts[i]), float(gpu.ts[i] + gpu.dur[i])
+        covered = iv.total(iv.clip(kernels, s, e))
+        uncovered = (e - s) - covered
+        if uncovered <= 0:
+            continue
+        exposed_ms += uncovered / 1e3
+        if int(gpu.name[i]) in pageable_ids:
+            # only the pinned-equivalent part belongs here
+            pinned_us = max(float(gpu.bytes[i]), 0.0) / bw * 1e6
+            uncovered = min(uncovered, pinned_us)
+        lost_us += uncovered
+        if len(spans) < 2000:
+            spans.append((s, e))
+    lost = ctx.per_step(lost_us / 1e3)
+    if lost <= 0:
+        return []
+    return [
+        Finding(
+            code="blocking-copy",
+            title="the GPU waits for host-to-device copies instead of overlapping them with compute",
+            time_lost_ms_per_step=lost,
+            share_of_step=ctx.share(lost),
+            evidence={
+                "copies_per_step": len(sel) / ctx.n_steps,
+                "exposed_copy_ms_per_step": exposed_ms / ctx.n_steps,
+                "overlapped_with_kernels": False,
+            },
+            fix=(
+                "Copy the next batch on a side stream while the current step computes: "
+                "membound.data.prefetch(loader) (pinned staging + side-stream copy), "
+                "or torch.cuda.Stream + tensor.to(device, non_blocking=True) from pinned memory."
+            ),
+            spans=spans,
+        )
+    ]

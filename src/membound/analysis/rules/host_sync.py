@@ -1,0 +1,46 @@
+"""`host-sync`: the GPU idles after the host blocked on a synchronisation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from membound.analysis import intervals as iv
+from membound.analysis.findings import Finding, rule
+from membound.analysis.timeline import SYNC_OPS, SYNC_RUNTIME
+
+
+@rule("host-sync")
+def host_sync(ctx):
+    """GPU idle caused by the host synchronising (`.item()`, `.cpu()`, `synchronize()`).
+
+    Time lost per step = GPU idle attributed to the timeline cause `sync`: idle from the
+    start of a sync call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
+    `cudaEventSynchronize`, `aten::item`, `aten::_local_scalar_dense`) until the GPU next
+    starts work — the queue drained, the GPU waits for Python to issue more — ÷ steps.
+    """
+    idle = ctx.idle("sync")
+    lost = ctx.per_step(iv.total(idle) / 1e3)
+    if lost <= 0:
+        return []
+    t = ctx.trace
+    counts: dict[str, float] = {}
+    for table, names in ((t.runtime, SYNC_RUNTIME), (t.cpu, SYNC_OPS)):
+        ids = t.name_ids(lambda n, names=names: n in names)
+        sel = np.isin(table.name, ids) & ctx.in_window(table.ts)
+        for i, c in zip(*np.unique(table.name[sel], return_counts=True), strict=False):
+            counts[t.names[int(i)]] = c / ctx.n_steps
+    return [
+        Finding(
+            code="host-sync",
+            title="the host waits on the GPU (item()/cpu()/synchronize) and the GPU then waits on the host",
+            time_lost_ms_per_step=lost,
+            share_of_step=ctx.share(lost),
+            evidence={"syncs_per_step": counts, "gpu_idle_after_sync_ms_per_step": lost},
+            fix=(
+                "Remove per-step .item()/.cpu()/print of GPU values and explicit synchronize(): "
+                "accumulate metrics on the GPU and read them every N steps, or copy them with "
+                "non_blocking=True into pinned memory and read after a later step."
+            ),
+            spans=ctx.spans(idle),
+        )
+    ]

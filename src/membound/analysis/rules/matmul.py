@@ -1,0 +1,70 @@
+"""`fp32-matmul`: compute-bound matmul/conv in fp32 without tensor cores."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from membound.analysis.findings import Finding, rule
+
+MATMUL_FAMILIES = {"matmul", "conv", "convolution", "attention"}
+#: an fp32 matmul faster than this multiple of the fp32 (no TF32) ceiling already uses TF32
+TF32_EVIDENCE = 1.1
+
+
+@rule("fp32-matmul")
+def fp32_matmul(ctx):
+    """Compute-bound matmul/conv on fp32 running at the fp32 (CUDA-core) rate.
+
+    For calls whose cost model compute key is "fp32", whose op row is compute-bound, and
+    whose achieved FLOP rate is not above `TF32_EVIDENCE` × the fp32 ceiling (faster means
+    TF32 is already on): time lost per step = Σ (device time − FLOPs ÷ TF32 ceiling, or the
+    bf16 ceiling when TF32 was not measured) ÷ steps.
+    """
+    c = ctx.ceilings
+    if c is None:
+        return []
+    fast_key = "tf32" if "tf32" in c.flops else "bf16" if "bf16" in c.flops else None
+    if fast_key is None or "fp32" not in c.flops:
+        return []
+    fp32_peak, fast_peak = c.flops["fp32"], c.flops[fast_key]
+    rows = {r.name: r for r in ctx.rows}
+    lost_us = 0.0
+    flops = 0.0
+    device_us = 0.0
+    ops: Counter = Counter()
+    for call in ctx.calls:
+        r = rows.get(call.name)
+        if call.compute != "fp32" or r is None or r.bound != "compute" or call.device_us <= 0:
+            continue
+        if call.family and call.family not in MATMUL_FAMILIES:
+            continue
+        rate = call.flops / (call.device_us * 1e-6)
+        if rate > TF32_EVIDENCE * fp32_peak:
+            continue
+        lost_us += max(call.device_us - call.flops / fast_peak * 1e6, 0.0)
+        flops += call.flops
+        device_us += call.device_us
+        ops[call.name] += 1
+    if lost_us <= 0:
+        return []
+    lost = ctx.per_step(lost_us / 1e3)
+    return [
+        Finding(
+            code="fp32-matmul",
+            title="fp32 matmuls/convolutions run without tensor cores",
+            time_lost_ms_per_step=lost,
+            share_of_step=ctx.share(lost),
+            evidence={
+                "ops": dict(ops),
+                "device_ms_per_step": ctx.per_step(device_us / 1e3),
+                "achieved_tflops": flops / (device_us * 1e-6) / 1e12 if device_us else 0.0,
+                "fp32_ceiling_tflops": fp32_peak / 1e12,
+                f"{fast_key}_ceiling_tflops": fast_peak / 1e12,
+            },
+            fix=(
+                "Enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True; "
+                "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision('high')) "
+                "or run the model under torch.autocast('cuda', dtype=torch.bfloat16)."
+            ),
+        )
+    ]

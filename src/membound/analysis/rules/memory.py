@@ -1,0 +1,242 @@
+"""HBM-bound work: `memory-bound-op`, `unfused-chain`, `fp32-storage`.
+
+These need the op rows placed on a roofline (ceilings known) and op costs (shapes recorded).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from membound.analysis.findings import Finding, rule
+
+#: share of kernel time above which a memory-bound op is worth a finding of its own
+MEMORY_OP_SHARE = 0.10
+#: cost-model families whose ops a fused kernel can chain without HBM round trips
+FUSIBLE_FAMILIES = {
+    "elementwise",
+    "pointwise",
+    "unary",
+    "binary",
+    "activation",
+    "dropout",
+    "norm",
+    "normalization",
+}
+FUSIBLE_NAMES = {
+    "aten::add",
+    "aten::add_",
+    "aten::sub",
+    "aten::mul",
+    "aten::mul_",
+    "aten::div",
+    "aten::relu",
+    "aten::relu_",
+    "aten::gelu",
+    "aten::silu",
+    "aten::sigmoid",
+    "aten::tanh",
+    "aten::dropout",
+    "aten::native_dropout",
+    "aten::native_layer_norm",
+    "aten::layer_norm",
+    "aten::rms_norm",
+    "aten::_fused_rms_norm",
+    "aten::native_group_norm",
+    "aten::exp",
+    "aten::neg",
+    "aten::pow",
+}
+_ITEMSIZE = {
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "int": 4,
+    "bool": 1,
+}
+_NORMS = ("norm",)
+
+
+def _bandwidth(ctx) -> float | None:
+    return ctx.memory_bandwidth()
+
+
+def _rows_by_name(ctx):
+    return {r.name: r for r in ctx.rows}
+
+
+@rule("memory-bound-op")
+def memory_bound_op(ctx):
+    """An op left of the ridge that takes a large share of GPU time.
+
+    For each op row with bound = memory and ≥ `MEMORY_OP_SHARE` of kernel time: time lost
+    per step = (its device time − its minimal bytes ÷ measured memory bandwidth) ÷ steps,
+    i.e. how far it runs from its own roofline. (Moving fewer bytes — 16-bit storage,
+    fusion — is reported by `fp32-storage` and `unfused-chain`.)
+    """
+    bw = _bandwidth(ctx)
+    if not bw:
+        return []
+    out = []
+    for r in ctx.rows:
+        if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
+            continue
+        attainable_ms = r.bytes / bw * 1e3
+        lost = ctx.per_step(max(r.device_ms - attainable_ms, 0.0))
+        is_norm = any(k in r.name for k in _NORMS)
+        out.append(
+            Finding(
+                code="memory-bound-op",
+                title=f"{r.name} is memory-bound and takes {r.share_of_gpu_time:.0%} of GPU time",
+                time_lost_ms_per_step=lost,
+                share_of_step=ctx.share(lost),
+                evidence={
+                    "op": r.name,
+                    "calls_per_step": r.calls / ctx.n_steps,
+                    "device_ms_per_step": ctx.per_step(r.device_ms),
+                    "bytes_per_step": r.bytes / ctx.n_steps,
+                    "arithmetic_intensity": r.arithmetic_intensity,
+                    "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
+                    "share_of_gpu_time": r.share_of_gpu_time,
+                    "attainable_ms_per_step": ctx.per_step(attainable_ms),
+                    "dtypes": r.dtypes,
+                },
+                fix=(
+                    "Move fewer bytes: fuse it with its neighbours "
+                    + (
+                        "(membound.nn.FusedAddLayerNorm / membound.swap_norms(model) for residual add + norm) "
+                        if is_norm
+                        else "(torch.compile) "
+                    )
+                    + "and store activations in bf16 instead of fp32."
+                ),
+            )
+        )
+    return out
+
+
+def _fusible(call) -> bool:
+    return call.known and (call.family in FUSIBLE_FAMILIES or call.name in FUSIBLE_NAMES)
+
+
+def _out_bytes(call) -> float:
+    dims = call.dims or []
+    first = dims[0] if dims and isinstance(dims[0], list) else None
+    if not first or not all(isinstance(d, int) for d in first):
+        return 0.0
+    n = 1
+    for d in first:
+        n *= d
+    return float(n * _ITEMSIZE.get(call.dtypes[0] if call.dtypes else "float", 4))
+
+
+@rule("unfused-chain")
+def unfused_chain(ctx):
+    """Consecutive memory-bound ops whose intermediates round-trip through HBM.
+
+    Chains are runs of consecutive op calls (in kernel order, same host thread) of fusible
+    families (elementwise, activation, dropout, norm) over tensors of the same size. Each
+    link writes its output to HBM and the next op reads it back: intermediate bytes =
+    2 × output bytes of every op but the last. Time lost per step = Σ intermediate bytes ÷
+    memory bandwidth (measured ceiling; else the chain's own achieved bandwidth) ÷ steps.
+    """
+    calls = ctx.calls
+    chains: list[list] = []
+    cur: list = []
+    for c in calls:
+        if (
+            _fusible(c)
+            and cur
+            and cur[-1].tid == c.tid
+            and _out_bytes(cur[-1]) == _out_bytes(c) > 0
+        ):
+            cur.append(c)
+            continue
+        if len(cur) >= 2:
+            chains.append(cur)
+        cur = [c] if _fusible(c) else []
+    if len(cur) >= 2:
+        chains.append(cur)
+    if not chains:
+        return []
+    bw = _bandwidth(ctx)
+    inter_bytes = sum(sum(_out_bytes(c) * 2 for c in ch[:-1]) for ch in chains)
+    if not bw:
+        moved = sum(c.bytes for ch in chains for c in ch)
+        time_s = sum(c.device_us for ch in chains for c in ch) * 1e-6
+        bw = moved / time_s if time_s else 0.0
+    if not bw:
+        return []
+    lost = ctx.per_step(inter_bytes / bw * 1e3)
+    patterns = Counter(" → ".join(c.name for c in ch) for ch in chains)
+    top, count = patterns.most_common(1)[0]
+    has_norm = any("norm" in c.name for ch in chains for c in ch)
+    return [
+        Finding(
+            code="unfused-chain",
+            title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
+            time_lost_ms_per_step=lost,
+            share_of_step=ctx.share(lost),
+            evidence={
+                "chains_per_step": len(chains) / ctx.n_steps,
+                "top_chain": top,
+                "top_chain_per_step": count / ctx.n_steps,
+                "intermediate_bytes_per_step": inter_bytes / ctx.n_steps,
+                "bandwidth_gb_s": bw / 1e9,
+            },
+            fix=(
+                (
+                    "Replace residual add + dropout + LayerNorm with membound.nn.FusedAddLayerNorm "
+                    "(membound.swap_norms(model) does it in place); "
+                    if has_norm
+                    else ""
+                )
+                + "let torch.compile fuse the remaining elementwise chains."
+            ),
+            spans=[(ch[0].first_kernel_us, ch[-1].last_kernel_end_us) for ch in chains[:2000]],
+        )
+    ]
+
+
+@rule("fp32-storage")
+def fp32_storage(ctx):
+    """Memory-bound ops moving fp32 tensors, where 16-bit storage halves the bytes.
+
+    Time lost per step = ½ × Σ over memory-bound op calls with fp32 tensor inputs of
+    (minimal bytes ÷ measured memory bandwidth), ÷ steps: the time at the roof that bf16
+    storage would save (compute dtype does not matter for a memory-bound op).
+    """
+    bw = _bandwidth(ctx)
+    if not bw:
+        return []
+    rows = _rows_by_name(ctx)
+    nbytes = 0.0
+    ops: Counter = Counter()
+    for c in ctx.calls:
+        r = rows.get(c.name)
+        if r is None or r.bound != "memory" or not c.known or "float" not in c.dtypes:
+            continue
+        nbytes += c.bytes
+        ops[c.name] += c.device_us / 1e3
+    if not nbytes:
+        return []
+    lost = ctx.per_step(0.5 * nbytes / bw * 1e3)
+    return [
+        Finding(
+            code="fp32-storage",
+            title="memory-bound ops move fp32 tensors; bf16 storage would halve their bytes",
+            time_lost_ms_per_step=lost,
+            share_of_step=ctx.share(lost),
+            evidence={
+                "fp32_bytes_per_step": nbytes / ctx.n_steps,
+                "ops": {k: round(v / ctx.n_steps, 4) for k, v in ops.most_common(5)},
+                "memory_bandwidth_gb_s": bw / 1e9,
+            },
+            fix=(
+                "Store activations/weights in bf16: torch.autocast('cuda', dtype=torch.bfloat16) "
+                "for the forward pass, or model.to(torch.bfloat16) with fp32 master weights in "
+                "the optimizer; fp16 math on fp32 storage does not help a memory-bound op."
+            ),
+        )
+    ]

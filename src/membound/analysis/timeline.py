@@ -1,0 +1,300 @@
+"""Timeline: per step, wall time, GPU busy, kernel busy, idle — and why the GPU was idle.
+
+Method (this is what the numbers mean):
+
+- **Steps** are the host's `ProfilerStep#N` spans. Step i runs from its start to the start
+  of step i+1 (the GPU work a step launches lags the host, so the window is contiguous);
+  the last step ends at the later of its host end and the end of the GPU work launched
+  inside it. Without step marks the whole window is one step (and a note says so).
+- **Busy** is the union over every stream of kernels, memcpys and memsets inside the step;
+  **kernel busy** the union of kernels alone; **idle** = wall − busy.
+- **Gap causes.** Every idle instant is attributed to the first cause in this order whose
+  host interval covers it (host intervals from every thread):
+  `dataloader` — inside a DataLoader `__next__` span;
+  `pageable_copy` — inside a runtime memcpy call whose copy came from pageable memory;
+  `copy` — inside any other runtime memcpy call;
+  `sync` — from the start of a synchronising call (`cudaStreamSynchronize`,
+  `cudaDeviceSynchronize`, `cudaEventSynchronize`, `aten::item`, `aten::_local_scalar_dense`)
+  until the GPU next starts work: after a sync the host has nothing queued, so the GPU
+  waits for Python to issue the next op;
+  `launch` — inside a kernel-launch call, or any gap shorter than `LAUNCH_GAP_US` between
+  GPU activities (the host issues work no faster than the GPU runs it);
+  `other` — everything else (Python work between ops).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from membound.analysis import intervals as iv
+from membound.analysis.result import IDLE_CAUSES, Step
+from membound.trace.load import KERNEL, USER_ANNOTATION, Trace
+
+#: a gap shorter than this between two GPU activities is launch overhead (µs)
+LAUNCH_GAP_US = 20.0
+
+SYNC_RUNTIME = (
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
+)
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
+
+
+def is_dataloader(name: str) -> bool:
+    return "DataLoader" in name and "__next__" in name
+
+
+def is_memcpy_call(name: str) -> bool:
+    return "emcpy" in name  # cudaMemcpy, cudaMemcpyAsync, cuMemcpyHtoDAsync_v2, ...
+
+
+def is_launch_call(name: str) -> bool:
+    return "Launch" in name  # cudaLaunchKernel, cuLaunchKernel(Ex), cudaGraphLaunch, ...
+
+
+def _mask(trace: Trace, ids_col: np.ndarray, predicate) -> np.ndarray:
+    ids = trace.name_ids(predicate)
+    return np.isin(ids_col, ids) if len(ids) else np.zeros(len(ids_col), dtype=bool)
+
+
+def step_windows(trace: Trace) -> tuple[list[tuple[int, float, float]], bool]:
+    """[(index, start_us, end_us)] and whether the trace had step marks."""
+    cpu = trace.cpu
+    marks = (cpu.kind == USER_ANNOTATION) & _mask(
+        trace, cpu.name, lambda n: n.startswith("ProfilerStep#")
+    )
+    idx = np.flatnonzero(marks)
+    if len(idx) == 0:
+        starts = [a for a in (cpu.ts, trace.runtime.ts, trace.gpu.ts) if len(a)]
+        ends = [
+            a + d
+            for a, d in (
+                (cpu.ts, cpu.dur),
+                (trace.runtime.ts, trace.runtime.dur),
+                (trace.gpu.ts, trace.gpu.dur),
+            )
+            if len(a)
+        ]
+        if not starts:
+            return [], False
+        return [(0, float(min(a.min() for a in starts)), float(max(a.max() for a in ends)))], False
+    order = idx[np.lexsort((-cpu.dur[idx], cpu.ts[idx]))]
+    # some torch versions record a step mark twice (cpu_op and user_annotation): keep one
+    _, first = np.unique(cpu.name[order], return_index=True)
+    order = order[np.sort(first)]
+    out = []
+    for k, i in enumerate(order):
+        start = float(cpu.ts[i])
+        suffix = trace.names[cpu.name[i]].split("#", 1)[1]
+        number = int(suffix) if suffix.isdigit() else k
+        if k + 1 < len(order):
+            end = float(cpu.ts[order[k + 1]])
+        else:
+            host_end = start + float(cpu.dur[i])
+            end = max(host_end, _launched_until(trace, start, host_end))
+        out.append((number, start, end))
+    return out, True
+
+
+def _launched_until(trace: Trace, lo: float, hi: float) -> float:
+    """End of the GPU work whose launch call happened in [lo, hi]."""
+    rt, gpu = trace.runtime, trace.gpu
+    if not len(rt) or not len(gpu):
+        return hi
+    inside = (rt.ts >= lo) & (rt.ts <= hi)
+    corr = rt.correlation[inside]
+    sel = np.isin(gpu.correlation, corr[corr >= 0])
+    return float(np.max(gpu.ts[sel] + gpu.dur[sel])) if sel.any() else hi
+
+
+class Timeline:
+    """Busy/idle per step and the attributed idle intervals (global, for charts and spans)."""
+
+    def __init__(self, trace: Trace, windows: list[tuple[int, float, float]]):
+        self.trace = trace
+        gpu = trace.gpu
+        device = _main_device(gpu)
+        on = gpu.device == device if len(gpu) else np.zeros(0, dtype=bool)
+        self.busy = iv.union(gpu.ts[on], gpu.ts[on] + gpu.dur[on])
+        k = on & (gpu.kind == KERNEL)
+        self.kernel_busy = iv.union(gpu.ts[k], gpu.ts[k] + gpu.dur[k])
+        self.windows = windows
+        self.host = self._host_causes()
+        self.idle_by_cause: dict[str, iv.Intervals] = {c: iv.EMPTY for c in IDLE_CAUSES}
+        self.steps = self._steps()
+
+    def _host_causes(self) -> dict[str, iv.Intervals]:
+        t, cpu, rt, gpu = self.trace, self.trace.cpu, self.trace.runtime, self.trace.gpu
+        out: dict[str, iv.Intervals] = {}
+        dl = _mask(t, cpu.name, is_dataloader)
+        out["dataloader"] = iv.union(cpu.ts[dl], cpu.ts[dl] + cpu.dur[dl])
+        gstarts = np.sort(gpu.ts) if len(gpu) else np.zeros(0)
+
+        def until_gpu_starts(ends: np.ndarray) -> np.ndarray:
+            """Extend each end to the next start of GPU work (the GPU waits that long)."""
+            if not len(gstarts) or not len(ends):
+                return ends
+            nxt = np.searchsorted(gstarts, ends, side="left")
+            has = nxt < len(gstarts)
+            return np.where(has, np.maximum(ends, gstarts[np.minimum(nxt, len(gstarts) - 1)]), ends)
+
+        # a memcpy call is classified by the copy it issued; the host is "in the copy" for
+        # the whole enclosing copy op (aten::copy_/to/_to_copy: its memcpy call and the
+        # stream sync a blocking copy adds), and when the copy blocked the host (pageable
+        # source, or a sync inside) until the GPU next starts work
+        memcpy = _mask(t, rt.name, is_memcpy_call)
+        corr_of = {
+            kind: gpu.correlation[_mask(t, gpu.name, pred)]
+            for kind, pred in (
+                ("pageable", lambda n: "HtoD" in n and "Pageable" in n),
+                ("d2h", lambda n: "DtoH" in n),
+            )
+        }
+        pageable = memcpy & np.isin(rt.correlation, corr_of["pageable"])
+        d2h = memcpy & np.isin(rt.correlation, corr_of["d2h"])
+        other = memcpy & ~pageable & ~d2h
+        spans = _copy_op_spans(t)
+        s_rt = _mask(t, rt.name, lambda n: n in SYNC_RUNTIME)
+        sync_ts = rt.ts[s_rt]
+        in_copy = np.zeros(len(sync_ts), dtype=bool)
+        for cause, sel in (("pageable_copy", pageable), ("copy", other)):
+            s, e, inner_sync = _enclosing(
+                spans, rt.tid[sel], rt.ts[sel], rt.dur[sel], rt.tid[s_rt], sync_ts
+            )
+            in_copy |= inner_sync
+            blocking = (
+                np.ones(len(s), dtype=bool)
+                if cause == "pageable_copy"
+                else _contains_any(s, e, sync_ts)
+            )
+            e = np.where(blocking, until_gpu_starts(e), e)
+            out[cause] = iv.union(s, e)
+        # a sync covers from its start until the GPU next starts work; a device-to-host copy
+        # (.cpu(), .item()) is a sync; a sync inside a host-to-device copy op is the copy's
+        ds, de, _ = _enclosing(spans, rt.tid[d2h], rt.ts[d2h], rt.dur[d2h], rt.tid[s_rt], sync_ts)
+        s_op = _mask(t, cpu.name, lambda n: n in SYNC_OPS)
+        keep = ~in_copy
+        starts = np.concatenate([sync_ts[keep], cpu.ts[s_op], ds])
+        ends = np.concatenate(
+            [(rt.ts[s_rt] + rt.dur[s_rt])[keep], cpu.ts[s_op] + cpu.dur[s_op], de]
+        )
+        out["sync"] = iv.union(starts, until_gpu_starts(ends))
+        launch = _mask(t, rt.name, is_launch_call)
+        out["launch"] = iv.union(rt.ts[launch], rt.ts[launch] + rt.dur[launch])
+        return out
+
+    def _steps(self) -> list[Step]:
+        """All steps at once: interval sets are cut at step boundaries, then summed per step
+        (vectorised: a 1 GB trace has tens of thousands of steps)."""
+        if not self.windows:
+            return []
+        starts = np.array([w[1] for w in self.windows])
+        ends = np.array([w[2] for w in self.windows])
+        windows = (starts, ends)
+        lo, hi = float(starts[0]), float(ends[-1])
+        n = len(self.windows)
+
+        def per_step(intervals: iv.Intervals) -> np.ndarray:
+            s, e = iv.intersect(intervals, windows)
+            step = np.searchsorted(starts, s, side="right") - 1
+            return np.bincount(step, weights=e - s, minlength=n)[:n] / 1e3
+
+        idle_all = iv.gaps(self.busy, lo, hi)
+        length = idle_all[1] - idle_all[0]
+        # gaps strictly between two GPU activities that are too short to be anything but the
+        # host issuing work
+        between = (idle_all[0] > lo) & (idle_all[1] < hi) & (length < LAUNCH_GAP_US)
+        short = (idle_all[0][between], idle_all[1][between])
+        idle = iv.intersect(idle_all, windows)  # cut at step boundaries
+        rest = idle
+        by_cause: dict[str, np.ndarray] = {}
+        for cause in IDLE_CAUSES:
+            if cause == "other":
+                part = rest
+            else:
+                host = self.host[cause]
+                if cause == "launch":
+                    host = iv.union(
+                        np.concatenate([host[0], short[0]]), np.concatenate([host[1], short[1]])
+                    )
+                part = iv.intersect(rest, host)
+                rest = iv.subtract(rest, part)
+            self.idle_by_cause[cause] = part
+            by_cause[cause] = per_step(part)
+        busy = per_step(self.busy)
+        kernel_busy = per_step(self.kernel_busy)
+        idle_ms = per_step(idle)
+        gpu = self.trace.gpu
+        k = gpu.ts[gpu.kind == KERNEL]
+        kstep = np.searchsorted(starts, k, side="right") - 1
+        inside = (kstep >= 0) & (k < ends[np.maximum(kstep, 0)])
+        kernels = np.bincount(kstep[inside], minlength=n)[:n]
+        return [
+            Step(
+                index=w[0],
+                start_us=w[1],
+                end_us=w[2],
+                wall_ms=(w[2] - w[1]) / 1e3,
+                busy_ms=float(busy[i]),
+                kernel_busy_ms=float(kernel_busy[i]),
+                idle_ms=float(idle_ms[i]),
+                idle_by_cause={c: float(v[i]) for c, v in by_cause.items()},
+                kernels=int(kernels[i]),
+            )
+            for i, w in enumerate(self.windows)
+        ]
+
+
+COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::_copy_from")
+
+
+def _copy_op_spans(trace: Trace) -> dict[int, iv.Intervals]:
+    """Per thread, the outermost spans of copy ops (nested to → _to_copy → copy_ merged)."""
+    cpu = trace.cpu
+    sel = _mask(trace, cpu.name, lambda n: n in COPY_OPS)
+    out = {}
+    for tid in np.unique(cpu.tid[sel]):
+        m = sel & (cpu.tid == tid)
+        out[int(tid)] = iv.union(cpu.ts[m], cpu.ts[m] + cpu.dur[m])
+    return out
+
+
+def _enclosing(spans, tids, ts, dur, sync_tids, sync_ts):
+    """For calls at (tid, ts, dur): the enclosing copy-op span (else the call itself), and
+    which sync calls (by index) fall inside one of those spans."""
+    s, e = ts.copy(), ts + dur
+    inside = np.zeros(len(sync_ts), dtype=bool)
+    for tid in np.unique(tids):
+        span = spans.get(int(tid))
+        if span is None:
+            continue
+        m = tids == tid
+        j = np.searchsorted(span[0], ts[m], side="right") - 1
+        ok = (j >= 0) & (span[1][np.maximum(j, 0)] >= ts[m] + dur[m])
+        s[m] = np.where(ok, span[0][np.maximum(j, 0)], s[m])
+        e[m] = np.where(ok, span[1][np.maximum(j, 0)], e[m])
+        ju = np.unique(j[ok])
+        used = (span[0][ju], span[1][ju])
+        if len(used[0]):
+            st = sync_tids == tid
+            k = np.searchsorted(used[0], sync_ts[st], side="right") - 1
+            hit = (k >= 0) & (sync_ts[st] < used[1][np.maximum(k, 0)])
+            idx = np.flatnonzero(st)
+            inside[idx[hit]] = True
+    return s, e, inside
+
+
+def _contains_any(s: np.ndarray, e: np.ndarray, points: np.ndarray) -> np.ndarray:
+    pts = np.sort(points)
+    return np.searchsorted(pts, s, side="left") < np.searchsorted(pts, e, side="left")
+
+
+def _main_device(gpu) -> int:
+    if not len(gpu):
+        return 0
+    values, counts = np.unique(gpu.device, return_counts=True)
+    return int(values[np.argmax(counts)])

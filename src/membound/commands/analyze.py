@@ -1,0 +1,118 @@
+"""`membound analyze TRACE [TRACE ...]`: the analysis of existing kineto trace files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from membound.errors import BadInput
+
+HELP = "analyze existing kineto trace files (.json, .json.gz): timeline, roofline, findings"
+
+_SUFFIXES = (".json", ".json.gz")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument(
+        "traces", nargs="+", metavar="TRACE", help="trace files, or folders of them"
+    )
+    parser.add_argument("--json", metavar="F", help="write the JSON report (schema 1) here")
+    parser.add_argument("--html", metavar="F", help="write a self-contained HTML report here")
+    parser.add_argument(
+        "--annotate",
+        metavar="F|DIR",
+        nargs="?",
+        const="",
+        help="write the trace with the findings as spans (for Perfetto); default next to the trace",
+    )
+    parser.add_argument(
+        "--ceilings", metavar="JSON", help="ceilings to use (from `membound roofline --json`)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no terminal report, only the files")
+
+
+def _expand(items: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(
+                q for q in p.iterdir() if q.name.endswith(_SUFFIXES) and ".membound." not in q.name
+            )
+            if not found:
+                raise BadInput(
+                    f"{p} holds no .json or .json.gz trace; pass trace files or a folder of them."
+                )
+            out += found
+        elif p.exists():
+            out.append(p)
+        else:
+            raise BadInput(
+                f"{p} does not exist; pass a kineto trace file (.json or .json.gz) or a folder."
+            )
+    return out
+
+
+def load_ceilings(path: str):
+    from membound.device.ceilings import Ceilings
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise BadInput(
+            f"cannot read ceilings from {path} ({exc}); pass the file `membound roofline --json` wrote."
+        ) from None
+    if isinstance(data, dict) and isinstance(data.get("ceilings"), dict):
+        data = data["ceilings"]
+    if (
+        isinstance(data, dict)
+        and isinstance(data.get("device"), dict)
+        and isinstance(data["device"].get("ceilings"), dict)
+    ):
+        data = data["device"]["ceilings"]  # an analyze/diagnose report
+    try:
+        return Ceilings.from_dict(data)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise BadInput(
+            f"{path} does not hold ceilings ({exc}); pass the file `membound roofline --json` wrote."
+        ) from None
+
+
+def _per_trace(path_arg: str | None, trace: Path, many: bool, suffix: str) -> str | None:
+    """With several traces, a file argument gets the trace's stem appended."""
+    if not path_arg or not many:
+        return path_arg
+    p = Path(path_arg)
+    stem = trace.name.split(".json")[0]
+    return str(p.with_name(f"{p.stem}.{stem}{suffix}"))
+
+
+def run(args) -> int:
+    from membound.analysis import analyze
+    from membound.report import emit
+
+    traces = _expand(args.traces)
+    ceilings = load_ceilings(args.ceilings) if args.ceilings else None
+    many = len(traces) > 1
+    for trace in traces:
+        analysis = analyze([trace], ceilings)
+        annotate = None
+        if args.annotate is not None:
+            annotate = args.annotate or None
+            if annotate and many and not Path(annotate).is_dir():
+                annotate = _per_trace(annotate, trace, many, ".json.gz")
+            annotate = annotate or _default_annotated(trace)
+        emit(
+            analysis,
+            console=False if args.quiet else None,
+            json_path=_per_trace(args.json, trace, many, ".json"),
+            html_path=_per_trace(args.html, trace, many, ".html"),
+            annotated_trace_path=annotate,
+        )
+    return 0
+
+
+def _default_annotated(trace: Path) -> str:
+    from membound.report.annotate import default_path
+
+    return str(default_path(trace))

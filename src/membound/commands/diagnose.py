@@ -1,0 +1,140 @@
+"""`membound diagnose -- train.py args...`: profile a script unmodified, then analyze and report.
+
+Order matters: the trace is written first and kept whatever happens next; analysis failing
+(or not being available) costs one line on stderr, never the script's exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = (
+    "Run a Python training script unmodified under the profiler, find its steps, skip the "
+    "first ones, record N, then explain where the GPU waits. Exits with the script's code."
+)
+
+_EPILOG = """\
+examples:
+  membound diagnose -- train.py --lr 0.1
+  membound diagnose --steps 4 --json report.json -- python -m mypkg.train
+Steps are the optimizer's steps; without an optimizer, DataLoader batches; or call
+membound.step() in the loop. Defaults skip 1 step (compilation, autotuning, allocator
+growth), profile 2 more as warm-up without keeping them, then record 8.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "--wait", type=int, default=1, metavar="N", help="steps run unprofiled first (default 1)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        metavar="N",
+        help="steps profiled but discarded, so profiler start-up is not measured (default 2)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=8, metavar="N", help="steps recorded (default 8)"
+    )
+    parser.add_argument(
+        "--out",
+        default="membound-out",
+        metavar="DIR",
+        help="directory for trace.json.gz and capture.json (default ./membound-out)",
+    )
+    parser.add_argument("--json", metavar="F", help="write the report as JSON to F")
+    parser.add_argument("--html", metavar="F", help="write the report as HTML to F")
+    parser.add_argument(
+        "--annotate",
+        metavar="F",
+        nargs="?",
+        const="",
+        help="also write the trace with the findings as spans (for Perfetto); default next to it",
+    )
+    parser.add_argument(
+        "--ceilings", metavar="JSON", help="ceilings to use (from `membound roofline --json`)"
+    )
+    parser.add_argument(
+        "--stop-after-capture",
+        action="store_true",
+        help="end the script as soon as the steps are recorded (exit code 0)",
+    )
+    parser.add_argument(
+        "--no-analyze", action="store_true", help="only write the trace; no analysis or report"
+    )
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- SCRIPT [ARGS...]",
+        help="the script and its arguments: `train.py args`, `python train.py args` or `-m module args`",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from membound.trace import runner
+    from membound.trace.capture import CaptureDone, profile
+
+    target = runner.parse_command(args.command)
+    runner.check(target)
+    ceilings = None
+    if args.ceilings:  # read before the script runs: a bad file should not cost a whole run
+        from membound.commands.analyze import load_ceilings
+
+        ceilings = load_ceilings(args.ceilings)
+    capture = profile(
+        steps=args.steps,
+        wait=args.wait,
+        warmup=args.warmup,
+        out=args.out,
+        stop_after_capture=args.stop_after_capture,
+    )
+    with capture:
+        outcome = runner.run(target, stop_exc=CaptureDone)
+    _say_capture(capture, target, outcome)
+    if capture.written and not args.no_analyze:
+        _report(capture, args, ceilings)
+    return outcome.exit_code
+
+
+def _say_capture(capture, target, outcome) -> None:
+    where = capture.trace_path if capture.written else capture.out
+    if outcome.error is not None:
+        msg = (
+            f"{target.label} crashed ({outcome.error}); the capture kept "
+            f"{capture.steps_captured} step(s) at {where}"
+        )
+    elif outcome.stopped:
+        msg = f"stopped {target.label} after capturing {capture.steps_captured} step(s) at {where}"
+    else:
+        msg = f"captured {capture.steps_captured} step(s) of {target.label} at {where}"
+    if not capture.written:
+        msg += " (no trace written)"
+    _log(msg + ".")
+    for note in capture.notes:
+        _log(note)
+
+
+def _report(capture, args: argparse.Namespace, ceilings) -> None:
+    annotated = None
+    if args.annotate is not None:
+        annotated = args.annotate or str(capture.out / "trace.membound.json.gz")
+    try:
+        capture.report(
+            json_path=args.json,
+            html_path=args.html,
+            annotated_trace_path=annotated,
+            ceilings=ceilings,
+        )
+    except Exception as exc:  # the trace is kept; analysis is a bonus on top of it
+        _log(
+            f"analysis failed ({type(exc).__name__}: {exc}); the trace is kept at "
+            f"{capture.trace_path}: try `membound analyze {capture.trace_path}`."
+        )
+
+
+def _log(message: str) -> None:
+    print(f"membound diagnose: {message}", file=sys.stderr)

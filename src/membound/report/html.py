@@ -1,0 +1,169 @@
+"""The `--html` report: one self-contained file (inline SVG, inline CSS, no network)."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+from pathlib import Path
+
+from membound.report.terminal import summary_line
+
+#: matplotlib colours of the timeline chart, per cause (busy first)
+CAUSE_COLOURS = {
+    "busy": "#2ca02c",
+    "dataloader": "#ffbf00",
+    "pageable_copy": "#d62728",
+    "copy": "#e377c2",
+    "sync": "#1f77b4",
+    "launch": "#17becf",
+    "other": "#bbbbbb",
+}
+MAX_BARS = 200
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;max-width:1100px;color:#222}
+h1{font-size:1.4em} h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.9em} td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4} .num{text-align:right} .note{color:#666} pre{white-space:pre-wrap;margin:0;font-size:.85em}
+.summary{font-size:1.1em;background:#f7f7f7;padding:.6em 1em;border-left:4px solid #2ca02c}
+"""
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    text = buf.getvalue()
+    text = text[text.find("<svg") :]  # drop the XML prolog and DOCTYPE (it names a URL)
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def timeline_figure(a):
+    """Stacked horizontal bar per step: busy, then idle by cause (ms)."""
+    from matplotlib.figure import Figure
+
+    steps = a.steps[:MAX_BARS]
+    fig = Figure(figsize=(9, max(1.6, 0.22 * len(steps) + 1.4)))
+    ax = fig.add_subplot()
+    labels = [str(s.index) for s in steps]
+    left = [0.0] * len(steps)
+    for cause, colour in CAUSE_COLOURS.items():
+        widths = [s.busy_ms if cause == "busy" else s.idle_by_cause.get(cause, 0.0) for s in steps]
+        if not any(widths):
+            continue
+        ax.barh(labels, widths, left=left, color=colour, label=cause, height=0.8)
+        left = [x + w for x, w in zip(left, widths, strict=False)]
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_ylabel("step")
+    ax.set_title("GPU busy / idle per step, idle coloured by cause", fontsize=10)
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18 if len(steps) > 6 else -0.35),
+        fontsize=8,
+        ncol=7,
+        frameon=False,
+    )
+    return fig
+
+
+def roofline_figure(a):
+    """The device roofline with each op as a point (area ∝ device time); None if unplaceable."""
+    if a.ceilings is None:
+        return None
+    try:
+        from membound.report.roofline_chart import draw
+    except ImportError:
+        return None
+    points = []
+    for r in a.ops:
+        if r.arithmetic_intensity and r.device_ms > 0 and r.flops > 0:
+            points.append(
+                {
+                    "intensity": r.arithmetic_intensity,
+                    "achieved_flops": r.flops / (r.device_ms / 1e3),
+                    "label": r.name,
+                    "size": r.device_ms,
+                }
+            )
+    try:
+        return draw(a.ceilings, points[:30])
+    except Exception:  # a chart must never cost the user the report
+        return None
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str)
+    return str(v)
+
+
+def render(a) -> str:
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>membound — {e(str(a.trace_path))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>membound analysis</h1><p class='note'>{e(str(a.trace_path))} · device: "
+        f"{e(str(a.device_name or 'none'))} · ceilings: {e(str(a.ceilings_source or 'none'))}</p>",
+        f"<p class='summary'>{e(summary_line(a))}</p>",
+    ]
+    parts += [f"<p class='note'>note: {e(n)}</p>" for n in a.notes]
+    if a.has_gpu and a.idle_breakdown:
+        parts.append("<h2>Where a step goes (ms per step)</h2><table><tr><th>GPU busy</th>")
+        parts += [f"<th>idle: {e(c)}</th>" for c in a.idle_breakdown]
+        busy = sum(s.busy_ms for s in a.steps) / max(len(a.steps), 1)
+        parts.append(f"</tr><tr><td class='num'>{busy:.3f}</td>")
+        parts += [f"<td class='num'>{v:.3f}</td>" for v in a.idle_breakdown.values()]
+        parts.append("</tr></table>")
+    parts.append("<h2>Findings</h2>")
+    if a.findings:
+        parts.append(
+            "<table><tr><th>#</th><th>code</th><th>ms/step</th><th>share</th><th>finding</th><th>evidence</th><th>fix</th></tr>"
+        )
+        for i, f in enumerate(a.findings, 1):
+            ev = "".join(f"{e(str(k))}: {e(_fmt(v))}\n" for k, v in f.evidence.items())
+            parts.append(
+                f"<tr><td>{i}</td><td><code>{e(f.code)}</code></td><td class='num'>{f.time_lost_ms_per_step:.3f}</td>"
+                f"<td class='num'>{f.share_of_step:.0%}</td><td>{e(f.title)}</td><td><pre>{ev}</pre></td><td>{e(f.fix)}</td></tr>"
+            )
+        parts.append("</table>")
+    else:
+        parts.append("<p>No finding above 1% of a step.</p>")
+    if a.has_gpu and a.steps:
+        parts.append("<h2>Timeline</h2>" + _svg(timeline_figure(a)))
+    fig = roofline_figure(a)
+    if fig is not None:
+        parts.append("<h2>Roofline</h2>" + _svg(fig))
+    if a.ops:
+        parts.append(
+            "<h2>Top ops</h2><table><tr><th>op</th><th>calls</th><th>device ms</th><th>FLOP/B</th>"
+            "<th>bound</th><th>of roof</th><th>of bandwidth</th><th>of FLOP/s</th></tr>"
+        )
+        for r in a.ops[:25]:
+            cells = [
+                r.calls,
+                r.device_ms,
+                r.arithmetic_intensity,
+                r.bound,
+                r.fraction_of_attainable,
+                r.achieved_bandwidth_fraction,
+                r.achieved_flops_fraction,
+            ]
+            parts.append(
+                f"<tr><td>{e(r.name)}</td>"
+                + "".join(f"<td class='num'>{'-' if c is None else e(_fmt(c))}</td>" for c in cells)
+                + "</tr>"
+            )
+        parts.append("</table>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def write(a, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(a), encoding="utf-8")
+    return path

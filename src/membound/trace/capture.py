@@ -1,0 +1,358 @@
+"""Capture a kineto trace of N training steps, with step boundaries found automatically.
+
+`profile()` drives `torch.profiler.profile` on a wait/warmup/active schedule so the exported
+trace carries one `ProfilerStep#N` marker per recorded step. Steps advance from exactly one
+source per capture, so a loop is never double-stepped:
+
+1. ``explicit``  - the user calls `membound.step()`; once seen it wins over everything else;
+2. ``optimizer`` - a global optimizer step post-hook (only the first optimizer that steps
+   counts, so a GAN's two optimizers do not step twice per iteration);
+3. ``dataloader`` - DataLoader `__next__` calls, for loops without an optimizer (inference).
+   It is only trusted once two batches were fetched with no optimizer step in between.
+
+A higher-priority source takes over the first time it fires; that firing only claims the role
+(the previous source just marked that boundary), and a note records the switch. The hooks are
+installed only while a capture is active and removed when it completes or exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+TRACE_NAME = "trace.json.gz"
+META_NAME = "capture.json"
+
+# source -> priority; higher wins. A dict rather than an if-chain so the rule is one line.
+_PRIORITY = {"dataloader": 0, "optimizer": 1, "explicit": 2}
+
+_ACTIVE: Capture | None = None
+
+
+class CaptureDone(BaseException):
+    """Raised from a step hook to end the script once the capture is complete.
+
+    A BaseException so that a script's own `except Exception` cannot swallow it.
+    """
+
+
+class Capture:
+    """One capture: the profiler, its schedule, the step source, and the written trace."""
+
+    def __init__(
+        self,
+        steps: int = 8,
+        wait: int = 1,
+        warmup: int = 2,
+        out: str | os.PathLike | None = None,
+        record_shapes: bool = True,
+        activities: list | None = None,
+        stop_after_capture: bool = False,
+        auto_steps: bool = True,
+    ) -> None:
+        from membound.errors import BadInput
+
+        if steps < 1 or wait < 0 or warmup < 0:
+            raise BadInput(
+                f"cannot capture steps={steps}, wait={wait}, warmup={warmup}: "
+                "steps must be at least 1 and wait/warmup at least 0."
+            )
+        self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
+        # Absolute now: the script may chdir before the trace is exported.
+        self.out = Path(
+            os.path.abspath(out if out is not None else tempfile.mkdtemp(prefix="membound-"))
+        )
+        self.trace_path = self.out / TRACE_NAME
+        self.meta_path = self.out / META_NAME
+        self.record_shapes = record_shapes
+        self.activities = activities
+        self.stop_after_capture = stop_after_capture
+        self.auto_steps = auto_steps
+        self.source: str | None = None  # which step source drives the profiler
+        self.steps_taken = 0  # boundaries passed to the profiler
+        self.notes: list[str] = []
+        self.complete = False  # the schedule finished: all `steps` recorded
+        self.written = False  # a trace file was exported
+        self._prof: Any = None
+        self._lead_optimizer: weakref.ref | None = None
+        self._pending_batch = False  # a DataLoader batch was fetched since the last opt step
+        self._hook_handle: Any = None
+        self._orig_next: Any = None
+        self._analysis: Any = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> Capture:
+        global _ACTIVE
+        from membound.errors import BadInput
+
+        if _ACTIVE is not None:
+            raise BadInput(
+                "a membound capture is already active; finish it before starting another."
+            )
+        import torch
+        from torch.profiler import ProfilerActivity, schedule
+
+        activities = self.activities
+        if activities is None:
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.trace_path.exists():  # never report a stale trace from an earlier run
+            self.trace_path.unlink()
+        self._prof = torch.profiler.profile(
+            activities=activities,
+            schedule=schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1),
+            on_trace_ready=self._on_trace_ready,
+            record_shapes=self.record_shapes,
+        )
+        _ACTIVE = self
+        if self.auto_steps:
+            self._install_hooks()
+        self._prof.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop profiling (exporting whatever was recorded), remove hooks; idempotent."""
+        self._stop(keep_optimizer_hook=False)
+
+    def _stop(self, keep_optimizer_hook: bool) -> None:
+        global _ACTIVE
+        self._remove_hooks(keep_optimizer_hook)
+        if _ACTIVE is self:
+            _ACTIVE = None
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return
+        try:
+            prof.stop()  # inside the recording window this exports a partial trace
+        finally:
+            if not self.complete and self.steps_captured < self.steps:
+                self.notes.append(self._shortfall_note())
+            self._write_meta()
+
+    # ---- step handling ---------------------------------------------------------------------
+
+    def step(self, source: str = "explicit") -> None:
+        """Advance the profiler by one step if `source` is (or now becomes) the step source."""
+        if self._prof is None or self.complete:
+            return
+        if self.source != source:
+            if self.source is not None and _PRIORITY[source] <= _PRIORITY[self.source]:
+                return
+            previous, self.source = self.source, source
+            if previous is not None:
+                # The lower source just marked this boundary; claiming must not step again.
+                self.notes.append(
+                    f"step boundaries switched from {previous} to {source} after "
+                    f"{self.steps_taken} step(s)"
+                    + ("; the first recorded step may be partial." if self._recording() else ".")
+                )
+                return
+        self.steps_taken += 1
+        self._prof.step()
+        if self.complete:
+            self._finish_early()
+
+    def _recording(self) -> bool:
+        return self.steps_taken >= self.wait + self.warmup
+
+    @property
+    def steps_captured(self) -> int:
+        """Complete steps inside the recorded window."""
+        return max(0, min(self.steps, self.steps_taken - self.wait - self.warmup))
+
+    def _on_trace_ready(self, prof: Any) -> None:
+        # Written first, before any analysis can fail: the trace is the product.
+        prof.export_chrome_trace(str(self.trace_path))
+        self.written = True
+        self.complete = self.steps_taken >= self.wait + self.warmup + self.steps
+
+    def _finish_early(self) -> None:
+        """The schedule is done: drop the hooks and profiler now so the rest runs at full speed.
+
+        The optimizer hook may be what called us, and torch iterates its hook dict while calling
+        them, so that one handle stays registered (inert) until the context exits.
+        """
+        self._stop(keep_optimizer_hook=True)
+        if self.stop_after_capture:
+            raise CaptureDone()
+
+    def _shortfall_note(self) -> str:
+        if self.source is None:
+            return (
+                "no step boundary was seen (no optimizer step, no DataLoader batch): call "
+                "membound.step() once per iteration."
+            )
+        if self.steps_captured == 0 and not self.written:
+            return (
+                f"the run ended after {self.steps_taken} step(s), before recording began "
+                f"(wait {self.wait} + warmup {self.warmup}); run more steps or lower --wait/--warmup."
+            )
+        return (
+            f"the run ended after {self.steps_captured} of {self.steps} recorded step(s); "
+            "the last recorded step may be partial."
+        )
+
+    # ---- hooks -----------------------------------------------------------------------------
+
+    def _install_hooks(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        self._hook_handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+        self._orig_next = _BaseDataLoaderIter.__dict__["__next__"]
+        orig, capture = self._orig_next, self
+
+        def __next__(it):  # noqa: N807 - replaces the dunder on the class
+            capture._on_batch()
+            return orig(it)
+
+        __next__.__wrapped__ = orig  # type: ignore[attr-defined]
+        _BaseDataLoaderIter.__next__ = __next__
+
+    def _remove_hooks(self, keep_optimizer_hook: bool = False) -> None:
+        if self._hook_handle is not None and not keep_optimizer_hook:
+            self._hook_handle.remove()
+            self._hook_handle = None
+        if self._orig_next is not None:
+            from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+            _BaseDataLoaderIter.__next__ = self._orig_next
+            self._orig_next = None
+
+    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._prof is None:
+            return
+        self._pending_batch = False
+        lead = self._lead_optimizer() if self._lead_optimizer is not None else None
+        if lead is None:
+            self._lead_optimizer = weakref.ref(optimizer)
+        elif lead is not optimizer:
+            return  # one boundary per iteration, however many optimizers step
+        self.step("optimizer")
+
+    def _on_batch(self) -> None:
+        # Trust DataLoader boundaries only after two fetches without an optimizer step in
+        # between: a training loop's first optimizer step comes before its second batch.
+        if self.source is None and not self._pending_batch:
+            self._pending_batch = True
+            return
+        self.step("dataloader")
+
+    # ---- results ---------------------------------------------------------------------------
+
+    def _write_meta(self) -> None:
+        meta = {
+            "trace": TRACE_NAME if self.written else None,
+            "step_source": self.source,
+            "steps_requested": self.steps,
+            "steps_captured": self.steps_captured if self.written else 0,
+            "wait": self.wait,
+            "warmup": self.warmup,
+            "complete": self.complete,
+            "argv": list(sys.argv),
+            "notes": self.notes,
+        }
+        self.meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+
+    def capture_notes(self) -> list[str]:
+        """Sentences about the capture itself, for the report's notes."""
+        source = {
+            "explicit": "explicit membound.step() calls",
+            "optimizer": "optimizer steps",
+            "dataloader": "DataLoader batches (no optimizer step was seen)",
+            None: "nothing (no boundary seen)",
+        }[self.source]
+        head = (
+            f"captured {self.steps_captured} step(s) after skipping {self.wait + self.warmup}; "
+            f"step boundaries from {source}."
+        )
+        return [head, *self.notes]
+
+    def analyze(self, ceilings: Any = None) -> Any:
+        """Analyze the written trace (cached); capture notes are appended to `analysis.notes`.
+
+        `ceilings=None` lets the analysis look them up by the trace's device name."""
+        if self._analysis is None:
+            from membound.errors import BadInput
+
+            if not self.written:
+                raise BadInput(
+                    "no trace was captured: " + (self.notes[-1] if self.notes else "no steps ran.")
+                )
+            from membound.analysis import analyze
+
+            analysis = analyze([str(self.trace_path)], ceilings=ceilings)
+            notes = getattr(analysis, "notes", None)
+            if isinstance(notes, list):
+                notes.extend(self.capture_notes())
+            self._analysis = analysis
+        return self._analysis
+
+    def report(
+        self,
+        console: Any = None,
+        json_path: str | os.PathLike | None = None,
+        html_path: str | os.PathLike | None = None,
+        annotated_trace_path: str | os.PathLike | None = None,
+        ceilings: Any = None,
+    ) -> Any:
+        """Analyze the trace and present it (terminal, and JSON/HTML/annotated trace if asked)."""
+        from membound.report import emit
+
+        analysis = self.analyze(ceilings)
+        emit(
+            analysis,
+            console=console,
+            json_path=json_path,
+            html_path=html_path,
+            annotated_trace_path=annotated_trace_path,
+        )
+        return analysis
+
+
+def profile(
+    steps: int = 8,
+    wait: int = 1,
+    warmup: int = 2,
+    out: str | os.PathLike | None = None,
+    record_shapes: bool = True,
+    activities: list | None = None,
+    stop_after_capture: bool = False,
+) -> Capture:
+    """Profile `steps` training steps after skipping `wait` + `warmup` ones.
+
+    Use as ``with membound.profile(steps=8) as p: <loop>`` then ``p.report()``. Steps are found
+    from optimizer steps or DataLoader batches, or call `membound.step()` once per iteration.
+    The trace goes to ``out/trace.json.gz`` (``out`` defaults to a fresh temporary directory).
+    """
+    return Capture(
+        steps=steps,
+        wait=wait,
+        warmup=warmup,
+        out=out,
+        record_shapes=record_shapes,
+        activities=activities,
+        stop_after_capture=stop_after_capture,
+    )
+
+
+def step() -> None:
+    """Mark the end of one training step for the active capture; a no-op when none is active."""
+    if _ACTIVE is not None:
+        _ACTIVE.step("explicit")
+
+
+def active() -> Capture | None:
+    """The capture in progress, if any."""
+    return _ACTIVE

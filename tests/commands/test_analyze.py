@@ -1,0 +1,101 @@
+"""`membound analyze`: files and folders, report files, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from membound.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+PIPELINE = DATA / "synthetic_input_pipeline" / "trace.json.gz"
+
+
+def test_analyze_writes_json_html_and_annotation(tmp_path, capsys):
+    rc = main(
+        [
+            "analyze",
+            str(PIPELINE),
+            "--json",
+            str(tmp_path / "r.json"),
+            "--html",
+            str(tmp_path / "r.html"),
+            "--annotate",
+            str(tmp_path / "a.json.gz"),
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "input-starved" in out and "GPU busy" in out
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["findings"][0]["code"] == "input-starved"
+    assert (tmp_path / "r.html").exists() and (tmp_path / "a.json.gz").exists()
+
+
+def test_analyze_with_ceilings_file(tmp_path, capsys):
+    import sys
+
+    sys.path.insert(0, str(DATA.parent / "analysis"))
+    import tracebuilder
+
+    c = tmp_path / "c.json"
+    c.write_text(json.dumps(tracebuilder.test_ceilings().to_dict()))
+    rc = main(
+        [
+            "analyze",
+            str(PIPELINE),
+            "--ceilings",
+            str(c),
+            "--json",
+            str(tmp_path / "r.json"),
+            "--quiet",
+        ]
+    )
+    assert rc == 0 and capsys.readouterr().out == ""
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["device"]["ceilings_source"] == "measured"
+    pc = next(f for f in d["findings"] if f["code"] == "pageable-copy")
+    assert pc["time_lost_ms_per_step"] == pytest.approx(0.99)
+
+
+def test_folder_argument_analyzes_each_trace(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("synthetic_input_pipeline", "synthetic_launch_bound"):
+        (folder / f"{name}.json.gz").write_bytes((DATA / name / "trace.json.gz").read_bytes())
+    rc = main(["analyze", str(folder), "--json", str(tmp_path / "r.json"), "--quiet"])
+    assert rc == 0
+    written = sorted(p.name for p in tmp_path.glob("r.*.json"))
+    assert written == ["r.synthetic_input_pipeline.json", "r.synthetic_launch_bound.json"]
+
+
+def test_cpu_only_and_no_steps_traces(capsys):
+    assert main(["analyze", str(DATA / "cpu_only" / "trace.json.gz")]) == 0
+    assert "CPU-only" in capsys.readouterr().out
+    assert main(["analyze", str(DATA / "synthetic_no_steps" / "trace.json.gz")]) == 0
+    assert "no step markers" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"not json at all",
+        b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur"',
+        b"\x1f\x8b\x08\x00broken",
+    ],
+)
+def test_bad_files_exit_2_with_one_line(tmp_path, capsys, content):
+    p = tmp_path / "bad.json"
+    p.write_bytes(content)
+    assert main(["analyze", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "membound analyze: error:" in err and "bad.json" in err
+
+
+def test_missing_file_and_empty_folder_exit_2(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path / "nope.json")]) == 2
+    assert main(["analyze", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "holds no .json" in err

@@ -1,0 +1,240 @@
+"""membound.profile / membound.step: schedules, step sources, hooks, partial captures (CPU)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import torch
+from torch.optim.optimizer import _global_optimizer_post_hooks
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+import membound
+from membound.errors import BadInput
+from membound.trace import capture as cap
+
+
+def step_markers(path) -> list[str]:
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    names = {e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")}
+    return sorted(names, key=lambda n: int(n.split("#")[1]))
+
+
+def train_iteration(model, opt):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+
+
+@pytest.fixture
+def model_opt():
+    model = torch.nn.Linear(8, 8)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+@pytest.fixture(autouse=True)
+def _no_lingering_hooks():
+    hooks_before = len(_global_optimizer_post_hooks)
+    next_before = _BaseDataLoaderIter.__dict__["__next__"]
+    yield
+    assert len(_global_optimizer_post_hooks) == hooks_before
+    assert _BaseDataLoaderIter.__dict__["__next__"] is next_before
+    assert cap.active() is None
+
+
+def test_optimizer_steps_drive_the_schedule(tmp_path, model_opt):
+    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
+        assert cap.active() is p
+        assert len(_global_optimizer_post_hooks) >= 1  # installed while active
+        for _ in range(5):
+            assert not p.complete
+            train_iteration(*model_opt)
+        assert p.complete  # wait + warmup + steps = 5 boundaries
+        # Once complete the DataLoader patch is gone although the context is still open.
+        assert not hasattr(_BaseDataLoaderIter.__dict__["__next__"], "__wrapped__")
+        assert cap.active() is None
+        train_iteration(*model_opt)
+    assert p.trace_path == tmp_path / "trace.json.gz"
+    assert p.source == "optimizer"
+    assert p.steps_captured == 3
+    assert step_markers(p.trace_path) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    meta = json.loads((tmp_path / "capture.json").read_text())
+    assert meta["step_source"] == "optimizer" and meta["steps_captured"] == 3
+    assert meta["complete"] is True
+
+
+def test_second_optimizer_does_not_double_step(tmp_path):
+    a, b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.01)
+    opt_b = torch.optim.SGD(b.parameters(), lr=0.01)
+    with membound.profile(steps=2, wait=1, warmup=1, out=tmp_path) as p:
+        for _ in range(3):
+            train_iteration(a, opt_a)
+            train_iteration(b, opt_b)
+        assert not p.complete  # 3 iterations, not 6 boundaries
+        train_iteration(a, opt_a)
+        assert p.complete
+    assert len(step_markers(p.trace_path)) == 2
+
+
+def test_dataloader_batches_when_there_is_no_optimizer(tmp_path):
+    model = torch.nn.Linear(8, 8)
+    loader = DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4)
+    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
+        assert hasattr(_BaseDataLoaderIter.__dict__["__next__"], "__wrapped__")  # patched
+        with torch.no_grad():
+            for (x,) in loader:
+                model(x)
+    assert p.source == "dataloader"
+    assert p.complete and p.steps_captured == 3
+    assert len(step_markers(p.trace_path)) == 3
+    assert any("DataLoader" in n for n in p.capture_notes())
+
+
+def test_training_loop_with_dataloader_steps_on_the_optimizer(tmp_path, model_opt):
+    model, opt = model_opt
+    loader = DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4)
+    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
+        for (x,) in loader:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    assert p.source == "optimizer"
+    assert p.notes == []  # the DataLoader never stepped, so nothing switched
+    assert len(step_markers(p.trace_path)) == 3
+
+
+def test_gradient_accumulation_hands_over_to_the_optimizer(tmp_path, model_opt):
+    """Two batches before the first optimizer step look like an inference loop at first; the
+    optimizer takes over when it fires and the recorded steps are whole iterations."""
+    model, opt = model_opt
+    loader = DataLoader(TensorDataset(torch.randn(96, 8)), batch_size=2)
+    with membound.profile(steps=3, wait=3, warmup=1, out=tmp_path) as p:
+        for i, (x,) in enumerate(loader):
+            model(x).sum().backward()
+            if i % 4 == 3:  # one optimizer step per 4 micro-batches
+                opt.step()
+                opt.zero_grad()
+        assert p.complete
+    assert p.source == "optimizer"
+    assert any("switched from dataloader to optimizer after 3 step(s)." in n for n in p.notes)
+    assert len(step_markers(p.trace_path)) == 3
+
+
+def test_explicit_step_wins_over_the_optimizer(tmp_path, model_opt):
+    with membound.profile(steps=2, wait=1, warmup=1, out=tmp_path) as p:
+        for _ in range(6):
+            for _ in range(3):  # three optimizer steps per explicit step
+                train_iteration(*model_opt)
+            membound.step()
+    assert p.source == "explicit"
+    assert p.complete
+    assert any("switched from optimizer to explicit" in n for n in p.notes)
+    assert len(step_markers(p.trace_path)) == 2
+
+
+def test_explicit_only_loop(tmp_path):
+    with membound.profile(steps=2, wait=0, warmup=1, out=tmp_path) as p:
+        for _ in range(3):
+            torch.randn(16, 16) @ torch.randn(16, 16)
+            membound.step()
+    assert p.source == "explicit" and p.complete
+    assert step_markers(p.trace_path) == ["ProfilerStep#1", "ProfilerStep#2"]
+
+
+def test_step_without_capture_is_a_noop():
+    membound.step()
+    assert cap.active() is None
+
+
+def test_loop_ending_early_keeps_the_partial_trace(tmp_path, model_opt):
+    with membound.profile(steps=8, wait=1, warmup=1, out=tmp_path) as p:
+        for _ in range(5):
+            train_iteration(*model_opt)
+    assert p.written and not p.complete
+    assert p.steps_captured == 3
+    assert any("ended after 3 of 8" in n for n in p.notes)
+    # 3 complete steps plus the one in progress when the loop ended
+    assert len(step_markers(p.trace_path)) == 4
+
+
+def test_no_boundary_writes_no_trace_and_says_why(tmp_path):
+    with membound.profile(steps=2, out=tmp_path) as p:
+        torch.randn(8, 8).sum()
+    assert not p.written and not p.trace_path.exists()
+    assert "membound.step()" in p.notes[-1]
+    with pytest.raises(BadInput, match="no trace was captured"):
+        p.analyze()
+
+
+def test_nested_capture_is_refused(tmp_path):
+    with membound.profile(steps=1, out=tmp_path / "a"):
+        with pytest.raises(BadInput, match="already active"):
+            with membound.profile(steps=1, out=tmp_path / "b"):
+                pass
+
+
+def test_bad_schedule_is_refused(tmp_path):
+    with pytest.raises(BadInput, match="steps must be at least 1"):
+        membound.profile(steps=0, out=tmp_path)
+
+
+def test_hooks_removed_when_the_loop_raises(tmp_path, model_opt):
+    with pytest.raises(RuntimeError, match="boom"):
+        with membound.profile(steps=4, wait=0, warmup=1, out=tmp_path) as p:
+            for _ in range(3):
+                train_iteration(*model_opt)
+            raise RuntimeError("boom")
+    assert p.written and p.steps_captured == 2
+
+
+def test_report_analyzes_the_trace_and_adds_capture_notes(tmp_path, model_opt, monkeypatch):
+    import membound.analysis
+    import membound.report
+
+    class FakeAnalysis:
+        notes: list
+
+    seen = {}
+
+    def fake_analyze(paths, ceilings=None):
+        seen["paths"] = paths
+        a = FakeAnalysis()
+        a.notes = ["from analysis"]
+        return a
+
+    def fake_emit(analysis, console=None, json_path=None, html_path=None, **kw):
+        seen["json"] = json_path
+        seen["emitted"] = analysis
+
+    monkeypatch.setattr(membound.analysis, "analyze", fake_analyze, raising=False)
+    monkeypatch.setattr(membound.report, "emit", fake_emit, raising=False)
+    with membound.profile(steps=2, wait=0, warmup=1, out=tmp_path) as p:
+        for _ in range(4):
+            train_iteration(*model_opt)
+    analysis = p.report(json_path=tmp_path / "r.json")
+    assert seen["paths"] == [str(tmp_path / "trace.json.gz")]
+    assert seen["json"] == tmp_path / "r.json"
+    assert seen["emitted"] is analysis
+    assert analysis.notes[0] == "from analysis"
+    assert "step boundaries from optimizer steps" in analysis.notes[1]
+    assert p.analyze() is analysis  # cached: notes are not appended twice
+    assert len(analysis.notes) == 2
+
+
+@pytest.mark.gpu
+def test_cuda_capture_records_kernels(tmp_path):
+    model = torch.nn.Linear(256, 256).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
+        for _ in range(6):
+            opt.zero_grad()
+            model(torch.randn(64, 256, device="cuda")).sum().backward()
+            opt.step()
+    with gzip.open(p.trace_path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    assert any(e.get("cat") == "kernel" for e in events)
+    assert len(step_markers(p.trace_path)) == 3
