@@ -17,8 +17,11 @@ def cache_dir() -> Path:
     override = os.environ.get(CACHE_DIR_VAR)
     if override:
         return Path(override)
-    from platformdirs import user_cache_dir
-
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:  # a dependency, but absent on some curated GPU images
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        return Path(base) / "membound"
     return Path(user_cache_dir("membound"))
 
 
