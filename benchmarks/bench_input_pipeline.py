@@ -134,6 +134,10 @@ PROFILED_STEPS = 8
 SEEN_TOLERANCE = 2 / PROFILED_STEPS + 0.01
 
 
+#: extra batches past the measured ones (> any prefetch depth + staging in flight)
+PIPELINE_SLACK = 8
+
+
 def run_variant(
     make_iter: Callable[[int], Iterator],
     to_device: Callable,
@@ -150,7 +154,9 @@ def run_variant(
     only to show burstiness (a bursty loader has a short median and a long mean).
     """
     warmup, profiled = 4, PROFILED_STEPS if CUDA else 0
-    it = iter(make_iter(warmup + steps + profiled))
+    # Slack batches keep a prefetching pipeline full to the end: without them the profiled
+    # window sees fewer copies than steps (the last batches were copied before it began).
+    it = iter(make_iter(warmup + steps + profiled + PIPELINE_SLACK))
     for _ in range(warmup):
         work(to_device(next(it)))
     starts, ends = [], []
