@@ -1,1 +1,10 @@
-"""membound.nn"""
+"""membound.nn: fused modules (drop-in for nn.LayerNorm / nn.RMSNorm) and `swap_norms`.
+
+Importing this package never imports triton: the kernels load on the first call that
+runs them (see `membound.nn._ops.use_triton`).
+"""
+
+from membound.nn import functional
+from membound.nn.modules import FusedAddLayerNorm, FusedAddRMSNorm, swap_norms
+
+__all__ = ["FusedAddLayerNorm", "FusedAddRMSNorm", "functional", "swap_norms"]

@@ -1,0 +1,404 @@
+"""Fused residual add + bias + dropout + LayerNorm/RMSNorm: Triton kernels, launchers, reference.
+
+    s = dropout(x + pre_bias) + residual        (each part optional)
+    y = norm(s) * weight + bias                 (norm = LayerNorm or RMSNorm over the last dim)
+
+Everything is memory-bound, so the design goal is moving the minimal bytes once: the forward
+reads x (and residual) and writes y (and s); the backward reads dy and s and writes dx. Math is
+fp32 whatever the storage dtype. The dropout mask is never stored: it is a pure function of
+(seed, row, column) through Philox, so the backward regenerates exactly the forward's mask.
+Rows that fit one register tile take one pass; wider rows are processed in chunks (the
+`_chunked` kernels in `add_norm_chunked.py`). Launch configurations live in `add_norm_config.py`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from membound.kernels.add_norm_config import LaunchConfig, bwd_config, fwd_config, grid_size
+
+# the pure-PyTorch reference lives apart so the fallback path never imports triton
+from membound.kernels.add_norm_ref import add_norm_bwd_ref, add_norm_ref, dropout_keep_ref
+
+__all__ = [
+    "add_norm_bwd",
+    "add_norm_bwd_ref",
+    "add_norm_fwd",
+    "add_norm_ref",
+    "dropout_keep_ref",
+    "dropout_mask",
+]
+
+
+@triton.jit
+def _dropout_keep(SEED, rows, col0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DROP_THRESHOLD):
+    """Keep-mask for a [BLOCK_M, BLOCK_N] tile whose first column is `col0` (a multiple of 4).
+
+    One Philox call yields four 32-bit values, so it is called once per 4 columns: counter
+    (column // 4, row), key = seed. The top 24 bits of each value are compared with
+    p * 2**24, so P(keep) = 1 - p up to 2**-24.
+    """
+    c0 = (col0 // 4 + tl.arange(0, BLOCK_N // 4))[None, :] + tl.zeros([BLOCK_M, 1], tl.int32)
+    c1 = rows[:, None] + tl.zeros([1, BLOCK_N // 4], tl.int32)
+    c0 = c0.to(tl.uint32)
+    c1 = c1.to(tl.uint32)
+    zero = c0 * 0
+    r0, r1, r2, r3 = tl.philox(SEED, c0, c1, zero, zero)
+    # interleave: column 4j + 2p + q takes value r[2q + p] of group j
+    r = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (BLOCK_M, BLOCK_N))
+    return (r >> 8).to(tl.int32) >= DROP_THRESHOLD
+
+
+# SEED is random per call: never specialize on it (seed % 16 == 0 would compile a new variant)
+@triton.jit(do_not_specialize=["SEED"])
+def _dropout_mask_kernel(
+    KEEP, M, N, stride_keep_row, SEED, DROP_THRESHOLD, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    """Materialise the keep-mask (tests only: the real kernels never store it)."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    col0 = tl.program_id(1) * BLOCK_N
+    cols = col0 + tl.arange(0, BLOCK_N)
+    keep = _dropout_keep(SEED, rows, col0, BLOCK_M, BLOCK_N, DROP_THRESHOLD)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    offs = rows.to(tl.int64)[:, None] * stride_keep_row + cols[None, :]
+    tl.store(KEEP + offs, keep.to(tl.int8), mask=mask)
+
+
+@triton.jit(do_not_specialize=["SEED"])
+def _add_norm_fwd_kernel(
+    X, R, PB, W, B, Y, S, MEAN, RSTD,
+    M, N,
+    stride_x_row, stride_r_row, stride_y_row, stride_s_row,
+    SEED, DROP_THRESHOLD, drop_scale, eps,
+    HAS_R: tl.constexpr, HAS_PB: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    DROPOUT: tl.constexpr, IS_RMS: tl.constexpr, STORE_S: tl.constexpr, W_ONCE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """One [BLOCK_M, BLOCK_N] tile of whole rows per iteration; programs stride over tiles.
+
+    With grid == number of tiles each program does one tile (the default for the forward);
+    a smaller grid makes it persistent. Row offsets are int64: 32768 x 16384 elements
+    overflow int32 byte offsets. Wide rows (W_ONCE false) load weight and bias per tile after
+    the statistics, from L1/L2: held across the loop they spill at N = 16384 (ptxas, sm_90a).
+    """
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    n_tiles = tl.cdiv(M, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    # parameters are read by every tile: keep them in registers, hint L2 to keep them too
+    if W_ONCE:
+        if HAS_W:
+            w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(
+                tl.float32
+            )
+        if HAS_B:
+            b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(
+                tl.float32
+            )
+    if HAS_PB:
+        pb = tl.load(PB + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    for tile in range(pid, n_tiles, nprog):
+        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        rows64 = rows.to(tl.int64)
+        mask = row_ok[:, None] & col_ok[None, :]
+        # streamed once: evict_first keeps L2 for the parameters
+        s = tl.load(
+            X + rows64[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0,
+            eviction_policy="evict_first",
+        ).to(tl.float32)  # fmt: skip
+        if HAS_PB:
+            s += pb[None, :]
+        if DROPOUT:
+            keep = _dropout_keep(SEED, rows, 0, BLOCK_M, BLOCK_N, DROP_THRESHOLD)
+            s = tl.where(keep, s * drop_scale, 0.0)
+        if HAS_R:
+            s += tl.load(
+                R + rows64[:, None] * stride_r_row + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first",
+            ).to(tl.float32)  # fmt: skip
+        if STORE_S:
+            s_ptrs = S + rows64[:, None] * stride_s_row + cols[None, :]
+            tl.store(s_ptrs, s.to(S.dtype.element_ty), mask=mask)
+        if IS_RMS:
+            diff = s
+            mean = tl.zeros([BLOCK_M], tl.float32)
+        else:
+            mean = tl.sum(s, axis=1) / N
+            diff = tl.where(mask, s - mean[:, None], 0.0)
+        # two-pass variance from registers: no cancellation when |mean| >> std
+        var = tl.sum(diff * diff, axis=1) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = diff * rstd[:, None]
+        if not W_ONCE:
+            if HAS_W:
+                w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
+            if HAS_B:
+                b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
+        if HAS_W:
+            y = y * w[None, :]
+        if HAS_B:
+            y = y + b[None, :]
+        tl.store(
+            Y + rows64[:, None] * stride_y_row + cols[None, :], y.to(Y.dtype.element_ty), mask=mask
+        )
+        if not IS_RMS:
+            tl.store(MEAN + rows, mean, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
+
+
+@triton.jit(do_not_specialize=["SEED"])
+def _add_norm_bwd_kernel(
+    DY, DS, SRC, MEAN, RSTD, W, DX, DR, DW_PART, DB_PART, DPB_PART,
+    M, N,
+    stride_dy_row, stride_ds_row, stride_src_row, stride_dx_row, stride_dr_row,
+    SEED, DROP_THRESHOLD, drop_scale,
+    HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr,
+    HAS_DPB: tl.constexpr, STORE_DR: tl.constexpr, DROPOUT: tl.constexpr, IS_RMS: tl.constexpr,
+    W_ONCE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Persistent over row tiles; each program keeps fp32 partial sums of dweight, dbias and
+    dpre_bias in registers and writes them once to row `pid` of a (programs, N) buffer,
+    reduced afterwards: deterministic, no atomics. For wide rows (W_ONCE false) the weight is
+    re-read per tile from L1/L2 instead of held in registers next to the two N-wide
+    accumulators: at N = 16384 holding it spills heavily (measured with ptxas, sm_90a)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    n_tiles = tl.cdiv(M, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    if HAS_W:
+        if W_ONCE:
+            w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(
+                tl.float32
+            )
+    dw_acc = tl.zeros([BLOCK_N], tl.float32)
+    db_acc = tl.zeros([BLOCK_N], tl.float32)
+    dpb_acc = tl.zeros([BLOCK_N], tl.float32)
+    for tile in range(pid, n_tiles, nprog):
+        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        rows64 = rows.to(tl.int64)
+        mask = row_ok[:, None] & col_ok[None, :]
+        s = tl.load(
+            SRC + rows64[:, None] * stride_src_row + cols[None, :], mask=mask, other=0.0,
+            eviction_policy="evict_first",
+        ).to(tl.float32)  # fmt: skip
+        dy = tl.load(
+            DY + rows64[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0,
+            eviction_policy="evict_first",
+        ).to(tl.float32)  # fmt: skip
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        if IS_RMS:
+            xhat = s * rstd[:, None]
+        else:
+            mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+            xhat = tl.where(mask, (s - mean[:, None]) * rstd[:, None], 0.0)
+        if HAS_W:
+            if not W_ONCE:
+                w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
+            g = dy * w[None, :]
+        else:
+            g = dy
+        if HAS_DW:
+            dw_acc += tl.sum(dy * xhat, axis=0)
+        if HAS_DB:
+            db_acc += tl.sum(dy, axis=0)
+        c_gx = tl.sum(g * xhat, axis=1) / N
+        if IS_RMS:
+            ds = (g - xhat * c_gx[:, None]) * rstd[:, None]
+        else:
+            c_g = tl.sum(g, axis=1) / N
+            ds = (g - c_g[:, None] - xhat * c_gx[:, None]) * rstd[:, None]
+        if HAS_DS:
+            ds += tl.load(
+                DS + rows64[:, None] * stride_ds_row + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first",
+            ).to(tl.float32)  # fmt: skip
+        if STORE_DR:
+            dr_ptrs = DR + rows64[:, None] * stride_dr_row + cols[None, :]
+            tl.store(dr_ptrs, ds.to(DR.dtype.element_ty), mask=mask)
+        dx = ds
+        if DROPOUT:
+            keep = _dropout_keep(SEED, rows, 0, BLOCK_M, BLOCK_N, DROP_THRESHOLD)
+            dx = tl.where(keep, ds * drop_scale, 0.0)
+        if HAS_DPB:
+            dpb_acc += tl.sum(tl.where(mask, dx, 0.0), axis=0)
+        tl.store(
+            DX + rows64[:, None] * stride_dx_row + cols[None, :],
+            dx.to(DX.dtype.element_ty),
+            mask=mask,
+        )
+    part = pid.to(tl.int64) * N + cols
+    if HAS_DW:
+        tl.store(DW_PART + part, dw_acc, mask=col_ok)
+    if HAS_DB:
+        tl.store(DB_PART + part, db_acc, mask=col_ok)
+    if HAS_DPB:
+        tl.store(DPB_PART + part, dpb_acc, mask=col_ok)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+#: tests set this to fill every output with NaN before a launch, so unwritten elements fail
+POISON_OUTPUTS = False
+
+
+def _out(shape, dtype, device) -> torch.Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    return t.fill_(float("nan")) if POISON_OUTPUTS and t.is_floating_point() else t
+
+
+def _dropout_args(p: float) -> tuple[int, float]:
+    """(threshold on the top 24 random bits, scale of kept values) matching F.dropout."""
+    threshold = min(int(round(p * (1 << 24))), 1 << 24)
+    scale = 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
+    return threshold, scale
+
+
+def dropout_mask(seed: int, rows: int, cols: int, p: float, device) -> torch.Tensor:
+    """The keep-mask the kernels use for (seed, p) on a rows x cols problem, as bool."""
+    keep = torch.empty((rows, cols), dtype=torch.int8, device=device).fill_(-1)
+    threshold, _ = _dropout_args(p)
+    bm, bn = 16, 256
+    grid = (triton.cdiv(rows, bm), triton.cdiv(cols, bn))
+    _dropout_mask_kernel[grid](
+        keep, rows, cols, keep.stride(0), seed, threshold, BLOCK_M=bm, BLOCK_N=bn
+    )
+    return keep.bool()
+
+
+def add_norm_fwd(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    pre_bias: torch.Tensor | None,
+    *,
+    eps: float,
+    is_rms: bool,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    store_s: bool = True,
+    s_dtype: torch.dtype | None = None,
+    out_dtype: torch.dtype | None = None,
+    config: LaunchConfig | None = None,
+):
+    """Forward on 2-D (rows, hidden) views whose last dim is contiguous (rows may be strided).
+
+    Returns (y, s or None, mean (fp32, empty for RMSNorm), rstd (fp32)). `store_s=False` skips
+    writing s when it equals x (no residual, bias or dropout): the backward then reads x.
+    """
+    M, N = x.shape
+    cfg = config or fwd_config(M, N)
+    y = _out((M, N), out_dtype or x.dtype, x.device)
+    s = _out((M, N), s_dtype or x.dtype, x.device) if store_s else None
+    mean = _out((0 if is_rms else M,), torch.float32, x.device)
+    rstd = _out((M,), torch.float32, x.device)
+    dropout = dropout_p > 0.0
+    threshold, scale = _dropout_args(dropout_p)
+    s_arg = s if s is not None else y
+    r_arg = residual if residual is not None else x
+    common = dict(
+        HAS_R=residual is not None, HAS_PB=pre_bias is not None, HAS_W=weight is not None,
+        HAS_B=bias is not None, DROPOUT=dropout, IS_RMS=is_rms, STORE_S=store_s,
+    )  # fmt: skip
+    args = (
+        x, r_arg, pre_bias if pre_bias is not None else x, weight if weight is not None else x,
+        bias if bias is not None else x, y, s_arg, mean if not is_rms else rstd, rstd, M, N,
+        x.stride(0), r_arg.stride(0), y.stride(0), s_arg.stride(0), seed, threshold, scale, eps,
+    )  # fmt: skip
+    grid = (grid_size(cfg, M, x.device),)
+    if cfg.chunked:
+        from membound.kernels.add_norm_chunked import _add_norm_fwd_chunked_kernel
+
+        _add_norm_fwd_chunked_kernel[grid](
+            *args, **common, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages
+        )
+    else:
+        _add_norm_fwd_kernel[grid](
+            *args,
+            **common,
+            W_ONCE=cfg.block_m * cfg.block_n <= 8192,
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+    return y, s, mean, rstd
+
+
+def add_norm_bwd(
+    dy: torch.Tensor,
+    ds: torch.Tensor | None,
+    src: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    *,
+    is_rms: bool,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    want_dweight: bool = False,
+    want_dbias: bool = False,
+    want_dpre_bias: bool = False,
+    dx_dtype: torch.dtype | None = None,
+    dres_dtype: torch.dtype | None = None,
+    config: LaunchConfig | None = None,
+):
+    """Backward on 2-D views: returns (dx, dres or None, dweight, dbias, dpre_bias) (None where
+    not wanted). `src` is the saved s (or x when s was not stored). `dres_dtype=None` means
+    dresidual is not written separately (no residual, or it equals dx)."""
+    M, N = dy.shape
+    cfg = config or bwd_config(M, N)
+    dev = dy.device
+    dx = _out((M, N), dx_dtype or dy.dtype, dev)
+    dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
+    grid = grid_size(cfg, M, dev)
+    # the chunked kernel accumulates in place, the tiled one writes each partial row once
+    alloc = (lambda *a: torch.zeros(*a[:1], dtype=a[1], device=a[2])) if cfg.chunked else _out
+    wants = (want_dweight, want_dbias, want_dpre_bias)
+    parts = [alloc((grid, N), torch.float32, dev) if w else None for w in wants]
+    dropout = dropout_p > 0.0
+    threshold, scale = _dropout_args(dropout_p)
+    ds_arg = ds if ds is not None else dy
+    dr_arg = dr if dr is not None else dx
+    args = (
+        dy, ds_arg, src, mean if not is_rms else rstd, rstd, weight if weight is not None else dy,
+        dx, dr_arg, *(p if p is not None else rstd for p in parts), M, N,
+        dy.stride(0), ds_arg.stride(0), src.stride(0), dx.stride(0), dr_arg.stride(0),
+        seed, threshold, scale,
+    )  # fmt: skip
+    common = dict(
+        HAS_DS=ds is not None, HAS_W=weight is not None, HAS_DW=want_dweight, HAS_DB=want_dbias,
+        HAS_DPB=want_dpre_bias, STORE_DR=dr is not None, DROPOUT=dropout, IS_RMS=is_rms,
+    )  # fmt: skip
+    if cfg.chunked:
+        from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel
+
+        _add_norm_bwd_chunked_kernel[(grid,)](
+            *args, **common, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages
+        )
+    else:
+        _add_norm_bwd_kernel[(grid,)](
+            *args,
+            **common,
+            W_ONCE=cfg.block_m * cfg.block_n <= 8192,
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+    # the one deterministic reduction of the per-program partials
+    sums = [p.sum(dim=0) if p is not None else None for p in parts]
+    return dx, dr, *sums

@@ -1,0 +1,81 @@
+"""Launch configurations for the add_norm kernels, chosen by shape (no autotuning in the hot path).
+
+Why these numbers (H100/H200-class GPUs, 132 SMs, 64K registers and 64 warps per SM):
+- A tile holds whole rows: BLOCK_N = next power of two >= hidden. Rows wider than
+  `FUSED_MAX_N` elements go to the chunked kernels (registers would spill).
+- Small rows are batched, BLOCK_M rows per tile, so a tile holds ~`TILE_ELEMS` elements: one
+  row of 64 bf16 per program would move 256 B per launch slot and be latency-bound.
+- num_warps gives each thread ~`ELEMS_PER_THREAD` elements: 8 bf16 is one 16-byte vector load;
+  two or four of them in flight per thread hide HBM latency without spilling.
+- The forward grid is one tile per program (the hardware scheduler balances); the backward is
+  persistent (a few programs per SM) because each program writes an N-wide fp32 partial of
+  dweight/dbias, and fewer programs mean less partial traffic.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+FUSED_MAX_N = 16384
+CHUNK_N = 4096
+TILE_ELEMS = 4096
+ELEMS_PER_THREAD = 16
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    chunked: bool
+    #: programs per SM for a persistent grid; 0 = one tile per program
+    programs_per_sm: int
+    #: 1 = no software pipelining of the tile loop (it would stage loads through shared
+    #: memory and cut occupancy); >1 lets a persistent program prefetch its next tile
+    num_stages: int = 1
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _warps(elems: int) -> int:
+    return max(1, min(16, _next_pow2(elems // (32 * ELEMS_PER_THREAD))))
+
+
+@functools.lru_cache(maxsize=4096)
+def fwd_config(rows: int, hidden: int) -> LaunchConfig:
+    block_n = max(4, _next_pow2(hidden))
+    if block_n > FUSED_MAX_N:
+        return LaunchConfig(1, CHUNK_N, _warps(CHUNK_N), True, 8)
+    block_m = max(1, min(_next_pow2(rows), TILE_ELEMS // block_n))
+    return LaunchConfig(block_m, block_n, _warps(block_m * block_n), False, 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def bwd_config(rows: int, hidden: int) -> LaunchConfig:
+    block_n = max(4, _next_pow2(hidden))
+    if block_n > FUSED_MAX_N:
+        return LaunchConfig(1, CHUNK_N, _warps(CHUNK_N), True, 4)
+    block_m = max(1, min(_next_pow2(rows), TILE_ELEMS // block_n))
+    warps = _warps(block_m * block_n)
+    # ~128 registers per thread: 16 warps fill an SM's 64K registers, so 16 // warps programs
+    # are resident per SM; more would only queue behind them and enlarge the partial buffers
+    return LaunchConfig(block_m, block_n, warps, False, max(1, 16 // warps))
+
+
+@functools.lru_cache(maxsize=16)
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the Triton interpreter on CPU: a few programs exercise the persistent loop
+
+
+def grid_size(cfg: LaunchConfig, rows: int, device: torch.device) -> int:
+    tiles = -(-rows // cfg.block_m)
+    if cfg.programs_per_sm <= 0:
+        return max(1, tiles)
+    return max(1, min(tiles, _sm_count(device) * cfg.programs_per_sm))

@@ -1,0 +1,290 @@
+"""`membound::add_norm_fwd` / `membound::add_norm_bwd`: torch.library custom ops around the
+add_norm kernels, with fake implementations (torch.compile traces them without graph breaks)
+and autograd registered between them.
+
+Each op picks its implementation per call with `use_triton(tensor)`; triton is imported only
+when that says yes. The dropout seed is drawn inside the forward op from torch's default CPU
+generator (so `torch.manual_seed` makes runs reproducible, also under torch.compile where the
+op is opaque) and returned as a 1-element CPU tensor that the backward reads.
+"""
+
+# No `from __future__ import annotations` here: torch.library reads the custom ops' annotations
+# at runtime to build their schemas, and older torch (2.4) wants real types, `Optional[...]`.
+import functools
+import importlib.util
+from typing import Optional
+
+import torch
+
+from membound import _env
+
+_EMPTY = (0,)
+
+
+def use_triton(t: torch.Tensor) -> bool:
+    """The dispatch rule: Triton kernels for CUDA tensors, or for CPU tensors under Triton's
+    interpreter (TRITON_INTERPRET=1, tests); never when MEMBOUND_DISABLE_TRITON is set or
+    triton is not installed. Everything else runs the pure-PyTorch reference."""
+    if _env.triton_disabled() or not _triton_installed():
+        return False
+    if t.device.type == "cuda":
+        return True
+    return t.device.type == "cpu" and _env.triton_interpret()
+
+
+def is_compiling() -> bool:
+    """True while torch.compile traces (torch.compiler.is_compiling is torch >= 2.3)."""
+    fn = getattr(torch.compiler, "is_compiling", None)
+    return bool(fn()) if fn is not None else bool(torch._dynamo.is_compiling())
+
+
+@functools.lru_cache(maxsize=1)
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def _rows(t: torch.Tensor | None) -> torch.Tensor | None:
+    """(rows, hidden) view; no copy when the leading dims collapse (any row stride allowed)."""
+    if t is None or (t.dim() == 2 and t.stride(-1) == 1):  # the common case, no view
+        return t
+    if t.stride(-1) != 1:
+        t = t.contiguous()
+    return t.reshape(-1, t.shape[-1])
+
+
+def _fwd_impl(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    pre_bias: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    dropout_p: float,
+    is_rms: bool,
+    eps: float,
+    store_s: bool,
+    s_dtype: torch.dtype,
+    out_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (y, s (empty when not stored), mean, rstd, seed)."""
+    seed_t = (
+        torch.randint(2**62, (1,), dtype=torch.int64)
+        if dropout_p > 0.0
+        else torch.zeros(1, dtype=torch.int64)
+    )
+    seed = int(seed_t.item())
+    x2, r2 = _rows(x), _rows(residual)
+    if use_triton(x):
+        from membound.kernels.add_norm import add_norm_fwd
+
+        y, s, mean, rstd = add_norm_fwd(
+            x2, weight, bias, r2, pre_bias, eps=eps, is_rms=is_rms, dropout_p=dropout_p,
+            seed=seed, store_s=store_s, s_dtype=s_dtype, out_dtype=out_dtype,
+        )  # fmt: skip
+    else:
+        from membound.kernels.add_norm_ref import add_norm_ref, dropout_keep_ref
+
+        keep = dropout_keep_ref(seed, x2.shape, dropout_p, x.device) if dropout_p > 0 else None
+        y, s, mean, rstd = add_norm_ref(
+            x2, weight, bias, r2, pre_bias, eps=eps, is_rms=is_rms, dropout_p=dropout_p,
+            keep=keep, s_dtype=s_dtype, out_dtype=out_dtype,
+        )  # fmt: skip
+        if is_rms:
+            mean = mean.new_empty(_EMPTY)
+    if not store_s or s is None:
+        s = x.new_empty(_EMPTY, dtype=s_dtype)
+    else:
+        s = s.view(x.shape) if x.dim() != 2 else s
+    return (y.view(x.shape) if x.dim() != 2 else y), s, mean, rstd, seed_t
+
+
+@torch.library.custom_op("membound::add_norm_fwd", mutates_args=())
+def add_norm_fwd_op(
+    x: torch.Tensor,
+    residual: Optional[torch.Tensor],  # noqa: UP045
+    pre_bias: Optional[torch.Tensor],  # noqa: UP045
+    weight: Optional[torch.Tensor],  # noqa: UP045
+    bias: Optional[torch.Tensor],  # noqa: UP045
+    dropout_p: float,
+    is_rms: bool,
+    eps: float,
+    store_s: bool,
+    s_dtype: torch.dtype,
+    out_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (y, s (empty when not stored), mean, rstd, seed)."""
+    return _fwd_impl(
+        x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype
+    )
+
+
+@add_norm_fwd_op.register_fake
+def _(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype):
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    y = x.new_empty(x.shape, dtype=out_dtype)
+    s = x.new_empty(x.shape if store_s else _EMPTY, dtype=s_dtype)
+    mean = x.new_empty((0 if is_rms else rows,), dtype=torch.float32)
+    rstd = x.new_empty((rows,), dtype=torch.float32)
+    return y, s, mean, rstd, torch.empty(1, dtype=torch.int64, device="cpu")
+
+
+def _bwd_impl(
+    dy: torch.Tensor,
+    ds: torch.Tensor | None,
+    src: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    seed: torch.Tensor,
+    dropout_p: float,
+    is_rms: bool,
+    want_dres: bool,
+    want_dweight: bool,
+    want_dbias: bool,
+    want_dpre_bias: bool,
+    x_dtype: torch.dtype,
+    res_dtype: torch.dtype,
+    param_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (dx, dres, dweight, dbias, dpre_bias); unwanted ones, and dres when it equals
+    dx (no dropout, same dtype: one tensor written instead of two), are empty."""
+    shape = dy.shape
+    dy2, ds2, src2 = _rows(dy), _rows(ds), _rows(src)
+    sep_dres = want_dres and (dropout_p > 0.0 or res_dtype != x_dtype)
+    s_seed = int(seed.item())
+    if use_triton(dy):
+        from membound.kernels.add_norm import add_norm_bwd
+
+        dx, dr, dw, db, dpb = add_norm_bwd(
+            dy2, ds2, src2, mean, rstd, weight, is_rms=is_rms, dropout_p=dropout_p, seed=s_seed,
+            want_dweight=want_dweight, want_dbias=want_dbias, want_dpre_bias=want_dpre_bias,
+            dx_dtype=x_dtype, dres_dtype=res_dtype if sep_dres else None,
+        )  # fmt: skip
+    else:
+        from membound.kernels.add_norm_ref import add_norm_bwd_ref, dropout_keep_ref
+
+        keep = dropout_keep_ref(s_seed, dy2.shape, dropout_p, dy.device) if dropout_p > 0 else None
+        dsum, dx, dw, db, dpb = add_norm_bwd_ref(
+            dy2, ds2, src2, mean, rstd, weight, keep, is_rms=is_rms, dropout_p=dropout_p
+        )
+        dr = dsum.to(res_dtype) if sep_dres else None
+        dx = dx.to(x_dtype)
+
+    def param_grad(g, wanted):
+        # a fresh empty each time: outputs of a custom op may not alias each other
+        return g.to(param_dtype) if wanted else dy.new_empty(_EMPTY, dtype=param_dtype)
+
+    return (
+        dx.view(shape),
+        dr.view(shape) if dr is not None else dy.new_empty(_EMPTY, dtype=res_dtype),
+        param_grad(dw, want_dweight),
+        param_grad(db, want_dbias),
+        param_grad(dpb, want_dpre_bias),
+    )
+
+
+@torch.library.custom_op("membound::add_norm_bwd", mutates_args=())
+def add_norm_bwd_op(
+    dy: torch.Tensor,
+    ds: Optional[torch.Tensor],  # noqa: UP045
+    src: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: Optional[torch.Tensor],  # noqa: UP045
+    seed: torch.Tensor,
+    dropout_p: float,
+    is_rms: bool,
+    want_dres: bool,
+    want_dweight: bool,
+    want_dbias: bool,
+    want_dpre_bias: bool,
+    x_dtype: torch.dtype,
+    res_dtype: torch.dtype,
+    param_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (dx, dres, dweight, dbias, dpre_bias); see `_bwd_impl`."""
+    return _bwd_impl(
+        dy, ds, src, mean, rstd, weight, seed, dropout_p, is_rms, want_dres, want_dweight,
+        want_dbias, want_dpre_bias, x_dtype, res_dtype, param_dtype,
+    )  # fmt: skip
+
+
+@add_norm_bwd_op.register_fake
+def _(dy, ds, src, mean, rstd, weight, seed, dropout_p, is_rms, want_dres, want_dweight,
+      want_dbias, want_dpre_bias, x_dtype, res_dtype, param_dtype):  # fmt: skip
+    n = dy.shape[-1]
+    sep_dres = want_dres and (dropout_p > 0.0 or res_dtype != x_dtype)
+
+    def param_grad(wanted):
+        return dy.new_empty((n,) if wanted else _EMPTY, dtype=param_dtype)
+
+    return (
+        dy.new_empty(dy.shape, dtype=x_dtype),
+        dy.new_empty(dy.shape if sep_dres else _EMPTY, dtype=res_dtype),
+        param_grad(want_dweight),
+        param_grad(want_dbias),
+        param_grad(want_dpre_bias),
+    )
+
+
+def _setup_context(ctx, inputs, output):
+    x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype = (
+        inputs
+    )
+    _, s, mean, rstd, seed = output
+    # unused outputs (s without prenorm) must not become zero tensors the backward would read
+    ctx.set_materialize_grads(False)
+    ctx.mark_non_differentiable(mean, rstd, seed)
+    ctx.save_for_backward(s if store_s else x, mean, rstd, weight, seed)
+    ctx.dropout_p, ctx.is_rms = dropout_p, is_rms
+    ctx.x_dtype = x.dtype
+    ctx.res_dtype = residual.dtype if residual is not None else x.dtype
+    ctx.has = (residual is not None, pre_bias is not None, weight is not None, bias is not None)
+    params = [t for t in (weight, bias, pre_bias) if t is not None]
+    ctx.param_dtype = params[0].dtype if params else torch.float32
+    ctx.dtypes = tuple(t.dtype if t is not None else None for t in (weight, bias, pre_bias))
+
+
+def _backward(ctx, dy, ds, dmean, drstd, dseed, bwd=None):
+    src, mean, rstd, weight, seed = ctx.saved_tensors
+    has_r, has_pb, has_w, has_b = ctx.has
+    need = ctx.needs_input_grad
+    want_w, want_b, want_pb = has_w and need[3], has_b and need[4], has_pb and need[2]
+    if dy is None:
+        dy = torch.zeros_like(src)
+    # parameters may differ in dtype (rare): reduce in fp32 and cast each one below
+    dx, dr, dw, db, dpb = (bwd or add_norm_bwd_op)(
+        dy, ds if (ds is not None and ds.numel() > 0) else None, src, mean, rstd, weight, seed,
+        ctx.dropout_p, ctx.is_rms, has_r and need[1], want_w, want_b, want_pb, ctx.x_dtype,
+        ctx.res_dtype, torch.float32,
+    )  # fmt: skip
+    dres = None
+    if has_r and need[1]:
+        dres = dr if dr.numel() > 0 or dx.numel() == 0 else dx
+    w_dt, b_dt, pb_dt = ctx.dtypes
+    return (
+        dx if need[0] else None,
+        dres,
+        dpb.to(pb_dt) if want_pb else None,
+        dw.to(w_dt) if want_w else None,
+        db.to(b_dt) if want_b else None,
+        None, None, None, None, None, None,
+    )  # fmt: skip
+
+
+add_norm_fwd_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class AddNormFunction(torch.autograd.Function):
+    """The same forward/backward for eager mode without the custom-op dispatcher, whose
+    per-call overhead (tens of microseconds) would decide small shapes; torch.compile uses
+    the custom ops (`membound.nn.functional.add_norm` picks)."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _fwd_impl(*inputs)
+        _setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _backward(ctx, *grads, bwd=_bwd_impl)

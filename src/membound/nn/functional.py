@@ -1,0 +1,101 @@
+"""`add_norm`: residual add + bias + dropout + LayerNorm/RMSNorm in one pass over memory.
+
+    s = dropout(x + pre_bias) + residual     (each part optional)
+    y = norm(s) * weight + bias
+
+Returns y, or (y, s) with prenorm=True: s is the new residual stream of a pre-norm
+transformer block, kept in `residual_dtype` (e.g. fp32 while activations are bf16).
+Triton kernels run for CUDA tensors (see `membound.nn._ops.use_triton` for the exact rule);
+otherwise a pure-PyTorch reference with the same semantics runs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from membound.errors import BadInput
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_NORMS = {"layer": False, "rms": True}  # name -> is_rms
+
+
+def _check(name: str, t: torch.Tensor | None, x: torch.Tensor, shape) -> None:
+    if t is None:
+        return
+    if not isinstance(t, torch.Tensor):
+        raise BadInput(f"add_norm: {name} must be a tensor or None, got {type(t).__name__}.")
+    if t.dtype not in _FLOAT_DTYPES:
+        raise BadInput(
+            f"add_norm: {name} has dtype {t.dtype}; use float32, float16 or bfloat16 "
+            "(cast it with .float() first)."
+        )
+    if tuple(t.shape) != tuple(shape):
+        raise BadInput(
+            f"add_norm: {name} has shape {tuple(t.shape)} but must be {tuple(shape)} to match "
+            f"x of shape {tuple(x.shape)}."
+        )
+    if t.device != x.device:
+        raise BadInput(
+            f"add_norm: {name} is on {t.device} but x is on {x.device}; move both to one device."
+        )
+
+
+def add_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    *,
+    residual: torch.Tensor | None = None,
+    pre_bias: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    norm: str = "layer",
+    eps: float | None = 1e-5,
+    prenorm: bool = False,
+    residual_dtype: torch.dtype | None = None,
+    out_dtype: torch.dtype | None = None,
+    training: bool = True,
+):
+    """Fused `y = norm(dropout(x + pre_bias) + residual) * weight + bias` over the last dim.
+
+    Dropout scales kept values by 1/(1-p) like `F.dropout`, and is off when `training` is
+    False. `eps=None` means `torch.finfo(x.dtype).eps` (as `nn.RMSNorm`). Every input may
+    require grad. Raises `BadInput` for integer dtypes, mismatched shapes or devices.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise BadInput(f"add_norm: x must be a tensor, got {type(x).__name__}.")
+    if x.dim() == 0:
+        raise BadInput("add_norm: x must have at least one dimension (the one normalized).")
+    is_rms = _NORMS.get(norm)
+    if is_rms is None:
+        raise BadInput(f"add_norm: norm must be one of {sorted(_NORMS)}, got {norm!r}.")
+    if not 0.0 <= float(dropout_p) <= 1.0:
+        raise BadInput(f"add_norm: dropout_p must be in [0, 1], got {dropout_p}.")
+    _check("x", x, x, x.shape)
+    hidden = x.shape[-1]
+    _check("residual", residual, x, x.shape)
+    for name, t in (("weight", weight), ("bias", bias), ("pre_bias", pre_bias)):
+        _check(name, t, x, (hidden,))
+    for name, dt in (("residual_dtype", residual_dtype), ("out_dtype", out_dtype)):
+        if dt is not None and dt not in _FLOAT_DTYPES:
+            raise BadInput(f"add_norm: {name} must be float32, float16 or bfloat16, got {dt}.")
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    p = float(dropout_p) if training else 0.0
+    s_dtype = residual_dtype or (residual.dtype if residual is not None else x.dtype)
+    # s equals x: nothing to write, the backward reads x instead (one tensor less each way)
+    store_s = residual is not None or pre_bias is not None or p > 0.0 or s_dtype != x.dtype
+    if x.numel() == 0:
+        y = torch.empty_like(x, dtype=out_dtype or x.dtype)
+        return (y, x.to(s_dtype)) if prenorm else y
+
+    from membound.nn import _ops
+
+    # eager: a plain autograd.Function (cheapest dispatch); tracing: the registered custom op
+    op = _ops.add_norm_fwd_op if _ops.is_compiling() else _ops.AddNormFunction.apply
+    y, s, _, _, _ = op(
+        x, residual, pre_bias, weight, bias, p, is_rms, float(eps), store_s, s_dtype,
+        out_dtype or x.dtype,
+    )  # fmt: skip
+    if not prenorm:
+        return y
+    return y, (s if store_s else x)

@@ -1,0 +1,275 @@
+"""add_norm Triton kernels against a float64 reference (CPU: Triton interpreter; GPU: marked).
+
+Every output and gradient is compared on fresh random inputs with the kernels' own dropout
+mask (regenerated through the same Philox stream by `dropout_mask`); outputs are poisoned
+(launchers allocate with torch.empty; we also check for NaN) so unwritten elements fail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from membound.kernels import add_norm as K  # noqa: E402
+from membound.kernels.add_norm_config import LaunchConfig, bwd_config, fwd_config  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+TOL = {torch.float32: 2e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+@pytest.fixture(autouse=True)
+def _poison(monkeypatch):
+    monkeypatch.setattr(K, "POISON_OUTPUTS", True)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    assert got.shape == want.shape, what
+    assert torch.isfinite(got).all(), f"{what}: non-finite (unwritten?) elements"
+    err = (got.double() - want.double()).abs().max().item()
+    scale = max(1.0, want.abs().max().item())
+    assert err <= TOL[dtype] * scale, f"{what}: max error {err:.3g} (scale {scale:.3g})"
+
+
+def _run_case(M, N, dtype, is_rms, parts, p, seed=1234, fwd_cfg=None, bwd_cfg=None, dev=DEV):
+    """Forward and backward through the kernels vs float64 autograd; returns the mask."""
+    g = torch.Generator(device="cpu").manual_seed(M * 1000 + N)
+
+    def rnd(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dev)
+
+    x = rnd(M, N).to(dtype)
+    res = rnd(M, N).to(dtype) if "residual" in parts else None
+    pb = rnd(N, scale=0.5).to(dtype) if "pre_bias" in parts else None
+    w = (1 + rnd(N, scale=0.3)).to(dtype) if "weight" in parts else None
+    b = rnd(N, scale=0.3).to(dtype) if "bias" in parts else None
+    store_s = res is not None or pb is not None or p > 0
+    y, s, mean, rstd = K.add_norm_fwd(
+        x, w, b, res, pb, eps=1e-5, is_rms=is_rms, dropout_p=p, seed=seed, store_s=store_s,
+        config=fwd_cfg,
+    )  # fmt: skip
+    keep = K.dropout_mask(seed, M, N, p, dev) if p > 0 else None
+    leaves = {
+        k: t.double().requires_grad_()
+        for k, t in dict(x=x, residual=res, pre_bias=pb, weight=w, bias=b).items()
+        if t is not None
+    }
+    yr, sr, _, rstd_r = K.add_norm_ref(
+        leaves["x"], leaves.get("weight"), leaves.get("bias"), leaves.get("residual"),
+        leaves.get("pre_bias"), eps=1e-5, is_rms=is_rms, dropout_p=p, keep=keep,
+        compute_dtype=torch.float64,
+    )  # fmt: skip
+    _close(y, yr, dtype, "y")
+    if store_s:
+        _close(s, sr, dtype, "s")
+    _close(rstd, rstd_r, torch.float32 if dtype == torch.float32 else dtype, "rstd")
+    dy = rnd(M, N).to(dtype)
+    ds = rnd(M, N).to(dtype) if store_s else None
+    loss = (yr * dy.double()).sum() + ((sr * ds.double()).sum() if ds is not None else 0)
+    loss.backward()
+    dx, dr, dw, db, dpb = K.add_norm_bwd(
+        dy, ds, s if store_s else x, mean, rstd, w, is_rms=is_rms, dropout_p=p, seed=seed,
+        want_dweight=w is not None, want_dbias=b is not None, want_dpre_bias=pb is not None,
+        dres_dtype=dtype if res is not None else None, config=bwd_cfg,
+    )  # fmt: skip
+    _close(dx, leaves["x"].grad, dtype, "dx")
+    if res is not None:
+        _close(dr, leaves["residual"].grad, dtype, "dresidual")
+    for name, got in (("weight", dw), ("bias", db), ("pre_bias", dpb)):
+        if name in leaves:
+            _close(got, leaves[name].grad, dtype, f"d{name}")
+        else:
+            assert got is None
+    return keep, dx
+
+
+ALL = ("residual", "pre_bias", "weight", "bias")
+SHAPES = [(9, 41), (3, 341), (2, 4231), (1, 1), (64, 128)]
+
+
+@pytest.mark.parametrize("M,N", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+def test_all_parts_with_dropout(M, N, dtype, is_rms):
+    _run_case(M, N, dtype, is_rms, ALL, p=0.25)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [(), ("residual",), ("pre_bias",), ("weight",), ("bias",), ("weight", "bias"), ALL],
+    ids=lambda p: "+".join(p) or "none",
+)
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+def test_each_optional_part_without_dropout(parts, is_rms):
+    _run_case(9, 41, torch.float32, is_rms, parts, p=0.0)
+
+
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_chunked_kernels_match(is_rms, p):
+    """Rows wider than a tile: force the chunked kernels with small chunks (odd width, so the
+    last chunk is partial) and a persistent grid smaller than the row count."""
+    cfg = LaunchConfig(block_m=1, block_n=64, num_warps=1, chunked=True, programs_per_sm=1)
+    keep, _ = _run_case(5, 341, torch.float32, is_rms, ALL, p, fwd_cfg=cfg, bwd_cfg=cfg)
+    if p:  # the mask does not depend on the chunking
+        keep_tiled, _ = _run_case(5, 341, torch.float32, is_rms, ALL, p)
+        assert torch.equal(keep, keep_tiled)
+
+
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+def test_wide_tile_reloads_parameters(is_rms):
+    """N = 9000 -> a 16384-wide tile: weight/bias are re-read per tile instead of held."""
+    assert fwd_config(3, 9000).block_n == 16384 and not fwd_config(3, 9000).chunked
+    _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2)
+
+
+def test_persistent_forward_grid_and_multi_row_tiles():
+    cfg = LaunchConfig(block_m=4, block_n=64, num_warps=1, chunked=False, programs_per_sm=1)
+    _run_case(19, 41, torch.float32, False, ALL, 0.2, fwd_cfg=cfg, bwd_cfg=cfg)
+
+
+def test_dropout_keep_rate_seeds_and_backward_mask():
+    M, N, p = 64, 1000, 0.3
+    keep = K.dropout_mask(7, M, N, p, DEV)
+    n = keep.numel()
+    rate = keep.float().mean().item()
+    assert abs(rate - (1 - p)) <= 5 * math.sqrt(p * (1 - p) / n)
+    assert torch.equal(keep, K.dropout_mask(7, M, N, p, DEV))
+    assert not torch.equal(keep, K.dropout_mask(8, M, N, p, DEV))
+    assert K.dropout_mask(7, M, N, 1.0, DEV).sum() == 0
+    assert K.dropout_mask(7, M, N, 0.0, DEV).all()
+    # the forward used this mask (zeros exactly where dropped), and so did the backward
+    x = torch.randn(M, N, device=DEV) + 3.0  # no exact zeros in x + 0
+    _, s, mean, rstd = K.add_norm_fwd(x, None, None, None, None, eps=1e-5, is_rms=False,
+                                      dropout_p=p, seed=7)  # fmt: skip
+    assert torch.equal(s == 0, ~keep)
+    torch.testing.assert_close(s[keep], x[keep] / (1 - p))
+    dx = K.add_norm_bwd(torch.randn(M, N, device=DEV), None, s, mean, rstd, None,
+                        is_rms=False, dropout_p=p, seed=7)[0]  # fmt: skip
+    assert torch.equal(dx == 0, ~keep)
+
+
+def test_identical_seeds_identical_results():
+    x = torch.randn(9, 41, device=DEV)
+    r = torch.randn(9, 41, device=DEV)
+    a = K.add_norm_fwd(x, None, None, r, None, eps=1e-5, is_rms=False, dropout_p=0.5, seed=3)
+    b = K.add_norm_fwd(x, None, None, r, None, eps=1e-5, is_rms=False, dropout_p=0.5, seed=3)
+    c = K.add_norm_fwd(x, None, None, r, None, eps=1e-5, is_rms=False, dropout_p=0.5, seed=4)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[1], c[1])
+
+
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+def test_zero_variance_rows_stay_finite(is_rms):
+    x = torch.full((4, 41), 2.5, device=DEV)
+    x[1] = 0.0
+    w = torch.randn(41, device=DEV)
+    y, _, mean, rstd = K.add_norm_fwd(
+        x, w, None, None, None, eps=1e-5, is_rms=is_rms, store_s=False
+    )
+    assert torch.isfinite(y).all() and torch.isfinite(rstd).all()
+    if not is_rms:
+        assert y.abs().max() == 0
+    dx, *_ = K.add_norm_bwd(torch.randn_like(x), None, x, mean, rstd, w, is_rms=is_rms)
+    assert torch.isfinite(dx).all()
+
+
+def test_fp16_large_magnitudes_do_not_overflow():
+    # 3e4 fits fp16 (max 65504) but its square and any sum of a few do not: fp32 math must hold
+    x = (torch.randn(6, 341, device=DEV) * 3e4).clamp(-6e4, 6e4).half()
+    r = (torch.randn(6, 341, device=DEV) * 1e3).half()
+    y, s, mean, rstd = K.add_norm_fwd(x, None, None, r, None, eps=1e-5, is_rms=False)
+    assert torch.isfinite(y).all() and torch.isfinite(s).all()
+    ref = torch.nn.functional.layer_norm((x.float() + r.float()), (341,))
+    assert (y.float() - ref).abs().max() < 2e-2
+    dx, *_ = K.add_norm_bwd(torch.randn_like(y), None, s, mean, rstd, None, is_rms=False)
+    assert torch.isfinite(dx).all()
+
+
+def test_strided_rows_without_copy():
+    base = torch.randn(6, 100, device=DEV)
+    x = base[:, 10:51]  # row stride 100, 41 wide
+    r = torch.randn(12, 41, device=DEV)[::2]  # row stride 82
+    y, s, *_ = K.add_norm_fwd(x, None, None, r, None, eps=1e-5, is_rms=False)
+    ref = torch.nn.functional.layer_norm(x + r, (41,), eps=1e-5)
+    torch.testing.assert_close(y, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(s, x + r)
+
+
+def test_launch_configs_by_size():
+    small = fwd_config(2048, 64)
+    assert small.block_m > 1 and not small.chunked  # many rows per program for small rows
+    assert fwd_config(4, 64).block_m == 4  # never a tile taller than the tensor
+    assert not fwd_config(32768, 16384).chunked and fwd_config(8, 65536).chunked
+    assert fwd_config(1, 1).block_n == 4  # one Philox call covers 4 columns
+    for n in (1024, 4096, 16384):
+        cfg = bwd_config(32768, n)
+        assert cfg.programs_per_sm >= 1 and 1 <= cfg.num_warps <= 16
+
+
+# ----------------------------------------------------------------------------- GPU, full size
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N", [(32768, 1024), (2048, 16384), (64, 65536), (1000, 4231)])
+@pytest.mark.parametrize(
+    "dtype,is_rms",
+    [(torch.float32, False), (torch.bfloat16, False), (torch.float16, True)],
+)
+def test_gpu_full_size_against_float64(M, N, dtype, is_rms):
+    _run_case(M, N, dtype, is_rms, ALL, p=0.1, dev="cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_keep_rate_and_masks_at_full_size():
+    M, N, p = 32768, 4096, 0.1
+    keep = K.dropout_mask(11, M, N, p, "cuda")
+    rate = keep.float().mean().item()
+    assert abs(rate - (1 - p)) <= 5 * math.sqrt(p * (1 - p) / keep.numel())
+    # per-column and per-row rates: no stripes from the 4-values-per-call interleave
+    cols = keep.float().mean(0)
+    assert (cols - (1 - p)).abs().max() <= 6 * math.sqrt(p * (1 - p) / M)
+    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16) + 4
+    _, s, mean, rstd = K.add_norm_fwd(x, None, None, None, None, eps=1e-5, is_rms=False,
+                                    dropout_p=p, seed=11)  # fmt: skip
+    assert torch.equal(s == 0, ~keep)
+    dx = K.add_norm_bwd(torch.randn_like(x), None, s, mean, rstd, None, is_rms=False,
+                      dropout_p=p, seed=11)[0]  # fmt: skip
+    assert torch.equal(dx == 0, ~keep)
+
+
+@pytest.mark.gpu
+def test_gpu_seeded_module_reproducible_and_compiles():
+    from membound.nn import FusedAddLayerNorm
+
+    m = FusedAddLayerNorm(4096, dropout_p=0.1, prenorm=True, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(4, 512, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    r = torch.randn_like(x)
+    torch.manual_seed(0)
+    a, _ = m(x, r)
+    torch.manual_seed(0)
+    b, _ = m(x, r)
+    assert torch.equal(a, b)
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, r: m(x, r), fullgraph=True)
+    f(x, r)  # compile first: compilation must not shift the generator the op draws from
+    torch.manual_seed(0)
+    y, s = f(x, r)
+    assert torch.equal(y, a)
+    (y.float().sum() + s.float().sum()).backward()
+    assert x.grad is not None and m.weight.grad is not None
+
+
+@pytest.mark.gpu
+def test_gpu_strided_rows_and_fp16_large_values():
+    from membound.nn.functional import add_norm
+
+    base = (torch.randn(4096, 8192, device="cuda") * 3e4).clamp(-6e4, 6e4).half()
+    x = base[:, :4096]  # row stride 8192: no copy
+    y = add_norm(x, eps=1e-5)
+    ref = torch.nn.functional.layer_norm(x.float(), (4096,))
+    assert torch.isfinite(y).all()
+    assert (y.float() - ref).abs().max() < 2e-2
