@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +13,7 @@ import torch
 import membound.roofline as R
 from membound.device.ceilings import Ceilings
 from membound.errors import BadInput
+from membound.trace.load import Trace, load_trace
 
 # a toy device: 1 TB/s, 100 TFLOP/s bf16, 10 TFLOP/s fp32 -> ridges 100 and 10 FLOP/byte
 CEIL = Ceilings(
@@ -87,13 +90,19 @@ def test_measure_aggregates_per_op_per_call(monkeypatch):
         "aten::add": (64 * 64, 3 * 64 * 64 * 4, "fp32_vector", "pointwise"),
     }
 
-    def fake_cost(e):
-        if e.name not in costs:
+    seen = []
+
+    def fake_cost(name, dims, types, concrete):
+        seen.append((name, dims, types))
+        if name not in costs:
             return None
-        f, b, c, fam = costs[e.name]
+        f, b, c, fam = costs[name]
         return SimpleNamespace(flops=f, bytes=b, compute=c, family=fam, exact=True)
 
-    monkeypatch.setattr(R, "_cost", fake_cost)
+    import membound.analysis.ops as ops
+
+    # measure costs ops through the analysis' own join (membound.analysis.ops)
+    monkeypatch.setattr(ops, "_cost_fn", lambda: fake_cost)
     a = torch.randn(64, 64)
 
     def fn(x):
@@ -127,6 +136,8 @@ def test_measure_aggregates_per_op_per_call(monkeypatch):
     assert {p["label"] for p in pts} == {"mm", "add"}
     fig = table.plot()
     assert len(fig.axes[0].collections) == 2  # one marker per op
+    # shapes and dtypes came from the exported trace file, as `membound analyze` reads them
+    assert ("aten::mm", [[64, 64], [64, 64]], ["float", "float"]) in seen
 
 
 def test_measure_with_the_real_cost_model():
@@ -165,22 +176,54 @@ def test_layernorm_is_memory_bound_on_gpu(dtype):
     assert 0.2 < top.placement.achieved_bandwidth_fraction < 1.5
 
 
-def _event(name, shapes, dtypes, device_us):
-    return SimpleNamespace(
-        name=name,
-        device_type="DeviceType.CPU",
-        self_device_time_total=device_us,
-        input_shapes=shapes,
-        input_dtypes=dtypes,
-        concrete_inputs=[None] * len(shapes),
-        cpu_children=[],
-        cpu_parent=None,
-    )
+def test_measure_layer_norm_on_cpu_uses_the_trace_dtypes():
+    """The CPU twin of the GPU layer-norm test: dtypes come from the trace's "Input type"
+    (torch 2.11's FunctionEvent may lack `input_dtypes`, which left the op uncosted)."""
+    import membound.cost
+
+    if not hasattr(membound.cost, "cost_of"):
+        pytest.skip("membound.cost.cost_of is not exported yet")
+    ceil = Ceilings(device="cpu", name="toy", memory_bandwidth=2e10, flops={"fp32_vector": 1e11})
+    x = torch.randn(256, 512)
+    w = torch.ones(512)
+    table = R.measure(torch.nn.functional.layer_norm, x, (512,), w, w, ceilings=ceil)
+    top = table.rows[0]
+    assert "layer_norm" in top.name
+    assert top.placement is not None and top.bound == "memory"
+    assert top.bytes >= 2 * 256 * 512 * 4  # reads x, writes y at least
+    assert top.calls == 1
 
 
-def test_cuda_path_on_recorded_events():
-    """The CUDA branch (device-time owners) on events shaped like the profiler's, no GPU needed:
-    a wrapper without device time is ignored, fp32 matmuls use the TF32 roof when allowed."""
+def _recorded(ln_us: float, mm_kernel: str) -> Trace:
+    """A kineto trace of RUNS calls of fn = layer_norm then mm, as a CUDA profile records it:
+    the wrapper aten::layer_norm encloses aten::native_layer_norm, which launches the kernel."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "analysis"))
+    import tracebuilder
+
+    b = tracebuilder.TraceBuilder()
+    ln_dims = [[32768, 4096], [], [4096], [4096], []]
+    ln_types = ["float", "", "float", "float", "Scalar"]
+    for k in range(R.RUNS):
+        o = k * 2000.0
+        b.op("aten::layer_norm", o, 30, [[32768, 4096], [], [4096], [4096], [], []])
+        b.op(
+            "aten::native_layer_norm", o + 2, 25, ln_dims, ln_types, ["", "[4096]", "", "", "1e-05"]
+        )
+        b.launch("vectorized_layer_norm_kernel", o + 5, o + 40, ln_us)
+        b.op("aten::mm", o + 40, 20, [[4096, 4096], [4096, 4096]], ["float", "float"])
+        b.launch(mm_kernel, o + 45, o + 400, 1000.0)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.json"
+        path.write_text(b.text())
+        return load_trace(path)
+
+
+def test_cuda_path_on_a_recorded_trace():
+    """measure()'s CUDA branch (`table_from_trace` on the exported profile) without a GPU:
+    kernels join the innermost costed op, fp32 matmuls use the TF32 roof when allowed or when
+    their kernel's name says tensor cores."""
     import membound.cost
 
     if not hasattr(membound.cost, "cost_of"):
@@ -192,28 +235,19 @@ def test_cuda_path_on_recorded_events():
         flops={"fp32": 5e13, "tf32": 3.5e14, "fp32_vector": 6e13},
     )
     n = 32768 * 4096
-    events = [
-        _event("aten::layer_norm", [[32768, 4096], [], [4096], [4096], [], []], ["float"] * 6, 0.0),
-        _event(
-            "aten::native_layer_norm",
-            [[32768, 4096], [], [4096], [4096], []],
-            ["float", "", "float", "float", "Scalar"],
-            265.0,
-        ),
-        _event("aten::mm", [[4096, 4096], [4096, 4096]], ["float", "float"], 1000.0),
-    ] * R.RUNS  # what RUNS profiled calls of fn record
-    table = R._aggregate(R._device_owners(events), ceil, "cuda", allow_tf32=True)
+    trace = _recorded(265.0, "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_ffma")
+    table = R.table_from_trace(trace, ceil, "cuda", allow_tf32=True)
     assert [r.name for r in table.rows] == ["aten::mm", "aten::native_layer_norm"]
     ln = table.row("aten::native_layer_norm")
     assert ln.calls == 1 and ln.device_ms == pytest.approx(0.265)
-    assert ln.bound == "memory"
+    assert ln.bound == "memory" and ln.exact
     assert ln.bytes >= 2 * n * 4  # reads x, writes y at least
     assert 0.9 < ln.placement.achieved_bandwidth_fraction < 1.1  # 1.07 GB in 0.265 ms at 4 TB/s
     mm = table.row("aten::mm")
     assert mm.compute == "tf32" and mm.bound == "compute"
     assert (
-        R._aggregate(R._device_owners(events), ceil, "cuda", allow_tf32=False)
-        .row("aten::mm")
-        .compute
-        == "fp32"
+        R.table_from_trace(trace, ceil, "cuda", allow_tf32=False).row("aten::mm").compute == "fp32"
     )
+    # a tensor-core kernel name is evidence of TF32 whatever the flag says now
+    tc = _recorded(265.0, "cutlass_80_tensorop_s1688gemm_tf32_256x128_nn")
+    assert R.table_from_trace(tc, ceil, "cuda", allow_tf32=False).row("aten::mm").compute == "tf32"

@@ -10,14 +10,15 @@ first", for one function):
     draw(table.ceilings, table.points(), "ln.png")   # membound.report.roofline_chart
 
 How `measure` works, and why: it runs `fn` once to warm up (lazy init, autotuning, caching
-allocator), then `RUNS` times under `torch.profiler` with `record_shapes=True`, and costs
-each profiled op post hoc with `membound.cost.cost_of(name, shapes, dtypes, concrete)`.
-Time and cost then come from the very same op instances, with no second run to match up.
+allocator), then `RUNS` times under `torch.profiler` with `record_shapes=True`, exports the
+profile as a kineto trace, loads it with `membound.trace.load` and joins ops, kernels and
+costs with `membound.analysis.ops` — the very code `membound analyze` runs on a training
+trace, so an op is costed the same way in both (the profiler's Python `FunctionEvent`
+fields, e.g. `input_dtypes`, differ between torch versions; the trace file's do not).
 Which ops own time:
-  - CUDA: ops with *self device time*, i.e. the aten op that launched the kernels (kineto
-    joins kernels to their launching op by correlation id). A wrapper such as
-    `aten::layer_norm` launches nothing; `aten::native_layer_norm` owns the kernel.
-  - CPU: the outermost op the cost model knows, timed by its total CPU time (its helpers
+  - CUDA: each kernel belongs to the innermost op the cost model knows among the ops that
+    enclose its launch (`aten::native_layer_norm`, not the wrapper `aten::layer_norm`).
+  - CPU: the outermost op the cost model knows, timed by its host time (its helpers
     `aten::empty`/`aten::view` included); ops it does not know are descended into.
 Figures are per call of `fn` (totals divided by `RUNS`).
 """
@@ -303,9 +304,33 @@ def measure(
         for _ in range(RUNS):
             fn(*args, **kwargs)
         sync()
-    events = prof.events()
-    timed = _device_owners(events) if kind == "cuda" else _cpu_owners(events)
-    return _aggregate(timed, ceilings, kind, allow_tf32)
+    return table_from_trace(_export(prof), ceilings, kind, allow_tf32)
+
+
+def _export(prof):
+    """The profile as a loaded `membound.trace.load.Trace`, through its kineto JSON: the
+    same file format `membound analyze` reads, so both take one code path."""
+    import os
+    import tempfile
+
+    from membound.trace.load import load_trace
+
+    with tempfile.TemporaryDirectory(prefix="membound-measure-") as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        return load_trace(path)
+
+
+def table_from_trace(trace, ceilings: Ceilings, kind: str, allow_tf32: bool) -> RooflineTable:
+    """The per-op table of a trace holding `RUNS` calls of the measured function.
+
+    CUDA: each kernel joined to the innermost op the cost model knows that launched it
+    (`membound.analysis.ops.join_calls`, as in `membound analyze`); CPU: the outermost
+    known ops, timed by host time (`membound.analysis.ops.cpu_calls`)."""
+    from membound.analysis.ops import cpu_calls, join_calls
+
+    calls = join_calls(trace) if kind == "cuda" else cpu_calls(trace)
+    return _aggregate(calls, ceilings, kind, allow_tf32)
 
 
 def _device_kind(device: str | None, args: tuple, kwargs: dict) -> str:
@@ -326,116 +351,25 @@ def _device_kind(device: str | None, args: tuple, kwargs: dict) -> str:
     return kind
 
 
-def _self_device_us(e) -> float:
-    value = getattr(e, "self_device_time_total", None)
-    if value is None:
-        value = getattr(e, "self_cuda_time_total", 0.0)
-    return float(value or 0.0)
-
-
-def _is_op(e) -> bool:
-    return e.name.startswith("aten::") and str(getattr(e, "device_type", "")).endswith("CPU")
-
-
-def _device_owners(events) -> list[tuple[Any, float, Any]]:
-    """(event, device µs, cost) for each CPU-side aten op that launched device work."""
-    return [(e, us, _cost(e)) for e in events if _is_op(e) and (us := _self_device_us(e)) > 0]
-
-
-def _cpu_owners(events) -> list[tuple[Any, float, Any]]:
-    """(event, CPU µs, cost) for the outermost ops the cost model knows (see module doc)."""
-    out: list[tuple[Any, float, Any]] = []
-    memo: dict[int, Any] = {}
-
-    def cost_of_event(e):
-        if id(e) not in memo:
-            memo[id(e)] = _cost(e)
-        return memo[id(e)]
-
-    def knows(e) -> bool:
-        cost = cost_of_event(e)
-        return (cost is not None and cost.family != "unknown") or any(
-            knows(c) for c in _op_children(e)
-        )
-
-    def visit(e) -> None:
-        cost = cost_of_event(e)
-        children = _op_children(e)
-        if cost is not None and cost.family != "unknown":
-            out.append((e, float(e.cpu_time_total), cost))
-        elif any(knows(c) for c in children):
-            for c in children:
-                visit(c)
-        else:  # nothing below is known either: take it whole, with the cost model's guess
-            out.append((e, float(e.cpu_time_total), cost))
-
-    for e in events:
-        if _is_op(e) and not _has_op_parent(e):
-            visit(e)
-    return out
-
-
-def _op_children(e) -> list[Any]:
-    return [c for c in e.cpu_children if _is_op(c)]
-
-
-def _has_op_parent(e) -> bool:
-    parent = e.cpu_parent
-    while parent is not None:
-        if _is_op(parent):
-            return True
-        parent = parent.cpu_parent
-    return False
-
-
-def _cost(e):
-    """The cost model's Cost for one profiled op (a guess, `family="unknown"`, for ops it has
-    no formula for), or None when there is no work to place (views, allocations)."""
-    try:
-        from membound.cost import cost_of
-    except ImportError:  # no cost model in this build: time only
-        return None
-    try:
-        cost = cost_of(
-            e.name,
-            e.input_shapes,
-            getattr(e, "input_dtypes", None) or [],
-            getattr(e, "concrete_inputs", None),
-        )
-    except (KeyError, LookupError, NotImplementedError, ValueError, TypeError):
-        return None
-    if cost is None or (not cost.flops and not cost.bytes):
-        return None
-    return cost
-
-
 def _aggregate(
-    timed: Iterable[tuple[Any, float, Any]], ceilings: Ceilings, kind: str, allow_tf32: bool
+    calls: Iterable[Any], ceilings: Ceilings, kind: str, allow_tf32: bool
 ) -> RooflineTable:
+    """Rows per op name from `membound.analysis.ops.OpCall`s, per call of the function."""
     groups: dict[str, dict[str, Any]] = {}
-    for e, us, cost in timed:
+    for c in calls:
         g = groups.setdefault(
-            e.name,
-            {
-                "calls": 0,
-                "us": 0.0,
-                "flops": 0.0,
-                "bytes": 0.0,
-                "costed": 0,
-                "exact": True,
-                "compute": {},
-            },
+            c.name,
+            {"calls": 0, "us": 0.0, "flops": 0.0, "bytes": 0.0, "costed": 0, "compute": {}},
         )
         g["calls"] += 1
-        g["us"] += us
-        if cost is None:
+        g["us"] += c.device_us
+        if not c.known:
             continue
         g["costed"] += 1
-        g["flops"] += float(cost.flops or 0)
-        g["bytes"] += float(cost.bytes or 0)
-        g["exact"] = g["exact"] and bool(getattr(cost, "exact", True))
-        key = _compute_key(cost, allow_tf32)
-        g["compute"][key] = g["compute"].get(key, 0.0) + us
+        g["flops"] += c.flops
+        g["bytes"] += c.bytes
+        key = _compute_key(c, allow_tf32)
+        g["compute"][key] = g["compute"].get(key, 0.0) + c.device_us
     rows = []
     for name, g in groups.items():
         seconds = g["us"] / 1e6 / RUNS
@@ -443,7 +377,7 @@ def _aggregate(
         flops = g["flops"] / RUNS if g["costed"] else None
         nbytes = g["bytes"] / RUNS if g["costed"] else None
         placement = None
-        if g["costed"] and seconds > 0:
+        if g["costed"] and seconds > 0 and (flops or nbytes):
             placement = place(flops, nbytes, seconds, ceilings, compute)
         rows.append(
             RooflineRow(
@@ -453,7 +387,7 @@ def _aggregate(
                 flops,
                 nbytes,
                 compute,
-                g["exact"] and g["costed"] == g["calls"],
+                g["costed"] == g["calls"],
                 placement,
             )
         )
@@ -461,9 +395,12 @@ def _aggregate(
     return RooflineTable(rows, ceilings, kind)
 
 
-def _compute_key(cost, allow_tf32: bool) -> str | None:
-    key = getattr(cost, "compute", None)
-    if key == "fp32" and allow_tf32 and str(getattr(cost, "family", "")).lower() in _TF32_FAMILIES:
+def _compute_key(call, allow_tf32: bool) -> str | None:
+    """The call's compute key; an fp32 matmul-family call without kernel-name evidence
+    (`join_calls` already says "tf32" when its kernels used tensor cores) uses the TF32 roof
+    when TF32 was allowed while it ran."""
+    key = call.compute
+    if key == "fp32" and allow_tf32 and str(call.family).lower() in _TF32_FAMILIES:
         return "tf32"
     return key
 

@@ -99,3 +99,25 @@ def test_missing_file_and_empty_folder_exit_2(tmp_path, capsys):
     assert main(["analyze", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and "holds no .json" in err
+
+
+def test_analyze_a_real_h200_trace_with_its_measured_ceilings(tmp_path):
+    """The CLI on a trace recorded on an H200 with the ceilings measured there: the JSON
+    report names launch overhead first (the planted launch-bound script)."""
+    rc = main(
+        [
+            "analyze",
+            str(DATA / "h200_launch_bound" / "trace.json.gz"),
+            "--ceilings",
+            str(DATA / "h200_ceilings.json"),
+            "--json",
+            str(tmp_path / "r.json"),
+            "--quiet",
+        ]
+    )
+    assert rc == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    top = report["findings"][0]
+    assert top["code"] == "launch-bound"
+    assert top["time_lost_ms_per_step"] == pytest.approx(5.907, rel=1e-3)
+    assert "profiler" in top["evidence"]["note"]

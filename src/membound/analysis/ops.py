@@ -13,6 +13,7 @@ and are placed against the ceilings with `membound.roofline.place`.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,43 @@ class OpCall:
     known: bool
     dtypes: tuple[str, ...] = field(default_factory=tuple)
     dims: Any = None
+    #: dtype of its largest tensor input: what its bytes are stored in (an fp32 mean/rstd
+    #: statistic next to bf16 activations does not make an op fp32)
+    storage_dtype: str | None = None
+    #: True when one of its kernels' names says tensor cores (tf32/hmma/TensorOp/...), False
+    #: when one says fp32 CUDA-core GEMM (sgemm/simt/ffma) and none says tensor cores
+    tensor_cores: bool | None = None
+
+
+#: kernel-name evidence of tensor cores (cuBLAS/cuDNN/CUTLASS naming) ...
+_TENSOR_CORE = re.compile(
+    r"tf32|tensorop|hmma|wgmma|warpgroup|gmma|bf16|fp16|f16f16|e4m3|e5m2|tensor\d+x\d+", re.I
+)
+#: ... and of fp32 GEMMs on CUDA cores
+_SIMT = re.compile(r"sgemm|simt|ffma|f32f32_f32f32", re.I)
+
+
+def _tensor_core_flags(names: list[str]) -> list[bool | None]:
+    out: list[bool | None] = []
+    for n in names:
+        out.append(True if _TENSOR_CORE.search(n) else False if _SIMT.search(n) else None)
+    return out
+
+
+def storage_dtype(dims: Any, types: Any) -> str | None:
+    """Dtype of the largest tensor input (by element count; the first on a tie)."""
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    best, best_n = None, -1
+    for d, t in zip(dims, types, strict=False):
+        if not t or not isinstance(d, list) or not d or not all(isinstance(x, int) for x in d):
+            continue
+        n = 1
+        for x in d:
+            n *= x
+        if n > best_n:
+            best, best_n = str(t), n
+    return best
 
 
 def _cost_fn():
@@ -190,6 +228,20 @@ def join_calls(trace: Trace) -> list[OpCall]:
     np.minimum.at(first, ginv, start)
     last = np.full(len(calls_idx), -np.inf)
     np.maximum.at(last, ginv, start + dur)
+    # tensor-core evidence per call: 2 = some kernel says tensor cores, 1 = some says CUDA-core
+    # fp32 GEMM (and none tensor cores), 0 = no evidence; judged once per kernel name
+    uname, name_inv = np.unique(gpu.name[g], return_inverse=True)
+    flag_of = np.array(
+        [
+            {True: 2, False: 1, None: 0}[f]
+            for f in _tensor_core_flags([trace.names[int(i)] for i in uname.tolist()])
+        ]
+        or [0],
+        dtype=np.int8,
+    )
+    tc = np.zeros(len(calls_idx), dtype=np.int8)
+    np.maximum.at(tc, ginv, flag_of[name_inv])
+    tcs = tc.tolist()
     out = []
     names, shapes = trace.names, trace.shapes
     name_ids = cpu.name[calls_idx].tolist()
@@ -211,11 +263,83 @@ def join_calls(trace: Trace) -> list[OpCall]:
                 kernels=int(kerns[n]),
                 flops=float(cost.flops) if cost else 0.0,
                 bytes=float(cost.bytes) if cost else 0.0,
-                compute=cost.compute if cost else None,
+                # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
+                compute=(
+                    "tf32"
+                    if cost and cost.compute == "fp32" and tcs[n] == 2
+                    else cost.compute
+                    if cost
+                    else None
+                ),
                 family=cost.family if cost else "",
                 known=cost is not None,
                 dtypes=tuple(str(t) for t in (shape[1] or []) if t),
                 dims=shape[0],
+                storage_dtype=storage_dtype(shape[0], shape[1]),
+                tensor_cores={2: True, 1: False}.get(tcs[n]),
+            )
+        )
+    out.sort(key=lambda c: c.first_kernel_us)
+    return out
+
+
+def cpu_calls(trace: Trace) -> list[OpCall]:
+    """Op calls of a CPU-only trace, timed by host time (no kernels to join).
+
+    The owners of time are the outermost ops the cost model knows (e.g. `aten::addmm` inside
+    `aten::linear`); an op it does not know is descended into when something below it is
+    known, and taken whole (no cost) when nothing is. `device_us` holds the op's CPU time.
+    """
+    cpu = trace.cpu
+    if not len(cpu):
+        return []
+    parent, _ = _parents(trace)
+    ops = np.flatnonzero(cpu.kind == CPU_OP)
+    costs = _Costs(trace)
+    cost = {int(i): costs(int(cpu.name[i]), int(cpu.shape[i])) for i in ops.tolist()}
+    known = {i: c is not None for i, c in cost.items()}
+    # children before parents: deeper ops start later or end earlier within one thread
+    depth = {}
+    for i in ops.tolist():
+        d, p = 0, int(parent[i])
+        while p >= 0:
+            d, p = d + 1, int(parent[p])
+        depth[i] = d
+    below = dict.fromkeys(depth, False)  # some descendant is known
+    for i in sorted(depth, key=depth.get, reverse=True):
+        p = int(parent[i])
+        if p >= 0 and p in below:
+            below[p] = below[p] or known[i] or below[i]
+    visited: dict[int, bool] = {}
+    for i in sorted(depth, key=depth.get):
+        p = int(parent[i])
+        visited[i] = p < 0 or p not in visited or (visited[p] and not known[p] and below[p])
+    out = []
+    names, shapes = trace.names, trace.shapes
+    for i in ops.tolist():
+        if not visited[i] or not (known[i] or not below[i]):
+            continue
+        c = cost[i]
+        sid = int(cpu.shape[i])
+        shape = shapes[sid] if sid >= 0 else (None, None, None)
+        ts, dur = float(cpu.ts[i]), float(cpu.dur[i])
+        out.append(
+            OpCall(
+                cpu_index=i,
+                name=names[int(cpu.name[i])],
+                tid=int(cpu.tid[i]),
+                first_kernel_us=ts,
+                last_kernel_end_us=ts + dur,
+                device_us=dur,
+                kernels=0,
+                flops=float(c.flops) if c else 0.0,
+                bytes=float(c.bytes) if c else 0.0,
+                compute=c.compute if c else None,
+                family=c.family if c else "",
+                known=c is not None,
+                dtypes=tuple(str(t) for t in (shape[1] or []) if t),
+                dims=shape[0],
+                storage_dtype=storage_dtype(shape[0], shape[1]),
             )
         )
     out.sort(key=lambda c: c.first_kernel_us)

@@ -17,9 +17,14 @@ Method (this is what the numbers mean):
   `cudaDeviceSynchronize`, `cudaEventSynchronize`, `aten::item`, `aten::_local_scalar_dense`)
   until the GPU next starts work: after a sync the host has nothing queued, so the GPU
   waits for Python to issue the next op;
-  `launch` — inside a kernel-launch call, or any gap shorter than `LAUNCH_GAP_US` between
-  GPU activities (the host issues work no faster than the GPU runs it);
-  `other` — everything else (Python work between ops).
+  `launch` — the host issuing GPU work no faster than the GPU runs it: inside a kernel-launch
+  call, inside an op that launches kernels (the outermost CPU op on that thread enclosing a
+  launch call: Python binding, dispatcher, autograd node, allocator — the per-op overhead
+  CUDA graphs and torch.compile remove), in the Python glue between two such ops on one
+  thread when shorter than `GLUE_US`, or any gap shorter than `LAUNCH_GAP_US` between
+  GPU activities. The profiler itself adds a few µs to every op and launch it records, so
+  a profiled run shows more of this than an unprofiled one;
+  `other` — everything else (Python work outside any op, CPU ops that launch nothing).
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ import numpy as np
 
 from membound.analysis import intervals as iv
 from membound.analysis.result import IDLE_CAUSES, Step
-from membound.trace.load import KERNEL, USER_ANNOTATION, Trace
+from membound.trace.load import CPU_OP, KERNEL, USER_ANNOTATION, Trace
 
 #: a gap shorter than this between two GPU activities is launch overhead (µs)
 LAUNCH_GAP_US = 20.0
+#: host time outside any op, between two ops that launch kernels, shorter than this is the
+#: Python glue of issuing work (µs); longer, it is the script's own work
+GLUE_US = 100.0
 
 SYNC_RUNTIME = (
     "cudaStreamSynchronize",
@@ -184,7 +192,13 @@ class Timeline:
         )
         out["sync"] = iv.union(starts, until_gpu_starts(ends))
         launch = _mask(t, rt.name, is_launch_call)
-        out["launch"] = iv.union(rt.ts[launch], rt.ts[launch] + rt.dur[launch])
+        calls = iv.union(rt.ts[launch], rt.ts[launch] + rt.dur[launch])
+        self.launch_calls = calls
+        self.issuing_ops = _issuing_op_spans(t, rt.tid[launch], rt.ts[launch])
+        out["launch"] = iv.union(
+            np.concatenate([calls[0], self.issuing_ops[0]]),
+            np.concatenate([calls[1], self.issuing_ops[1]]),
+        )
         return out
 
     def _steps(self) -> list[Step]:
@@ -247,6 +261,33 @@ class Timeline:
             )
             for i, w in enumerate(self.windows)
         ]
+
+
+def _issuing_op_spans(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> iv.Intervals:
+    """Host spans of the outermost CPU ops (per thread) inside which a kernel was launched:
+    the framework issuing GPU work (Python binding, dispatcher, autograd node, allocator,
+    the launch call itself). CPU ops that launch nothing (work on CPU tensors) are left out."""
+    cpu = trace.cpu
+    ops = cpu.kind == CPU_OP
+    starts, ends = [], []
+    for tid in np.unique(tids):
+        m = ops & (cpu.tid == tid)
+        if not m.any():
+            continue
+        span = iv.union(cpu.ts[m], cpu.ts[m] + cpu.dur[m])  # merged: the outermost ops
+        t = ts[tids == tid]
+        j = np.searchsorted(span[0], t, side="right") - 1
+        ok = (j >= 0) & (t < span[1][np.maximum(j, 0)])
+        used = np.unique(j[ok])
+        s, e = span[0][used], span[1][used]
+        # Python glue between two issuing ops (module __call__, argument handling) is part of
+        # issuing the work when short; a longer pause is the script's own work ("other")
+        glue = (s[1:] - e[:-1]) < GLUE_US
+        starts.append(np.concatenate([s, e[:-1][glue]]))
+        ends.append(np.concatenate([e, s[1:][glue]]))
+    if not starts:
+        return iv.EMPTY
+    return iv.union(np.concatenate(starts), np.concatenate(ends))
 
 
 COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::_copy_from")

@@ -9,15 +9,25 @@ from membound.analysis.findings import Finding, rule
 from membound.analysis.timeline import LAUNCH_GAP_US
 from membound.trace.load import KERNEL
 
+#: what the evidence says about profiler overhead (an unprofiled run loses less)
+PROFILER_NOTE = (
+    "the profiler adds a few microseconds to every op and launch it records, so this "
+    "profiled run overstates the per-launch host cost; time the step without the profiler "
+    "to see the real loss"
+)
+
 
 @rule("launch-bound")
 def launch_bound(ctx):
-    """GPU idle between kernels while the host launches the next one.
+    """GPU idle while the host is issuing the next kernels slower than the GPU runs them.
 
-    Time lost per step = GPU idle attributed to the timeline cause `launch` (the host inside
-    a launch call, or a gap shorter than `LAUNCH_GAP_US` between two GPU activities), ÷
-    steps. Evidence: kernels per step and their median duration — many kernels of a few
-    microseconds each is the signature.
+    Time lost per step = GPU idle attributed to the timeline cause `launch`, ÷ steps: the
+    host inside a launch call, inside an op that launches kernels (dispatcher, autograd,
+    allocator), in the short Python glue between two such ops, or a gap shorter than
+    `LAUNCH_GAP_US` between two GPU activities (see `membound.analysis.timeline`). Evidence:
+    kernels per step and their median duration, the mean launch-call time and the host time
+    per kernel — many kernels of a few microseconds, each costing tens of microseconds of
+    host time, is the signature. The profiler inflates per-launch host cost (evidence note).
     """
     idle = ctx.idle("launch")
     lost = ctx.per_step(iv.total(idle) / 1e3)
@@ -26,19 +36,32 @@ def launch_bound(ctx):
     gpu = ctx.trace.gpu
     k = (gpu.kind == KERNEL) & ctx.in_window(gpu.ts)
     n_gaps = len(idle[0])
+    tl = ctx.timeline
+    calls = getattr(tl, "launch_calls", iv.EMPTY)
+    lo, hi = ctx.window
+    n_launch = len(iv.clip(calls, lo, hi)[0])
+    in_calls = iv.total(iv.intersect(idle, calls))
+    kernels = int(k.sum())
+    host_per_kernel = (hi - lo) / kernels if kernels else 0.0
+    evidence = {
+        "kernels_per_step": kernels / ctx.n_steps,
+        "median_kernel_us": float(np.median(gpu.dur[k])) if k.any() else 0.0,
+        "launch_gaps_per_step": n_gaps / ctx.n_steps,
+        "mean_gap_us": iv.total(idle) / n_gaps if n_gaps else 0.0,
+        "mean_launch_call_us": iv.total(iv.clip(calls, lo, hi)) / n_launch if n_launch else 0.0,
+        "host_us_per_kernel": host_per_kernel,
+        "gpu_idle_in_launch_calls_ms_per_step": ctx.per_step(in_calls / 1e3),
+        "gpu_idle_in_op_overhead_ms_per_step": lost - ctx.per_step(in_calls / 1e3),
+        "short_gap_threshold_us": LAUNCH_GAP_US,
+        "note": PROFILER_NOTE,
+    }
     return [
         Finding(
             code="launch-bound",
-            title="many short kernels: the GPU idles between launches",
+            title="many short kernels: the GPU idles while the host issues the next ones",
             time_lost_ms_per_step=lost,
             share_of_step=ctx.share(lost),
-            evidence={
-                "kernels_per_step": int(k.sum()) / ctx.n_steps,
-                "median_kernel_us": float(np.median(gpu.dur[k])) if k.any() else 0.0,
-                "launch_gaps_per_step": n_gaps / ctx.n_steps,
-                "mean_gap_us": iv.total(idle) / n_gaps if n_gaps else 0.0,
-                "short_gap_threshold_us": LAUNCH_GAP_US,
-            },
+            evidence=evidence,
             fix=(
                 "Issue fewer, larger kernels: torch.compile(model) (fuses elementwise ops and "
                 "can use CUDA graphs with mode='reduce-overhead'), capture the step in a CUDA "

@@ -11,6 +11,10 @@ MATMUL_FAMILIES = {"matmul", "conv", "convolution", "attention"}
 TF32_EVIDENCE = 1.1
 
 
+def _group(call) -> str:
+    return "conv" if call.family.startswith("conv") or "conv" in call.name else "matmul"
+
+
 @rule("fp32-matmul")
 def fp32_matmul(ctx):
     """Compute-bound matmul/conv on fp32 running at the fp32 (CUDA-core) rate.
@@ -19,6 +23,14 @@ def fp32_matmul(ctx):
     whose achieved FLOP rate is not above `TF32_EVIDENCE` × the fp32 ceiling (faster means
     TF32 is already on): time lost per step = Σ (device time − FLOPs ÷ TF32 ceiling, or the
     bf16 ceiling when TF32 was not measured) ÷ steps.
+
+    Kernel names are evidence too: a call whose kernel names say tensor cores (tf32,
+    TensorOp, hmma, ...) already ran at the TF32 rate (its compute key is then "tf32", see
+    `membound.analysis.ops`). And when any fp32 call of the same library group (cuBLAS
+    matmuls, cuDNN convolutions) ran on tensor cores, TF32 is allowed for that group — e.g.
+    `torch.backends.cudnn.allow_tf32` is True by default — so its CUDA-core fp32 calls are
+    the library's own choice for their shapes (a 3-channel first convolution) and enabling
+    TF32 would not change them: they are not counted.
     """
     c = ctx.ceilings
     if c is None:
@@ -28,6 +40,11 @@ def fp32_matmul(ctx):
         return []
     fp32_peak, fast_peak = c.flops["fp32"], c.flops[fast_key]
     rows = {r.name: r for r in ctx.rows}
+    tf32_on = {
+        _group(call)
+        for call in ctx.calls
+        if call.tensor_cores and call.storage_dtype == "float" and call.family in MATMUL_FAMILIES
+    }
     lost_us = 0.0
     flops = 0.0
     device_us = 0.0
@@ -37,6 +54,8 @@ def fp32_matmul(ctx):
         if call.compute != "fp32" or r is None or r.bound != "compute" or call.device_us <= 0:
             continue
         if call.family and call.family not in MATMUL_FAMILIES:
+            continue
+        if call.tensor_cores or _group(call) in tf32_on:
             continue
         rate = call.flops / (call.device_us * 1e-6)
         if rate > TF32_EVIDENCE * fp32_peak:

@@ -66,14 +66,25 @@ def _rows_by_name(ctx):
     return {r.name: r for r in ctx.rows}
 
 
+#: an op reaching at least this fraction of its memory roof is near it: the time above the
+#: roof is then not worth a finding of its own (only fewer bytes would make it faster)
+NEAR_ROOF = 0.6
+#: a call whose bytes take less than this at the memory roof (µs) cannot approach the roof:
+#: a kernel's fixed cost (launch, ramp-up, tail) is a few µs, so its time is latency
+LATENCY_US = 2.0
+
+
 @rule("memory-bound-op")
 def memory_bound_op(ctx):
-    """An op left of the ridge that takes a large share of GPU time.
+    """An op left of the ridge, far below its roof, that takes a large share of GPU time.
 
-    For each op row with bound = memory and ≥ `MEMORY_OP_SHARE` of kernel time: time lost
-    per step = (its device time − its minimal bytes ÷ measured memory bandwidth) ÷ steps,
-    i.e. how far it runs from its own roofline. (Moving fewer bytes — 16-bit storage,
-    fusion — is reported by `fp32-storage` and `unfused-chain`.)
+    For each op row with bound = memory, ≥ `MEMORY_OP_SHARE` of kernel time, below
+    `NEAR_ROOF` of its attainable rate, and calls big enough to be bandwidth- rather than
+    latency-bound (≥ `LATENCY_US` at the roof per call): time lost per step = (its device time − its minimal
+    bytes ÷ measured memory bandwidth) ÷ steps, i.e. the time it spends *above* its own
+    roof. The time *at* the roof is not counted here: moving fewer bytes is what shortens
+    it, and `fp32-storage` (½ of it, for fp32 ops) and `unfused-chain` (the intermediates'
+    round trips) report that, so no instant is counted by two of these rules.
     """
     bw = _bandwidth(ctx)
     if not bw:
@@ -82,6 +93,10 @@ def memory_bound_op(ctx):
     for r in ctx.rows:
         if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
             continue
+        if r.fraction_of_attainable is not None and r.fraction_of_attainable >= NEAR_ROOF:
+            continue
+        if r.bytes / bw / max(r.calls, 1) * 1e6 < LATENCY_US:
+            continue  # kilobyte-sized calls: latency, not bandwidth (launch-bound's to report)
         attainable_ms = r.bytes / bw * 1e3
         lost = ctx.per_step(max(r.device_ms - attainable_ms, 0.0))
         is_norm = any(k in r.name for k in _NORMS)
@@ -103,6 +118,12 @@ def memory_bound_op(ctx):
                     "dtypes": r.dtypes,
                 },
                 fix=(
+                    "Use channels_last (model.to(memory_format=torch.channels_last)): cuDNN "
+                    "otherwise transposes NCHW to NHWC around each tensor-core convolution; "
+                    "and store activations in bf16 (torch.autocast)."
+                )
+                if "conv" in r.name
+                else (
                     "Move fewer bytes: fuse it with its neighbours "
                     + (
                         "(membound.nn.FusedAddLayerNorm / membound.swap_norms(model) for residual add + norm) "
@@ -128,7 +149,8 @@ def _out_bytes(call) -> float:
     n = 1
     for d in first:
         n *= d
-    return float(n * _ITEMSIZE.get(call.dtypes[0] if call.dtypes else "float", 4))
+    dtype = call.storage_dtype or (call.dtypes[0] if call.dtypes else "float")
+    return float(n * _ITEMSIZE.get(dtype, 4))
 
 
 @rule("unfused-chain")
@@ -203,9 +225,12 @@ def unfused_chain(ctx):
 def fp32_storage(ctx):
     """Memory-bound ops moving fp32 tensors, where 16-bit storage halves the bytes.
 
-    Time lost per step = ½ × Σ over memory-bound op calls with fp32 tensor inputs of
-    (minimal bytes ÷ measured memory bandwidth), ÷ steps: the time at the roof that bf16
-    storage would save (compute dtype does not matter for a memory-bound op).
+    Time lost per step = ½ × Σ over memory-bound op calls whose *storage* dtype is fp32 of
+    (minimal bytes ÷ measured memory bandwidth), ÷ steps: the half of the time at the roof
+    that bf16 storage removes (compute dtype does not matter for a memory-bound op). The
+    storage dtype is that of the op's largest tensor input (`OpCall.storage_dtype`): a bf16
+    `native_layer_norm_backward` reads fp32 mean/rstd statistics, which does not make its
+    data fp32. The time above the roof is `memory-bound-op`'s, so the two never overlap.
     """
     bw = _bandwidth(ctx)
     if not bw:
@@ -215,7 +240,7 @@ def fp32_storage(ctx):
     ops: Counter = Counter()
     for c in ctx.calls:
         r = rows.get(c.name)
-        if r is None or r.bound != "memory" or not c.known or "float" not in c.dtypes:
+        if r is None or r.bound != "memory" or not c.known or c.storage_dtype != "float":
             continue
         nbytes += c.bytes
         ops[c.name] += c.device_us / 1e3
