@@ -1,0 +1,110 @@
+"""Presenting a set of analysed variants of one loop: a table (step time, GPU busy, findings),
+a timeline picture and a report JSON per variant, and the before/after comparison.
+
+Shared by the live input-pipeline demo (GPU) and the replay of recorded traces (any machine).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def findings_text(analysis, limit: int = 3) -> str:
+    if not analysis.findings:
+        return "none"
+    parts = [f"{f.code} {f.time_lost_ms_per_step:.2f}" for f in analysis.findings[:limit]]
+    more = len(analysis.findings) - limit
+    return ", ".join(parts) + (f" (+{more})" if more > 0 else "")
+
+
+def write_variant(analysis, out: Path, name: str, *, html: bool = False) -> dict[str, Path]:
+    """Report JSON, timeline PNG (and HTML if asked) of one variant under `out`."""
+    from membound.report import html as html_report
+    from membound.report import json_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"json": json_report.write(analysis, out / f"{name}.json")}
+    if analysis.has_gpu and analysis.steps:
+        from membound.demos import activity
+
+        kb = kernel_busy_fraction(analysis)
+        files["timeline"] = activity.draw(
+            analysis.trace_path,
+            out / f"{name}.timeline.png",
+            f"{name}: {analysis.median_step_ms:.2f} ms per "
+            f"{'step' if analysis.step_marked else 'window (no step markers)'}, GPU busy "
+            f"{analysis.gpu_busy_fraction:.0%}, computing {kb:.0%}",
+        )
+    if html:
+        files["html"] = html_report.write(analysis, out / f"{name}.html")
+    return files
+
+
+def kernel_busy_fraction(analysis) -> float | None:
+    """Share of the wall time the GPU ran kernels (copies excluded: a GPU busy copying a
+    pageable batch is not computing)."""
+    wall = sum(s.wall_ms for s in analysis.steps)
+    if not analysis.has_gpu or wall <= 0:
+        return None
+    return sum(s.kernel_busy_ms for s in analysis.steps) / wall
+
+
+def variants_table(rows: list[tuple[str, str, Any]], title: str, console, per: str = "step"):
+    """rows: (name, what fed it, analysis)."""
+    from rich.table import Table
+
+    for name, what, _ in rows:
+        console.print(f"  [bold]{name}[/bold]: {what}")
+    t = Table(title=title, title_justify="left")
+    t.add_column("variant")
+    t.add_column(f"{per} ms", justify="right")
+    t.add_column("GPU busy", justify="right")
+    t.add_column("kernels", justify="right")
+    t.add_column("findings (ms lost per step)")
+    for name, _, a in rows:
+        busy = "-" if a.gpu_busy_fraction is None else f"{a.gpu_busy_fraction:.0%}"
+        kb = kernel_busy_fraction(a)
+        t.add_row(
+            name,
+            f"{a.median_step_ms:.2f}",
+            busy,
+            "-" if kb is None else f"{kb:.0%}",
+            findings_text(a).replace(", ", "\n"),
+        )
+    console.print(t)
+    console.print(
+        "GPU busy: kernels, copies or memsets running; kernels: computing only (a copy from "
+        "pageable memory keeps the GPU 'busy' but not computing)."
+    )
+
+
+def present_variants(
+    rows: list[tuple[str, str, Any]],
+    out: Path,
+    console,
+    *,
+    title: str,
+    pairs: list[tuple[str, str]],
+    per: str = "step",
+) -> dict[str, Any]:
+    """Table, files per variant, then `membound compare` of each (before, after) pair."""
+    from membound.commands.compare import compare, load_report, render
+
+    variants_table(rows, title, console, per=per)
+    names = {name for name, _, _ in rows}
+    pairs = [(b, a) for b, a in pairs if b in names and a in names]
+    with_html = {n for pair in pairs for n in pair}
+    files = {}
+    for name, _, a in rows:
+        files[name] = write_variant(a, out, name, html=name in with_html)
+    console.print(f"timelines, report JSONs and HTML: {out}/")
+    comparisons = {}
+    for before, after in pairs:
+        b, a = files[before]["json"], files[after]["json"]
+        console.print(f"\n[bold]$ membound compare {b} {a}[/bold]")
+        cmp = compare(load_report(b), load_report(a))
+        render(cmp, console, before_label=before, after_label=after)
+        comparisons[(before, after)] = cmp
+    first = next(iter(comparisons.values()), None)
+    return {"files": files, "compare": first, "comparisons": comparisons}
