@@ -19,6 +19,8 @@ healthy:healthy small-block:small_block"
 
 for pair in $SCENARIOS; do
   name=${pair%%:*}; stem=${pair##*:}
+  # DIAGNOSE_ONLY="a b": re-record just those scenarios (e.g. after changing their scripts)
+  if [ -n "${DIAGNOSE_ONLY:-}" ] && [[ " $DIAGNOSE_ONLY " != *" $name "* ]]; then continue; fi
   dir="$OUT/$name"; mkdir -p "$dir"
   t0=$(date +%s)
   # 2 unprofiled + 2 warm-up steps absorb cuDNN/cuBLAS autotuning and allocator growth;
