@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from membound.kernels._launch import launch
 from membound.kernels.add_norm_config import LaunchConfig, bwd_config, fwd_config, grid_size
 
 # the pure-PyTorch reference lives apart so the fallback path never imports triton
@@ -32,23 +33,32 @@ __all__ = [
 ]
 
 
+#: columns served by one Philox call: 4 values x 2 16-bit halves
+COLS_PER_PHILOX = 8
+#: dropout compares 16-bit random slices with p * 2**16 (p quantised to 1/65536)
+DROP_BITS = 16
+
+
 @triton.jit
 def _dropout_keep(SEED, rows, col0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DROP_THRESHOLD):
-    """Keep-mask for a [BLOCK_M, BLOCK_N] tile whose first column is `col0` (a multiple of 4).
+    """Keep-mask for a [BLOCK_M, BLOCK_N] tile whose first column is `col0` (a multiple of 8).
 
-    One Philox call yields four 32-bit values, so it is called once per 4 columns: counter
-    (column // 4, row), key = seed. The top 24 bits of each value are compared with
-    p * 2**24, so P(keep) = 1 - p up to 2**-24.
+    One Philox call yields four 32-bit values = eight 16-bit slices, so it is called once per
+    8 columns: counter (column // 8, row), key = seed. Each 16-bit slice is compared with
+    round(p * 2**16), so P(keep) = 1 - p up to 2**-17 (p is quantised to 1/65536; kept
+    values are still scaled by 1/(1-p) as F.dropout does). Column 8j + 4i + 2q + h takes
+    half h (0 = low) of value r[2q + i] of group j: a pure function of (seed, row, column).
     """
-    c0 = (col0 // 4 + tl.arange(0, BLOCK_N // 4))[None, :] + tl.zeros([BLOCK_M, 1], tl.int32)
-    c1 = rows[:, None] + tl.zeros([1, BLOCK_N // 4], tl.int32)
+    c0 = (col0 // 8 + tl.arange(0, BLOCK_N // 8))[None, :] + tl.zeros([BLOCK_M, 1], tl.int32)
+    c1 = rows[:, None] + tl.zeros([1, BLOCK_N // 8], tl.int32)
     c0 = c0.to(tl.uint32)
     c1 = c1.to(tl.uint32)
     zero = c0 * 0
     r0, r1, r2, r3 = tl.philox(SEED, c0, c1, zero, zero)
-    # interleave: column 4j + 2p + q takes value r[2q + p] of group j
-    r = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (BLOCK_M, BLOCK_N))
-    return (r >> 8).to(tl.int32) >= DROP_THRESHOLD
+    r = tl.join(tl.join(r0, r1), tl.join(r2, r3))  # [M, N/8, 2, 2]
+    r = tl.join(r & 0xFFFF, r >> 16)  # [M, N/8, 2, 2, 2]
+    r = tl.reshape(r, (BLOCK_M, BLOCK_N))
+    return r.to(tl.int32) >= DROP_THRESHOLD
 
 
 # SEED is random per call: never specialize on it (seed % 16 == 0 would compile a new variant)
@@ -199,7 +209,10 @@ def _add_norm_bwd_kernel(
         if IS_RMS:
             xhat = s * rstd[:, None]
         else:
-            mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+            # the mean of the *stored* (rounded) s, not the saved one of the fp32 s: with
+            # 16-bit s and a tiny variance (N = 1: var 0, rstd 1/sqrt(eps)) the rounding
+            # error times rstd would pose as signal; the row is in registers, so it is free
+            mean = tl.sum(s, axis=1) / N
             xhat = tl.where(mask, (s - mean[:, None]) * rstd[:, None], 0.0)
         if HAS_W:
             if not W_ONCE:
@@ -260,8 +273,8 @@ def _out(shape, dtype, device) -> torch.Tensor:
 
 
 def _dropout_args(p: float) -> tuple[int, float]:
-    """(threshold on the top 24 random bits, scale of kept values) matching F.dropout."""
-    threshold = min(int(round(p * (1 << 24))), 1 << 24)
+    """(threshold on 16 random bits, scale of kept values) matching F.dropout."""
+    threshold = min(int(round(p * (1 << DROP_BITS))), 1 << DROP_BITS)
     scale = 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
     return threshold, scale
 
@@ -320,21 +333,13 @@ def add_norm_fwd(
     )  # fmt: skip
     grid = (grid_size(cfg, M, x.device),)
     if cfg.chunked:
-        from membound.kernels.add_norm_chunked import _add_norm_fwd_chunked_kernel
-
-        _add_norm_fwd_chunked_kernel[grid](
-            *args, **common, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages
-        )
+        from membound.kernels.add_norm_chunked import _add_norm_fwd_chunked_kernel as kernel
     else:
-        _add_norm_fwd_kernel[grid](
-            *args,
-            **common,
-            W_ONCE=cfg.block_m * cfg.block_n <= 8192,
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
+        kernel = _add_norm_fwd_kernel
+        common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192
+        common["BLOCK_M"] = cfg.block_m
+    common["BLOCK_N"] = cfg.block_n
+    launch(kernel, grid, args, common, cfg.num_warps, cfg.num_stages)
     return y, s, mean, rstd
 
 
@@ -364,9 +369,11 @@ def add_norm_bwd(
     dev = dy.device
     dx = _out((M, N), dx_dtype or dy.dtype, dev)
     dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
-    grid = grid_size(cfg, M, dev)
-    # the chunked kernel accumulates in place, the tiled one writes each partial row once
-    alloc = (lambda *a: torch.zeros(*a[:1], dtype=a[1], device=a[2])) if cfg.chunked else _out
+    grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
+    launch_grid = grid * triton.cdiv(N, cfg.block_n) if cfg.col_split else grid
+    # the chunked kernel accumulates in place, the others write each partial row once
+    in_place = cfg.chunked and not cfg.col_split
+    alloc = (lambda *a: torch.zeros(*a[:1], dtype=a[1], device=a[2])) if in_place else _out
     wants = (want_dweight, want_dbias, want_dpre_bias)
     parts = [alloc((grid, N), torch.float32, dev) if w else None for w in wants]
     dropout = dropout_p > 0.0
@@ -383,22 +390,16 @@ def add_norm_bwd(
         HAS_DS=ds is not None, HAS_W=weight is not None, HAS_DW=want_dweight, HAS_DB=want_dbias,
         HAS_DPB=want_dpre_bias, STORE_DR=dr is not None, DROPOUT=dropout, IS_RMS=is_rms,
     )  # fmt: skip
-    if cfg.chunked:
-        from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel
-
-        _add_norm_bwd_chunked_kernel[(grid,)](
-            *args, **common, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages
-        )
+    if cfg.col_split:
+        from membound.kernels.add_norm_chunked import _add_norm_bwd_colsplit_kernel as kernel
+    elif cfg.chunked:
+        from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel as kernel
     else:
-        _add_norm_bwd_kernel[(grid,)](
-            *args,
-            **common,
-            W_ONCE=cfg.block_m * cfg.block_n <= 8192,
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
+        kernel = _add_norm_bwd_kernel
+        common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192
+        common["BLOCK_M"] = cfg.block_m
+    common["BLOCK_N"] = cfg.block_n
+    launch(kernel, (launch_grid,), args, common, cfg.num_warps, cfg.num_stages)
     # the one deterministic reduction of the per-program partials
     sums = [p.sum(dim=0) if p is not None else None for p in parts]
     return dx, dr, *sums

@@ -31,7 +31,8 @@ def _add_norm_fwd_chunked_kernel(
     nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK_N)
     for row in range(pid, M, nprog):
-        row64 = tl.to_tensor(row).to(tl.int64)
+        # pid * 0 + row: a tensor whatever the loop variable is (tl.to_tensor is not in 3.6)
+        row64 = (pid * 0 + row).to(tl.int64)
         rows = tl.zeros([1], tl.int32) + row
         mean = 0.0
         m2 = 0.0
@@ -51,7 +52,7 @@ def _add_norm_fwd_chunked_kernel(
                 s += tl.load(R + row64 * stride_r_row + cols, mask=ok, other=0.0).to(tl.float32)
             if STORE_S:
                 tl.store(S + row64 * stride_s_row + cols, s.to(S.dtype.element_ty), mask=ok)
-            n_b = tl.minimum(tl.to_tensor(N - c0), BLOCK_N).to(tl.float32)
+            n_b = tl.sum(ok.to(tl.float32), axis=0)  # valid columns in this chunk
             if IS_RMS:
                 m2 += tl.sum(s * s, axis=0)
             else:
@@ -97,7 +98,8 @@ def _add_norm_bwd_chunked_kernel(
     offs = tl.arange(0, BLOCK_N)
     part0 = pid.to(tl.int64) * N
     for row in range(pid, M, nprog):
-        row64 = tl.to_tensor(row).to(tl.int64)
+        # pid * 0 + row: a tensor whatever the loop variable is (tl.to_tensor is not in 3.6)
+        row64 = (pid * 0 + row).to(tl.int64)
         rows = tl.zeros([1], tl.int32) + row
         rstd = tl.load(RSTD + row)
         if IS_RMS:
@@ -152,3 +154,102 @@ def _add_norm_bwd_chunked_kernel(
             if HAS_DPB:
                 p = DPB_PART + part0 + cols
                 tl.store(p, tl.load(p, mask=ok, other=0.0) + dx, mask=ok)
+
+
+@triton.jit(do_not_specialize=["SEED"])
+def _add_norm_bwd_colsplit_kernel(
+    DY, DS, SRC, MEAN, RSTD, W, DX, DR, DW_PART, DB_PART, DPB_PART,
+    M, N,
+    stride_dy_row, stride_ds_row, stride_src_row, stride_dx_row, stride_dr_row,
+    SEED, DROP_THRESHOLD, drop_scale,
+    HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr,
+    HAS_DPB: tl.constexpr, STORE_DR: tl.constexpr, DROPOUT: tl.constexpr, IS_RMS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Wide-row backward with register accumulators: program `pid` owns column block
+    `pid % n_blocks` (BLOCK_N wide) of the rows `pid // n_blocks + k * row_programs`.
+
+    Per row, pass 1 streams the whole row in BLOCK_N chunks for the two row sums (the
+    programs of the other column blocks of the same rows have adjacent ids and run at the same
+    time, so most of these reads hit L2); pass 2 computes and stores dx (and dresidual) of its
+    own block only, accumulating dweight/dbias/dpre_bias for that block in registers: the
+    N-wide accumulators that spill the one-tile kernel at N = 16384 become BLOCK_N wide.
+    Sums are taken relative to the forward's saved mean (no cancellation when |mean| >> std)
+    and corrected to the mean of the stored s, as the one-tile kernel does."""
+    pid = tl.program_id(0)
+    n_blocks = tl.cdiv(N, BLOCK_N)
+    blk = pid % n_blocks
+    prow = pid // n_blocks
+    row_progs = tl.num_programs(0) // n_blocks
+    offs = tl.arange(0, BLOCK_N)
+    cols = blk * BLOCK_N + offs
+    ok = cols < N
+    if HAS_W:
+        w = tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros([BLOCK_N], tl.float32)
+    db_acc = tl.zeros([BLOCK_N], tl.float32)
+    dpb_acc = tl.zeros([BLOCK_N], tl.float32)
+    for row in range(prow, M, row_progs):
+        row64 = (pid * 0 + row).to(tl.int64)
+        rstd = tl.load(RSTD + row)
+        if IS_RMS:
+            m0 = 0.0
+        else:
+            m0 = tl.load(MEAN + row)
+        sum_g = 0.0
+        sum_gd = 0.0
+        sum_d = 0.0
+        for c0 in range(0, N, BLOCK_N):
+            cc = c0 + offs
+            okc = cc < N
+            s_c = tl.load(SRC + row64 * stride_src_row + cc, mask=okc, other=0.0).to(tl.float32)
+            g_c = tl.load(DY + row64 * stride_dy_row + cc, mask=okc, other=0.0).to(tl.float32)
+            if HAS_W:
+                g_c = g_c * tl.load(W + cc, mask=okc, other=0.0).to(tl.float32)
+            d_c = tl.where(okc, s_c - m0, 0.0)
+            sum_g += tl.sum(g_c, axis=0)
+            sum_gd += tl.sum(g_c * d_c, axis=0)
+            sum_d += tl.sum(d_c, axis=0)
+        if IS_RMS:
+            mean = 0.0
+            c_gx = rstd * sum_gd / N
+        else:
+            shift = sum_d / N  # mean of the stored s minus the saved mean (rounding only)
+            mean = m0 + shift
+            c_gx = rstd * (sum_gd - shift * sum_g) / N
+        c_g = sum_g / N
+        s = tl.load(SRC + row64 * stride_src_row + cols, mask=ok, other=0.0).to(tl.float32)
+        dy = tl.load(DY + row64 * stride_dy_row + cols, mask=ok, other=0.0).to(tl.float32)
+        xhat = tl.where(ok, (s - mean) * rstd, 0.0)
+        g = dy
+        if HAS_W:
+            g = dy * w
+        if HAS_DW:
+            dw_acc += dy * xhat
+        if HAS_DB:
+            db_acc += dy
+        if IS_RMS:
+            ds = (g - xhat * c_gx) * rstd
+        else:
+            ds = (g - c_g - xhat * c_gx) * rstd
+        if HAS_DS:
+            ds += tl.load(DS + row64 * stride_ds_row + cols, mask=ok, other=0.0).to(tl.float32)
+        if STORE_DR:
+            tl.store(DR + row64 * stride_dr_row + cols, ds.to(DR.dtype.element_ty), mask=ok)
+        dx = ds
+        if DROPOUT:
+            rows = tl.zeros([1], tl.int32) + row
+            keep = tl.reshape(
+                _dropout_keep(SEED, rows, blk * BLOCK_N, 1, BLOCK_N, DROP_THRESHOLD), (BLOCK_N,)
+            )
+            dx = tl.where(keep, ds * drop_scale, 0.0)
+        if HAS_DPB:
+            dpb_acc += tl.where(ok, dx, 0.0)
+        tl.store(DX + row64 * stride_dx_row + cols, dx.to(DX.dtype.element_ty), mask=ok)
+    part = prow.to(tl.int64) * N + cols
+    if HAS_DW:
+        tl.store(DW_PART + part, dw_acc, mask=ok)
+    if HAS_DB:
+        tl.store(DB_PART + part, db_acc, mask=ok)
+    if HAS_DPB:
+        tl.store(DPB_PART + part, dpb_acc, mask=ok)

@@ -10,10 +10,13 @@ import torch
 
 
 def dropout_keep_ref(seed: int, shape, p: float, device) -> torch.Tensor:
-    """Keep-mask of the pure-PyTorch path: a function of (seed, shape) through a private
-    CPU generator, so its backward regenerates it too (not the kernels' Philox stream)."""
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    return (torch.rand(tuple(shape), generator=gen) >= p).to(device)
+    """Keep-mask of the pure-PyTorch path: a function of (seed, shape, device type) through a
+    private generator on that device (no host-to-device copy, no sync), so its backward
+    regenerates it too. Not the kernels' Philox stream: each call of add_norm takes one path
+    for forward and backward (see membound.nn._ops)."""
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    return torch.rand(tuple(shape), generator=gen, device=device) >= p
 
 
 def add_norm_ref(
@@ -88,3 +91,47 @@ def add_norm_bwd_ref(
         scale = 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
         dx = torch.where(keep, dsum * scale, torch.zeros((), device=dsum.device))
     return dsum, dx, (d * xhat).sum(dim=0), d.sum(dim=0), dx.sum(dim=0)
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _umulhi(a: int, b: torch.Tensor) -> torch.Tensor:
+    """High 32 bits of a * b for a uint32 constant and uint32 values held in int64, exactly:
+    split b in 16-bit halves so no product exceeds 2**48."""
+    lo = a * (b & 0xFFFF)
+    hi = a * (b >> 16)
+    return ((hi + (lo >> 16)) >> 16) & _M32
+
+
+def philox4x32(seed: int, c0: torch.Tensor, c1: torch.Tensor, rounds: int = 10):
+    """Philox-4x32-10 as `tl.philox(seed, c0, c1, 0, 0)` computes it (key = the seed's low
+    and high 32 bits), in int64 PyTorch: the independent reference of the kernels' stream."""
+    k0, k1 = seed & _M32, (seed >> 32) & _M32
+    x0, x1 = c0.to(torch.int64) & _M32, c1.to(torch.int64) & _M32
+    x2 = torch.zeros_like(x0)
+    x3 = torch.zeros_like(x0)
+    for _ in range(rounds):
+        a, b = 0xD2511F53, 0xCD9E8D57
+        y0 = _umulhi(b, x2) ^ x1 ^ k0
+        y2 = _umulhi(a, x0) ^ x3 ^ k1
+        x1 = (b * (x2 & 0xFFFF) + (((b * (x2 >> 16)) & 0xFFFF) << 16)) & _M32
+        x3 = (a * (x0 & 0xFFFF) + (((a * (x0 >> 16)) & 0xFFFF) << 16)) & _M32
+        x0, x2 = y0, y2
+        k0, k1 = (k0 + 0x9E3779B9) & _M32, (k1 + 0xBB67AE85) & _M32
+    return x0, x1, x2, x3
+
+
+def dropout_keep_philox(seed: int, rows: int, cols: int, p: float, device="cpu") -> torch.Tensor:
+    """The Triton kernels' keep-mask (see `_dropout_keep` in add_norm.py) in PyTorch: one
+    Philox call per (row, 8 columns), 16-bit slices compared with round(p * 2**16). Column
+    8j + 4i + 2q + h takes half h of value r[2q + i] of group j."""
+    groups = -(-cols // 8)
+    c0 = torch.arange(groups, dtype=torch.int64).expand(rows, groups)
+    c1 = torch.arange(rows, dtype=torch.int64)[:, None].expand(rows, groups)
+    r = torch.stack(philox4x32(int(seed), c0, c1), dim=-1)  # [rows, groups, 4]: r[2q + i]
+    r = r.view(rows, groups, 2, 2).transpose(-1, -2)  # [.., i, q]
+    r = torch.stack((r & 0xFFFF, r >> 16), dim=-1)  # [.., i, q, h]
+    threshold = min(int(round(p * 65536)), 65536)
+    keep = r.reshape(rows, groups * 8)[:, :cols] >= threshold
+    return keep.to(device)

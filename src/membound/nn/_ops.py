@@ -5,7 +5,13 @@ and autograd registered between them.
 Each op picks its implementation per call with `use_triton(tensor)`; triton is imported only
 when that says yes. The dropout seed is drawn inside the forward op from torch's default CPU
 generator (so `torch.manual_seed` makes runs reproducible, also under torch.compile where the
-op is opaque) and returned as a 1-element CPU tensor that the backward reads.
+op is opaque) and returned, with the path the forward took, as a 2-element CPU tensor
+(seed, 1 if Triton ran) that the backward reads: both directions always take the same path
+(the kernels' and the reference's dropout masks come from different random streams).
+
+Size rule: on CUDA, inputs of at most `EAGER_MAX_ELEMS` elements run the PyTorch composite
+instead of the kernels: there the per-call host cost of a Triton launch (measured 0.2 ms per
+call with Triton 3.6 on the H200 host, run 1) exceeds the whole eager chain's GPU time.
 """
 
 # No `from __future__ import annotations` here: torch.library reads the custom ops' annotations
@@ -19,6 +25,10 @@ import torch
 from membound import _env
 
 _EMPTY = (0,)
+
+#: on CUDA, at most this many elements run the eager composite (see the module docstring;
+#: benchmarks/bench_add_norm_launch.py measures the crossover and prints it)
+EAGER_MAX_ELEMS = 1 << 16
 
 
 def use_triton(t: torch.Tensor) -> bool:
@@ -65,15 +75,12 @@ def _fwd_impl(
     s_dtype: torch.dtype,
     out_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Returns (y, s (empty when not stored), mean, rstd, seed)."""
-    seed_t = (
-        torch.randint(2**62, (1,), dtype=torch.int64)
-        if dropout_p > 0.0
-        else torch.zeros(1, dtype=torch.int64)
-    )
-    seed = int(seed_t.item())
+    """Returns (y, s (empty when not stored), mean, rstd, (seed, used_triton))."""
+    seed = int(torch.randint(2**62, (1,), dtype=torch.int64).item()) if dropout_p > 0.0 else 0
     x2, r2 = _rows(x), _rows(residual)
-    if use_triton(x):
+    triton_path = use_triton(x) and not (x.is_cuda and x.numel() <= EAGER_MAX_ELEMS)
+    seed_t = torch.tensor([seed, int(triton_path)], dtype=torch.int64)
+    if triton_path:
         from membound.kernels.add_norm import add_norm_fwd
 
         y, s, mean, rstd = add_norm_fwd(
@@ -124,7 +131,7 @@ def _(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dt
     s = x.new_empty(x.shape if store_s else _EMPTY, dtype=s_dtype)
     mean = x.new_empty((0 if is_rms else rows,), dtype=torch.float32)
     rstd = x.new_empty((rows,), dtype=torch.float32)
-    return y, s, mean, rstd, torch.empty(1, dtype=torch.int64, device="cpu")
+    return y, s, mean, rstd, torch.empty(2, dtype=torch.int64, device="cpu")
 
 
 def _bwd_impl(
@@ -150,8 +157,8 @@ def _bwd_impl(
     shape = dy.shape
     dy2, ds2, src2 = _rows(dy), _rows(ds), _rows(src)
     sep_dres = want_dres and (dropout_p > 0.0 or res_dtype != x_dtype)
-    s_seed = int(seed.item())
-    if use_triton(dy):
+    s_seed, triton_path = (int(v) for v in seed.tolist())
+    if triton_path and use_triton(dy):
         from membound.kernels.add_norm import add_norm_bwd
 
         dx, dr, dw, db, dpb = add_norm_bwd(

@@ -90,8 +90,16 @@ def add_norm(
 
     from membound.nn import _ops
 
-    # eager: a plain autograd.Function (cheapest dispatch); tracing: the registered custom op
-    op = _ops.add_norm_fwd_op if _ops.is_compiling() else _ops.AddNormFunction.apply
+    # eager: a plain autograd.Function (cheapest dispatch), or no autograd at all when nothing
+    # needs a gradient (inference: saves the Function's per-call cost); tracing: the custom op
+    if _ops.is_compiling():
+        op = _ops.add_norm_fwd_op
+    elif torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
+    ):
+        op = _ops.AddNormFunction.apply
+    else:
+        op = _ops._fwd_impl
     y, s, _, _, _ = op(
         x, residual, pre_bias, weight, bias, p, is_rms, float(eps), store_s, s_dtype,
         out_dtype or x.dtype,

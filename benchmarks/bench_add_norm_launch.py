@@ -1,0 +1,144 @@
+"""Where add_norm's host time goes: per-call microseconds of launch paths on a tiny tensor.
+
+Rows: an almost-empty Triton kernel with add_norm's argument count (normal `kernel[grid]`
+launch vs the cached direct launch of `membound.kernels._launch`), the raw fwd launcher
+`add_norm_fwd`, the full `add_norm` (no grad; grad; forward+backward), each with the direct
+launch on and off, and the eager chain (dropout, add, layer_norm). Time = wall clock of
+`n` back-to-back calls then one synchronize, divided by n: at this size the GPU work is ~µs,
+so it measures the host cost per call. The last line suggests `EAGER_MAX_ELEMS`.
+
+    PYTHONPATH=src python benchmarks/bench_add_norm_launch.py [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import RESULTS_DIR, CsvRows  # noqa: E402
+
+
+def _per_call_us(fn, n: int) -> float:
+    for _ in range(20):
+        fn()
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    best = float("inf")
+    for _ in range(3):  # best of 3: other processes on the host only add time
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter_ns() - t0) / n / 1e3)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", default=str(RESULTS_DIR / "bench_add_norm_launch.csv"))
+    ap.add_argument("-n", type=int, default=300)
+    args = ap.parse_args(argv)
+    import triton
+    import triton.language as tl
+
+    from membound.kernels import _launch
+    from membound.kernels.add_norm import add_norm_fwd
+    from membound.nn import _ops
+    from membound.nn.functional import add_norm
+
+    @triton.jit
+    def _noop(X, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17,
+              a18, C1: tl.constexpr, C2: tl.constexpr, C3: tl.constexpr, C4: tl.constexpr,
+              C5: tl.constexpr, C6: tl.constexpr):  # fmt: skip
+        if tl.program_id(0) == 0:
+            tl.store(X, a1 + C1)
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    out = CsvRows(args.csv)
+    rows = []
+    xs = torch.zeros(16, device=dev)
+    tens = [torch.zeros(16, device=dev) for _ in range(8)]
+    noop_args = (xs, 1, 2, *tens, 3, 4, 5, 6, 7, 8, 0.5, 1e-5)
+    noop_c = dict(C1=1, C2=2, C3=3, C4=4, C5=5, C6=6)
+
+    def record(name, us):
+        rows.append((name, us))
+        out.add(variant=name, op="launch", us_per_call=round(us, 2))
+        print(f"  launch {name:<34}{us:8.1f} us/call", flush=True)
+
+    record("triton noop normal kernel[grid]", _per_call_us(
+        lambda: _noop[(1,)](*noop_args, **noop_c, num_warps=1), args.n))  # fmt: skip
+    _launch.clear()
+    record("triton noop direct (cached)", _per_call_us(
+        lambda: _launch.launch(_noop, (1,), noop_args, noop_c, 1, 1), args.n))  # fmt: skip
+    print(f"  launch direct path stats: {_launch.stats} (direct 0: fell back to normal)")
+    shape = (8, 1024)
+    x, r = (torch.randn(shape, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    w, b = torch.ones(1024, device=dev), torch.zeros(1024, device=dev)
+    xg, rg = x.clone().requires_grad_(), r.clone().requires_grad_()
+    wg, bg = w.clone().requires_grad_(), b.clone().requires_grad_()
+    eager_max = _ops.EAGER_MAX_ELEMS
+    _ops.EAGER_MAX_ELEMS = -1  # always the kernels here
+
+    def fb():
+        y, s = add_norm(xg, wg, bg, residual=rg, dropout_p=0.1, prenorm=True)
+        torch.autograd.grad((y, s), (xg, rg, wg, bg), (x, x))
+
+    for direct in (True, False):
+        _launch.ENABLED = direct
+        tag = "direct" if direct else "normal"
+        record(f"add_norm_fwd launcher ({tag})", _per_call_us(
+            lambda: add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False, dropout_p=0.1,
+                                 seed=1), args.n))  # fmt: skip
+        record(
+            f"add_norm no grad ({tag})",
+            _per_call_us(
+                lambda: add_norm(x, w, b, residual=r, dropout_p=0.1, prenorm=True), args.n
+            ),
+        )
+        record(
+            f"add_norm grad fwd ({tag})",
+            _per_call_us(
+                lambda: add_norm(xg, wg, bg, residual=rg, dropout_p=0.1, prenorm=True), args.n
+            ),
+        )
+        record(f"add_norm fwd+bwd ({tag})", _per_call_us(fb, args.n // 2))
+    _launch.ENABLED = True
+    _ops.EAGER_MAX_ELEMS = 1 << 40  # always the eager composite
+    record(
+        "add_norm grad fwd (eager composite)",
+        _per_call_us(
+            lambda: add_norm(xg, wg, bg, residual=rg, dropout_p=0.1, prenorm=True), args.n
+        ),
+    )
+    record("add_norm fwd+bwd (eager composite)", _per_call_us(fb, args.n // 2))
+    _ops.EAGER_MAX_ELEMS = eager_max
+
+    def eager():
+        s = F.dropout(xg, 0.1) + rg
+        return F.layer_norm(s, (1024,), wg, bg, 1e-5), s
+
+    def eager_fb():
+        y, s = eager()
+        torch.autograd.grad((y, s), (xg, rg, wg, bg), (x, x))
+
+    record("eager dropout+add+layer_norm fwd", _per_call_us(eager, args.n))
+    record("eager fwd+bwd", _per_call_us(eager_fb, args.n // 2))
+    d = dict(rows)
+    kern, comp = d["add_norm fwd+bwd (direct)"], d["add_norm fwd+bwd (eager composite)"]
+    # the kernel moves ~7 tensors at ~4 TB/s; the composite ~14 at ~2.5 TB/s effective:
+    # below the size where the host cost difference equals the GPU time saved, use eager
+    gap_us = kern - comp
+    elems = max(0.0, gap_us * 1e-6 / (14 * 2 / 2.5e12 - 7 * 2 / 4e12)) if gap_us > 0 else 0
+    print(f"  suggested EAGER_MAX_ELEMS ~ {int(elems)} (now {eager_max}); host gap {gap_us:.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

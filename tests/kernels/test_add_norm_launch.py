@@ -1,0 +1,188 @@
+"""The cached direct launch (`membound.kernels._launch`) and the forward/backward path choice:
+the fallback to the normal `kernel[grid](...)` path when Triton internals are missing, the
+argument order handed to a compiled launcher, and the size rule saved for the backward."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+from membound.kernels import _launch  # noqa: E402
+
+
+class _FakeKernel:
+    """Stands in for a JITFunction: records normal launches, returns `compiled`."""
+
+    def __init__(self, compiled, arg_names=("A", "n", "C1", "C2")):
+        self.arg_names = list(arg_names)
+        self.compiled = compiled
+        self.normal = []
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.normal.append((grid, args, kwargs))
+            return self.compiled
+
+        return run
+
+
+class _FakeCompiled:
+    def __init__(self):
+        self.direct = []
+
+    def __getitem__(self, grid):
+        return lambda *args: self.direct.append((grid, args))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    _launch.clear()
+    yield
+    _launch.clear()
+
+
+def test_fallback_when_launch_returns_nothing():
+    k = _FakeKernel(compiled=None)  # the interpreter, or a Triton that returns no kernel
+    for _ in range(3):
+        _launch.launch(k, (2,), (torch.zeros(4), 5), {"C1": 1, "C2": 2}, 4, 1)
+    assert len(k.normal) == 3 and _launch.stats == {"direct": 0, "normal": 3}
+
+
+def test_fallback_when_compiled_kernel_lacks_getitem():
+    k = _FakeKernel(compiled=object())
+    for _ in range(2):
+        _launch.launch(k, (2,), (torch.zeros(4), 5), {"C1": 1, "C2": 2}, 4, 1)
+    assert len(k.normal) == 2 and _launch.stats["direct"] == 0
+
+
+def test_fallback_when_run_does_not_pass_all_args(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: False)
+    k = _FakeKernel(compiled=_FakeCompiled())
+    for _ in range(2):
+        _launch.launch(k, (2,), (torch.zeros(4), 5), {"C1": 1, "C2": 2}, 4, 1)
+    assert len(k.normal) == 2 and not k.compiled.direct
+
+
+def test_direct_path_passes_all_args_in_signature_order(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
+    c = _FakeCompiled()
+    k = _FakeKernel(compiled=c)
+    t = torch.zeros(4)
+    # constexprs given out of order: the launcher must still get signature order
+    _launch.launch(k, (2,), (t, 5), {"C2": 20, "C1": 10}, 4, 1)
+    _launch.launch(k, (2,), (t, 5), {"C2": 20, "C1": 10}, 4, 1)
+    assert len(k.normal) == 1 and k.normal[0][2]["num_warps"] == 4
+    assert c.direct == [((2, 1, 1), (t, 5, 10, 20))]
+    # a new specialization (n == 1 is specialized by Triton) goes through the normal path
+    _launch.launch(k, (2,), (t, 1), {"C2": 20, "C1": 10}, 4, 1)
+    assert len(k.normal) == 2
+    # misaligned pointer: a different key as well
+    _launch.launch(k, (2,), (torch.zeros(8)[1:], 5), {"C2": 20, "C1": 10}, 4, 1)
+    assert len(k.normal) == 3
+    _launch.ENABLED = False
+    try:
+        _launch.launch(k, (2,), (t, 5), {"C2": 20, "C1": 10}, 4, 1)
+    finally:
+        _launch.ENABLED = True
+    assert len(k.normal) == 4 and len(c.direct) == 1
+
+
+def test_direct_launch_error_falls_back_and_disables(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
+
+    class _Broken:
+        def __getitem__(self, grid):
+            def run(*args):
+                raise TypeError("function takes exactly 9 arguments")
+
+            return run
+
+    k = _FakeKernel(compiled=_Broken())
+    try:
+        for _ in range(3):
+            _launch.launch(k, (2,), (torch.zeros(4), 5), {"C1": 1, "C2": 2}, 4, 1)
+        assert len(k.normal) == 3 and not _launch.ENABLED and _launch.stats["failed"] == 1
+    finally:
+        _launch.ENABLED = True
+
+
+def test_direct_path_refused_when_names_do_not_match(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
+    k = _FakeKernel(compiled=_FakeCompiled(), arg_names=("A", "n", "C1", "OTHER"))
+    for _ in range(2):
+        _launch.launch(k, (2,), (torch.zeros(4), 5), {"C1": 1, "C2": 2}, 4, 1)
+    assert len(k.normal) == 2
+
+
+def test_installed_triton_run_is_recognised():
+    import triton
+
+    major, minor = (int(v) for v in triton.__version__.split(".")[:2])
+    if (major, minor) >= (3, 3):
+        assert _launch.launcher_takes_all_args()
+
+
+def test_real_kernel_under_interpreter_takes_normal_path():
+    from membound.kernels.add_norm import add_norm_fwd
+
+    x = torch.randn(3, 40)
+    for _ in range(2):
+        add_norm_fwd(x, None, None, None, None, eps=1e-5, is_rms=False)
+    if not torch.cuda.is_available():
+        assert _launch.stats == {"direct": 0, "normal": 2}
+
+
+def test_backward_takes_the_forward_path():
+    """The seed tensor carries the forward's path; a backward told 'reference' must run the
+    reference (whose dropout stream differs from the kernels')."""
+    from membound.kernels.add_norm_ref import add_norm_bwd_ref, dropout_keep_ref
+    from membound.nn import _ops
+
+    x = torch.randn(4, 64)
+    y, s, mean, rstd, seed = _ops._fwd_impl(
+        x, None, None, None, None, 0.5, False, 1e-5, True, x.dtype, x.dtype
+    )
+    assert seed.shape == (2,) and int(seed[1]) == int(_ops.use_triton(x))
+    dy = torch.randn_like(x)
+    ref_seed = torch.tensor([int(seed[0]), 0])
+    dx = _ops._bwd_impl(dy, None, s, mean, rstd, None, ref_seed, 0.5, False, False, False,
+                        False, False, x.dtype, x.dtype, torch.float32)[0]  # fmt: skip
+    keep = dropout_keep_ref(int(seed[0]), x.shape, 0.5, x.device)
+    want = add_norm_bwd_ref(dy, None, s, mean, rstd, None, keep, is_rms=False, dropout_p=0.5)[1]
+    assert torch.allclose(dx, want)
+
+
+@pytest.mark.gpu
+def test_gpu_direct_launch_is_taken_and_matches_normal():
+    import triton
+
+    from membound.kernels.add_norm import add_norm_bwd, add_norm_fwd
+
+    x, r = (torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    w = torch.randn(1024, device="cuda")
+
+    def run():
+        y, s, mean, rstd = add_norm_fwd(x, w, None, r, None, eps=1e-5, is_rms=False,
+                                        dropout_p=0.1, seed=5)  # fmt: skip
+        dx = add_norm_bwd(y, None, s, mean, rstd, w, is_rms=False, dropout_p=0.1, seed=5,
+                          want_dweight=True)  # fmt: skip
+        return y, s, dx[0], dx[2]
+
+    _launch.ENABLED = False
+    try:
+        want = run()
+    finally:
+        _launch.ENABLED = True
+    run()  # first launch per key: the normal path
+    got = run()
+    major, minor = (int(v) for v in triton.__version__.split(".")[:2])
+    if (major, minor) >= (3, 3):
+        assert _launch.stats["direct"] >= 2
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
