@@ -37,7 +37,11 @@ def _expand(items: list[str]) -> list[Path]:
         p = Path(item)
         if p.is_dir():
             found = sorted(
-                q for q in p.iterdir() if q.name.endswith(_SUFFIXES) and ".membound." not in q.name
+                q
+                for q in p.iterdir()
+                if q.name.endswith(_SUFFIXES)
+                and ".membound." not in q.name
+                and not q.name.startswith("capture.")  # diagnose's meta files, not traces
             )
             if not found:
                 raise BadInput(
@@ -93,6 +97,20 @@ def run(args) -> int:
 
     traces = _expand(args.traces)
     ceilings = load_ceilings(args.ceilings) if args.ceilings else None
+    import membound.analysis.rules.communication  # noqa: F401  [distributed] registers the rule
+    from membound.analysis.ranks import is_rank_set
+
+    if is_rank_set(traces):  # [distributed] one trace per rank: one merged report
+        from membound.analysis.ranks import analyze_ranks
+        from membound.report.ranks import emit as emit_ranks
+
+        emit_ranks(
+            analyze_ranks(traces, ceilings),
+            console=False if args.quiet else None,
+            json_path=args.json,
+            html_path=args.html,
+        )
+        return 0
     many = len(traces) > 1
     for trace in traces:
         analysis = analyze([trace], ceilings)

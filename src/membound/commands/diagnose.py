@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
 HELP = (
     "Run a Python training script unmodified under the profiler, find its steps, skip the "
@@ -66,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-analyze", action="store_true", help="only write the trace; no analysis or report"
     )
+    # [distributed] re-launch under torchrun; each rank captures, rank 0 merges
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        metavar="N",
+        help="run the script on N ranks under torchrun (one trace per rank, one merged report)",
+    )
     parser.add_argument(
         "command",
         nargs=argparse.REMAINDER,
@@ -75,11 +84,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from membound.trace import runner
+    from membound.trace import distributed, runner
     from membound.trace.capture import CaptureDone, profile
 
     target = runner.parse_command(args.command)
     runner.check(target)
+    # [distributed] --nproc-per-node: the same command on N ranks under torchrun
+    info = distributed.rank_info()
+    nproc = getattr(args, "nproc_per_node", None)
+    if nproc is not None and not info.distributed:
+        if nproc < 1:
+            from membound.errors import BadInput
+
+            raise BadInput(f"--nproc-per-node {nproc}: give a number of processes >= 1.")
+        return distributed.relaunch(nproc, _forward_args(args))
+    if info.distributed:
+        distributed.nccl_safe_env()
+        distributed.clear_stale(Path(args.out).absolute(), info.rank)
+    started = time.time()
     ceilings = None
     if args.ceilings:  # read before the script runs: a bad file should not cost a whole run
         from membound.commands.analyze import load_ceilings
@@ -95,9 +117,53 @@ def run(args: argparse.Namespace) -> int:
     with capture:
         outcome = runner.run(target, stop_exc=CaptureDone)
     _say_capture(capture, target, outcome)
+    if info.distributed:  # [distributed] rank 0 merges once every rank has written
+        if info.rank == 0 and not args.no_analyze:
+            _report_ranks(capture, args, ceilings, info.world_size, started)
+        return outcome.exit_code
     if capture.written and not args.no_analyze:
         _report(capture, args, ceilings)
     return outcome.exit_code
+
+
+# [distributed] ------------------------------------------------------------------------
+def _forward_args(args: argparse.Namespace) -> list[str]:
+    """The diagnose command line each rank runs (everything but --nproc-per-node)."""
+    out = ["diagnose", "--wait", str(args.wait), "--warmup", str(args.warmup)]
+    out += ["--steps", str(args.steps), "--out", str(Path(args.out).absolute())]
+    for flag, value in (
+        ("--json", args.json),
+        ("--html", args.html),
+        ("--ceilings", args.ceilings),
+    ):
+        if value:
+            out += [flag, str(Path(value).absolute())]
+    out += ["--stop-after-capture"] if args.stop_after_capture else []
+    out += ["--no-analyze"] if args.no_analyze else []
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    return [*out, "--", *command]
+
+
+def _report_ranks(capture, args, ceilings, world_size: int, started: float) -> None:
+    from membound.trace import distributed
+
+    traces, missing = distributed.wait_for_ranks(capture.out, world_size, since=started - 30)
+    if missing:
+        _log(f"no trace from rank(s) {missing} in {capture.out}; merging the others")
+    if not traces:
+        return
+    try:
+        from membound.analysis.ranks import analyze_ranks
+        from membound.report.ranks import emit
+
+        emit(analyze_ranks(traces, ceilings), json_path=args.json, html_path=args.html)
+    except Exception as exc:  # the traces are kept; analysis is a bonus on top of them
+        _log(
+            f"merged analysis failed ({type(exc).__name__}: {exc}); the traces are kept: "
+            f"try `membound analyze {capture.out}`."
+        )
 
 
 def _say_capture(capture, target, outcome) -> None:

@@ -246,6 +246,16 @@ def _register_transfers() -> None:
 _register_transfers()
 
 
+# ----------------------------------------------------------- GPU<->GPU (interconnect)
+def _register_interconnect() -> None:
+    from membound.device import interconnect
+
+    interconnect.register(step, Skip)  # both steps Skip on machines with fewer than 2 GPUs
+
+
+_register_interconnect()
+
+
 # ---------------------------------------------------------------------------- driver
 def measure(
     device: str, name: str, key: dict, *, quick: bool = False, progress: bool = True

@@ -67,8 +67,13 @@ class Capture:
         self.out = Path(
             os.path.abspath(out if out is not None else tempfile.mkdtemp(prefix="membound-"))
         )
-        self.trace_path = self.out / TRACE_NAME
-        self.meta_path = self.out / META_NAME
+        # [distributed] under torchrun every rank writes its own trace.rank{R}.json.gz
+        from membound.trace.distributed import meta_name, rank_info, trace_name
+
+        info = rank_info()
+        self.rank = info.rank if info.distributed else None
+        self.trace_path = self.out / trace_name(self.rank)
+        self.meta_path = self.out / meta_name(self.rank)
         self.record_shapes = record_shapes
         self.activities = activities
         self.stop_after_capture = stop_after_capture
@@ -253,7 +258,8 @@ class Capture:
 
     def _write_meta(self) -> None:
         meta = {
-            "trace": TRACE_NAME if self.written else None,
+            "trace": self.trace_path.name if self.written else None,
+            "rank": self.rank,  # [distributed] None outside torchrun
             "step_source": self.source,
             "steps_requested": self.steps,
             "steps_captured": self.steps_captured if self.written else 0,

@@ -1,0 +1,298 @@
+"""The GPU<->GPU ceiling: peer copy bandwidth (device 0 -> 1) and NCCL all-reduce bus bandwidth.
+
+Only on a machine with two or more GPUs. The all-reduce runs in freshly spawned processes
+(one per GPU, a NCCL process group), because NCCL in the measuring process itself would tie
+it to a group. NVLink multicast (NVLS) is switched off before any NCCL initialisation: the
+shared multi-GPU machines require it, and a measurement with it off is what user jobs there
+can reach.
+
+Bus bandwidth is nccl-tests' definition: algorithm bandwidth (bytes / time) times
+2(n-1)/n for all-reduce, so it is comparable across group sizes and to the link rate.
+
+The figures go into `Ceilings.interconnect` when that field exists, and into a small cache
+file of their own (per device name and GPU count) that the analysis reads as a fallback.
+Run `python -m membound.device.interconnect [--json F] [--quick]` to measure by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PREFIX = "interconnect-"
+
+
+@dataclass
+class Interconnect:
+    name: str  # GPU name
+    gpus: int
+    peer_copy_bandwidth: float | None = None  # bytes/s, cuda:0 -> cuda:1, one direction
+    peer_access: bool | None = None  # torch.cuda.can_device_access_peer(0, 1)
+    allreduce_bus_bandwidth: float | None = None  # bytes/s, nccl-tests busBW
+    allreduce_bytes: int | None = None
+    allreduce_ranks: int | None = None
+    measured_at: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Interconnect:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """busBW / algBW for a collective on n ranks (nccl-tests' PERFORMANCE.md)."""
+    if n <= 1:
+        return 1.0
+    if collective == "allreduce":
+        return 2 * (n - 1) / n
+    if collective in ("allgather", "reducescatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0  # broadcast, reduce, send/recv
+
+
+# --------------------------------------------------------------------------- measuring
+def _nccl_env() -> None:
+    from membound.trace.distributed import nccl_safe_env
+
+    nccl_safe_env()
+
+
+def peer_copy(nbytes: int = 256 << 20, reps: int = 10, samples: int = 5) -> tuple[float, bool]:
+    """Bytes/s of `dst.copy_(src)` from cuda:0 to cuda:1 (median of `samples` timings of
+    `reps` copies), and whether peer access is enabled between them."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        raise RuntimeError("peer copy needs two GPUs")
+    src = torch.rand(nbytes // 4, device="cuda:0")
+    dst = torch.empty(nbytes // 4, device="cuda:1")
+    dst.copy_(src)  # warm-up: peer mapping, first-touch
+
+    def sync() -> None:
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+
+    times = []
+    for _ in range(samples):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            dst.copy_(src)
+        sync()
+        times.append((time.perf_counter() - t0) / reps)
+    times.sort()
+    return nbytes / times[len(times) // 2], bool(torch.cuda.can_device_access_peer(0, 1))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _allreduce_worker(
+    rank: int, world: int, port: int, nbytes: int, iters: int, out: str, backend: str
+):
+    _nccl_env()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import torch
+    import torch.distributed as dist
+
+    cuda = backend == "nccl"
+    if cuda:
+        torch.cuda.set_device(rank)
+    device = "cuda" if cuda else "cpu"
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    try:
+        x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=device)
+        for _ in range(3 if cuda else 1):
+            dist.all_reduce(x)
+        if cuda:
+            torch.cuda.synchronize()
+        dist.barrier()
+        t0 = time.perf_counter()
+        if cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        if cuda:
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end) / iters
+        else:  # gloo: only for testing the machinery on CPU
+            ms = (time.perf_counter() - t0) * 1e3 / iters
+        t = torch.tensor([ms], dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's time is the collective's
+        if rank == 0:
+            Path(out).write_text(json.dumps({"ms": float(t.item())}))
+    finally:
+        dist.destroy_process_group()
+
+
+def allreduce_bus_bandwidth(
+    world: int | None = None, nbytes: int = 256 << 20, iters: int = 20, backend: str = "nccl"
+) -> float:
+    """nccl-tests busBW (bytes/s) of a bf16 all-reduce of `nbytes` over `world` GPUs, each
+    rank a freshly spawned process (`backend="gloo"` runs it on CPU, for tests)."""
+    import torch.multiprocessing as mp
+
+    if world is None:
+        import torch
+
+        world = torch.cuda.device_count()
+    if world < 2:
+        raise RuntimeError("an all-reduce measurement needs two GPUs")
+    _nccl_env()  # inherited by the spawned workers
+    with tempfile.TemporaryDirectory(prefix="membound-ar-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        mp.spawn(
+            _allreduce_worker,
+            args=(world, _free_port(), nbytes, iters, out, backend),
+            nprocs=world,
+        )
+        ms = json.loads(Path(out).read_text())["ms"]
+    return nbytes / (ms / 1e3) * bus_factor("allreduce", world)
+
+
+def measure(quick: bool = False) -> Interconnect:
+    """Measure both figures on this machine (needs >= 2 GPUs)."""
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n < 2:
+        raise RuntimeError(f"the GPU<->GPU ceiling needs two GPUs; this machine has {n}")
+    ic = Interconnect(name=torch.cuda.get_device_name(0), gpus=n)
+    nbytes = (32 << 20) if quick else (256 << 20)
+    try:
+        ic.peer_copy_bandwidth, ic.peer_access = peer_copy(nbytes)
+    except Exception as exc:  # report, keep going: the all-reduce is the figure that matters
+        ic.notes.append(f"peer copy failed: {type(exc).__name__}: {exc}".splitlines()[0])
+    try:
+        ic.allreduce_bus_bandwidth = allreduce_bus_bandwidth(n, nbytes, 10 if quick else 20)
+        ic.allreduce_bytes, ic.allreduce_ranks = nbytes, n
+    except Exception as exc:
+        ic.notes.append(f"all-reduce failed: {type(exc).__name__}: {exc}".splitlines()[0])
+    ic.measured_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return ic
+
+
+# ------------------------------------------------------------------------------ caching
+def _path(name: str) -> Path:
+    from membound._env import cache_dir
+
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return cache_dir() / f"{PREFIX}{slug}.json"
+
+
+def save(ic: Interconnect) -> Path:
+    path = _path(ic.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(ic.to_dict(), indent=1))
+    tmp.replace(path)
+    return path
+
+
+def load_cached(name: str | None) -> Interconnect | None:
+    if not name:
+        return None
+    try:
+        return Interconnect.from_dict(json.loads(_path(name).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def ceiling_for(ceilings: Any, device_name: str | None) -> tuple[Interconnect | None, str | None]:
+    """The GPU<->GPU figures for an analysis: from the ceilings in use (their `interconnect`
+    field), else the interconnect cache for this device name; and where they came from."""
+    data = getattr(ceilings, "interconnect", None) if ceilings is not None else None
+    if isinstance(data, Interconnect):
+        return data, "ceilings"
+    if isinstance(data, dict) and data:
+        return Interconnect.from_dict(data), "ceilings"
+    cached = load_cached(device_name)
+    return (cached, "interconnect cache") if cached is not None else (None, None)
+
+
+# ------------------------------------------------------------- roofline measurement steps
+def register(step, skip_exc) -> None:
+    """Register the two GPU<->GPU steps with `membound.device.measure` (called from there)."""
+
+    def needs_two():
+        import torch
+
+        n = torch.cuda.device_count()
+        if n < 2:
+            raise skip_exc(f"GPU<->GPU ceilings need two GPUs (this machine has {n})")
+        return n
+
+    def _store(c, **figures) -> None:
+        ic = getattr(c, "interconnect", None)
+        if isinstance(ic, dict):
+            ic.update(figures)
+        else:
+            ic = dict(figures)
+            try:
+                c.interconnect = ic
+            except AttributeError:  # a slotted Ceilings without the field: cache only
+                pass
+        import torch
+
+        cached = load_cached(c.name) or Interconnect(name=c.name, gpus=torch.cuda.device_count())
+        for k, v in figures.items():
+            setattr(cached, k, v)
+        cached.measured_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        save(cached)
+
+    def p2p(c, plan) -> None:
+        needs_two()
+        bw, access = peer_copy(min(plan.mem_bytes, 256 << 20))
+        _store(c, peer_copy_bandwidth=bw, peer_access=access)
+
+    def allreduce(c, plan) -> None:
+        n = needs_two()
+        nbytes = min(plan.mem_bytes, 256 << 20)
+        bw = allreduce_bus_bandwidth(n, nbytes, 10 if plan.rep_ms < 50 else 20)
+        _store(c, allreduce_bus_bandwidth=bw, allreduce_bytes=nbytes, allreduce_ranks=n)
+
+    step("cuda", "p2p", "GPU<->GPU peer copy (cuda:0 -> cuda:1)")(p2p)
+    step("cuda", "allreduce", "GPU<->GPU all-reduce bus bandwidth (NCCL, NVLS off)")(allreduce)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="measure the GPU<->GPU ceiling (needs 2+ GPUs)")
+    p.add_argument("--json", metavar="F", help="also write the figures here")
+    p.add_argument("--quick", action="store_true", help="small buffers (seconds)")
+    a = p.parse_args(argv)
+    try:
+        ic = measure(quick=a.quick)
+    except RuntimeError as exc:
+        print(f"membound interconnect: {exc}", file=sys.stderr)
+        return 2
+    save(ic)
+    text = json.dumps(ic.to_dict(), indent=1)
+    if a.json:
+        Path(a.json).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# registers `exposed-communication` until membound.analysis.rules imports it itself
+import membound.analysis.rules.communication  # noqa: F401
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # multirank
+sys.path.insert(0, str(HERE.parent / "analysis"))  # tracebuilder
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    # no interconnect figures leak in from (or out to) the user's cache
+    monkeypatch.setenv("MEMBOUND_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def ceilings():
+    import tracebuilder
+
+    return tracebuilder.test_ceilings()

@@ -1,0 +1,199 @@
+"""Rank-aware capture helpers, collective records read from trace files, bus bandwidth."""
+
+from __future__ import annotations
+
+import json
+
+import multirank
+import pytest
+
+from membound.device import interconnect
+from membound.trace import distributed as d
+
+
+def test_rank_info_from_torchrun_env():
+    info = d.rank_info({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1"})
+    assert (info.rank, info.world_size, info.local_rank, info.distributed) == (3, 4, 1, True)
+    assert not d.rank_info({}).distributed
+    assert d.rank_info({"RANK": "x", "WORLD_SIZE": ""}).world_size == 1
+
+
+def test_names_and_rank_of_path():
+    assert d.trace_name(2) == "trace.rank2.json.gz" and d.trace_name(None) == "trace.json.gz"
+    assert d.meta_name(0) == "capture.rank0.json"
+    assert d.rank_of_path("/x/trace.rank12.json.gz") == 12
+    assert d.rank_of_path("run_rank-3.pt.trace.json") == 3
+    assert d.rank_of_path("trace.json.gz") is None
+
+
+def test_strip_nproc_and_torchrun_command():
+    argv = [
+        "diagnose",
+        "--nproc-per-node",
+        "2",
+        "--steps",
+        "3",
+        "--",
+        "t.py",
+        "--nproc-per-node",
+        "9",
+    ]
+    assert d.strip_nproc(argv) == [
+        "diagnose",
+        "--steps",
+        "3",
+        "--",
+        "t.py",
+        "--nproc-per-node",
+        "9",
+    ]
+    assert d.strip_nproc(["--nproc-per-node=4", "-x"]) == ["-x"]
+    cmd = d.torchrun_command(2, ["diagnose", "--", "t.py"])
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert cmd[-4:] == ["membound", "diagnose", "--", "t.py"]
+
+
+def test_nccl_safe_env_keeps_user_values():
+    env = d.nccl_safe_env({"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "7"})
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["NVSHMEM_DISABLE_NVLS"] == "7"
+    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+
+
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce"),
+        ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "allgather"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", "reducescatter"),
+        ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "sendrecv"),
+        ("nccl:all_reduce", "allreduce"),
+        ("gloo:all_reduce", "allreduce"),
+        ("gloo:broadcast", "broadcast"),
+        ("allreduce_coalesced", "allreduce"),
+    ],
+)
+def test_collective_kind(name, kind):
+    assert d.collective_kind(name) == kind
+
+
+def test_dtype_sizes():
+    assert d.dtype_size("Float") == 4 and d.dtype_size("c10::BFloat16") == 2
+    assert d.dtype_size("torch.float16") == 2 and d.dtype_size("Long") == 8
+    assert d.dtype_size("mystery") is None and d.dtype_size(None) is None
+
+
+@pytest.mark.parametrize("layout", ["kineto", "compact"])
+def test_read_comm_records_and_info(tmp_path, layout):
+    b = multirank.straggler(1, 2)
+    path = b.write(tmp_path / f"t.{layout}.json.gz", layout=layout)
+    recs = d.read_comm_records(path)
+    assert len(recs) == 3
+    assert all(r.name == "allreduce" and r.bytes == 100_000_000 for r in recs)
+    assert [r.group_size for r in recs] == [2, 2, 2]
+    assert recs == sorted(recs, key=lambda r: r.ts)
+    info = d.read_distributed_info(path)
+    assert info == {"backend": "nccl", "rank": 1, "world_size": 2}
+
+
+def test_read_comm_records_across_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(d, "_CHUNK", 700)  # every event straddles a chunk boundary somewhere
+    path = multirank.exposed(0, 2, steps=5).write(tmp_path / "t.json")
+    recs = d.read_comm_records(path)
+    assert [r.nelems for r in recs] == [100_000_000] * 5
+
+
+def test_kernel_args_win_over_host_records(tmp_path):
+    """Newer kineto writes the sizes on the NCCL kernel: those are used, matched by time."""
+    b = multirank.exposed(0, 2, steps=2)
+    for ev in b.events:
+        if ev["cat"] == "kernel" and ev["name"].startswith("ncclDevKernel"):
+            ev["args"].update({"In msg nelems": 1000, "Out msg nelems": 1000, "dtype": "BFloat16"})
+    recs = d.read_comm_records(b.write(tmp_path / "t.json.gz"))
+    assert [(r.on_kernel, r.bytes) for r in recs] == [(True, 2000), (True, 2000)]
+    from membound.analysis import analyze
+
+    a = analyze(tmp_path / "t.json.gz")
+    f = next(f for f in a.findings if f.code == "exposed-communication")
+    assert f.evidence["collectives"][0]["bytes_per_call"] == 2000
+
+
+def test_wait_for_ranks(tmp_path):
+    (tmp_path / d.meta_name(0)).write_text("{}")
+    traces, missing = d.wait_for_ranks(tmp_path, 2, since=0.0, timeout_s=0.3)
+    assert missing == [1] and traces == []
+    (tmp_path / d.trace_name(0)).write_bytes(b"x")
+    (tmp_path / d.meta_name(1)).write_text("{}")
+    traces, missing = d.wait_for_ranks(tmp_path, 2, since=0.0, timeout_s=0.3)
+    assert missing == [] and [t.name for t in traces] == ["trace.rank0.json.gz"]
+    d.clear_stale(tmp_path, 0)
+    assert not (tmp_path / d.trace_name(0)).exists() and not (tmp_path / d.meta_name(0)).exists()
+
+
+def test_capture_names_trace_by_rank(tmp_path, monkeypatch):
+    from membound.trace.capture import Capture
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    c = Capture(out=tmp_path)
+    assert c.trace_path.name == "trace.rank1.json.gz"
+    assert c.meta_path.name == "capture.rank1.json"
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert Capture(out=tmp_path).trace_path.name == "trace.json.gz"
+
+
+def test_bus_factor():
+    assert interconnect.bus_factor("allreduce", 2) == 1.0
+    assert interconnect.bus_factor("allreduce", 8) == pytest.approx(1.75)
+    assert interconnect.bus_factor("allgather", 4) == pytest.approx(0.75)
+    assert interconnect.bus_factor("broadcast", 8) == 1.0
+    assert interconnect.bus_factor("allreduce", 1) == 1.0
+
+
+def test_interconnect_cache_round_trip(tmp_path):
+    ic = interconnect.Interconnect(name="NVIDIA H200", gpus=2, peer_copy_bandwidth=3e11)
+    interconnect.save(ic)
+    assert interconnect.load_cached("NVIDIA H200") == ic
+    assert interconnect.load_cached("other") is None
+    got, source = interconnect.ceiling_for(None, "NVIDIA H200")
+    assert got == ic and source == "interconnect cache"
+    assert json.loads(json.dumps(ic.to_dict()))["peer_copy_bandwidth"] == 3e11
+
+
+def test_interconnect_steps_registered_and_skip_without_two_gpus():
+    from membound.device import measure
+
+    keys = {s.key: s for s in measure.STEPS if s.device == "cuda"}
+    assert {"p2p", "allreduce"} <= set(keys)
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has two GPUs")
+    with pytest.raises(measure.Skip, match="two GPUs"):
+        keys["p2p"].fn(None, None)
+    assert interconnect.main([]) == 2  # the CLI says it needs two GPUs, exit 2
+
+
+@pytest.mark.gpu
+def test_interconnect_measures_on_two_gpus():
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    ic = interconnect.measure(quick=True)
+    assert ic.peer_copy_bandwidth and ic.peer_copy_bandwidth > 1e9
+    assert ic.allreduce_bus_bandwidth and ic.allreduce_bus_bandwidth > 1e9, ic.notes
+
+
+def test_allreduce_measurement_machinery_on_cpu(monkeypatch):
+    """The spawned process group and the timing, with gloo on CPU (NCCL on the GPU run)."""
+    import os
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("no gloo")
+    for key in d.NCCL_SAFE_ENV:
+        monkeypatch.delenv(key, raising=False)  # restored after the test
+    bw = interconnect.allreduce_bus_bandwidth(2, 1 << 20, 3, backend="gloo")
+    assert 1e6 < bw < 1e12
+    assert os.environ["NCCL_NVLS_ENABLE"] == "0"  # set before any process group starts
