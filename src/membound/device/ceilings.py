@@ -45,6 +45,8 @@ class Ceilings:
     seconds: float | None = None  # how long the measurement took
     # vendor figures, same keys ("memory_bandwidth", flops keys)
     datasheet: dict[str, float] | None = None
+    # GPU<->GPU figures (peer copy, all-reduce bus bandwidth) on machines with 2+ GPUs
+    interconnect: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # measurements skipped here, and why
 
     def peak_flops(self, compute: str | None) -> float:

@@ -2,6 +2,7 @@
 registers them (`membound.analysis.findings.RULES`)."""
 
 from membound.analysis.rules import (  # noqa: F401
+    communication,
     copies,
     host_sync,
     input_starved,
