@@ -11,6 +11,9 @@ measured. Variants:
   d-prefetch-u8   prefetch of uint8 batches + membound.data.Normalize on the GPU (¼ the bytes)
   timm / timm-u8  timm's PrefetchLoader over (b)'s DataLoader, when timm is installed
 
+The workload, batches and core variants come from `membound.demos.input_pipeline` (one
+definition, shared with `membound demo input-pipeline`).
+
 Per variant: step time (wall time over N steps ÷ N, ending in a synchronize), GPU busy
 (compute kernel time from CUDA events around the compute ÷ that same wall time), and from the
 profiler's device-side memcpy records (chrome trace, every copy whichever thread issued it):
@@ -27,9 +30,7 @@ than the GPU; prefetching cannot fix that, and the table shows step ≈ loader t
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
-import statistics
 import sys
 import threading
 import time
@@ -42,35 +43,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from harness import RESULTS_DIR, CsvRows, bench_ms  # noqa: E402
-from membound.data import Normalize, prefetch  # noqa: E402
+from membound.data import prefetch  # noqa: E402
 
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# One workload, one set of batches and variants, shared with `membound demo input-pipeline`.
+from membound.demos.input_pipeline import (  # noqa: E402
+    MEAN,
+    PIPELINE_SLACK,
+    STD,
+    ItemDataset,
+    Workload,
+    images,
+    make_batches,
+    time_steps,
+)
+from membound.demos.input_pipeline import variants as shared_variants  # noqa: E402
+
 CUDA = torch.cuda.is_available()
 DEV = torch.device("cuda" if CUDA else "cpu")
 
 
 # -- data -------------------------------------------------------------------------------
-
-
-class ItemDataset(torch.utils.data.Dataset):
-    """Map-style, per-item tensors (the realistic DataLoader path), cycling a small pool."""
-
-    def __init__(self, images: torch.Tensor, length: int, transform: Callable | None = None):
-        self.images, self.length, self.transform = images, length, transform
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, i: int):
-        x = self.images[i % len(self.images)]
-        if self.transform is not None:
-            x = self.transform(x)
-        return x, i % 1000
-
-
-def cycle_batches(batches: list, steps: int) -> Iterator:
-    """The in-memory loader of (a)/(c)/(d): pre-built pageable batches, repeated."""
-    return itertools.islice(itertools.cycle(batches), steps)
 
 
 def expensive_item_transform(rounds: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -85,46 +77,7 @@ def expensive_item_transform(rounds: int) -> Callable[[torch.Tensor], torch.Tens
     return transform
 
 
-# -- the GPU workload -------------------------------------------------------------------
-
-
-class Workload:
-    """A conv stem reading the batch, then a chain of bf16 matmuls: ~target_ms of GPU work."""
-
-    def __init__(self, target_ms: float, channels: int, size: int):
-        dt = torch.bfloat16 if CUDA else torch.float32
-        g = torch.Generator(device="cpu").manual_seed(0)
-        self.dtype = dt
-        self.conv = (torch.randn(32, channels, 3, 3, generator=g) * 0.1).to(DEV, dt)
-        self.w = (torch.randn(size, size, generator=g) / size**0.5).to(DEV, dt)
-        self.z0 = torch.randn(size, size, generator=g).to(DEV, dt)
-        self.repeats = 1
-        x = torch.rand(2, channels, 32, 32, device=DEV)
-        one = bench_ms(lambda: self(x), rep_ms=50)
-        self.repeats = 11
-        eleven = bench_ms(lambda: self(x), rep_ms=50)
-        per_mm = max((eleven - one) / 10, 1e-3)
-        self.repeats = max(1, round((target_ms - (one - per_mm)) / per_mm))
-        self.size = size
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.nn.functional.conv2d(x.to(self.dtype), self.conv, stride=4)
-        z = self.z0 + y.mean()  # depends on the batch: compute cannot start before it lands
-        for _ in range(self.repeats):
-            z = z @ self.w
-        return z
-
-    def flops(self, batch: torch.Tensor) -> float:
-        n, c, h, w = batch.shape
-        conv = 2 * n * 32 * c * 9 * (h // 4) * (w // 4)
-        return conv + self.repeats * 2 * self.size**3
-
-
 # -- measurement ------------------------------------------------------------------------
-
-
-def _images(batch):
-    return batch[0] if isinstance(batch, (tuple, list)) else batch
 
 
 #: Steps run under the profiler to see every host→device copy from the GPU side.
@@ -132,10 +85,6 @@ PROFILED_STEPS = 8
 #: Bytes seen per step may differ from the batch by the copies in flight at the window's
 #: edges (a prefetcher issues copies up to `depth` batches ahead): ±2 batches over 8 steps.
 SEEN_TOLERANCE = 2 / PROFILED_STEPS + 0.01
-
-
-#: extra batches past the measured ones (> any prefetch depth + staging in flight)
-PIPELINE_SLACK = 8
 
 
 def run_variant(
@@ -159,32 +108,9 @@ def run_variant(
     it = iter(make_iter(warmup + steps + profiled + PIPELINE_SLACK))
     for _ in range(warmup):
         work(to_device(next(it)))
-    starts, ends = [], []
+    out = time_steps(it, to_device, work, steps)
+    out.update(**H2D_NAN)
     if CUDA:
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        x = to_device(next(it))
-        if CUDA:
-            starts.append(torch.cuda.Event(enable_timing=True))
-            ends.append(torch.cuda.Event(enable_timing=True))
-            starts[-1].record()
-        work(x)
-        if CUDA:
-            ends[-1].record()
-    if CUDA:
-        torch.cuda.synchronize()
-    wall_ms = (time.perf_counter() - t0) * 1e3
-    out = {"step_ms": wall_ms / steps, "compute_ms": float("nan"), "gpu_busy": float("nan")}
-    out.update(median_period_ms=float("nan"), **H2D_NAN)
-    if CUDA:
-        compute = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-        periods = [a.elapsed_time(b) for a, b in itertools.pairwise(starts)]
-        out.update(
-            compute_ms=statistics.median(compute),
-            gpu_busy=sum(compute) / wall_ms,
-            median_period_ms=statistics.median(periods),
-        )
         out.update(_profile_h2d(it, to_device, work, profiled, trace_path))
     for _ in it:  # drain so DataLoader workers / prefetch threads finish cleanly
         pass
@@ -268,35 +194,28 @@ def pinned_ceiling(nbytes: int) -> tuple[float, float]:
 
 
 def _to_dev(batch):
-    return _images(batch).to(DEV, non_blocking=True)
+    return images(batch).to(DEV, non_blocking=True)
 
 
 def _already(batch):
-    return _images(batch)
+    return images(batch)
 
 
 def variants(f32: list, u8: list, workers: int, steps: int) -> dict[str, tuple]:
     """name -> (make_iter(n), to_device, bytes per step, what it is)."""
+    out = shared_variants(f32, u8, workers, DEV)
     imgs_f32 = torch.cat([b[0] for b in f32])
     imgs_u8 = torch.cat([b[0] for b in u8])
     bsz = f32[0][0].shape[0]
     f32_bytes = f32[0][0].nbytes + f32[0][1].nbytes
     u8_bytes = u8[0][0].nbytes + u8[0][1].nbytes
-    norm = Normalize(MEAN, STD, torch.bfloat16 if CUDA else torch.float32)
 
-    def dl(images, n, pin):
-        ds = ItemDataset(images, n * bsz)
+    def dl(imgs, n, pin):
+        ds = ItemDataset(imgs, n * bsz)
         return torch.utils.data.DataLoader(
             ds, batch_size=bsz, num_workers=workers, pin_memory=pin and CUDA
         )
 
-    out = {
-        "a-pageable": (lambda n: cycle_batches(f32, n), _to_dev, f32_bytes, "pageable, non_blocking"),
-        "b-dl-pinned": (lambda n: dl(imgs_f32, n, True), _to_dev, f32_bytes, f"DataLoader w={workers} pin"),
-        "c-prefetch": (lambda n: prefetch(cycle_batches(f32, n), DEV), _already, f32_bytes, "membound prefetch"),
-        "c-prefetch-dl": (lambda n: prefetch(dl(imgs_f32, n, False), DEV), _already, f32_bytes, f"prefetch(DataLoader w={workers})"),
-        "d-prefetch-u8": (lambda n: prefetch(cycle_batches(u8, n), DEV, transform=norm), _already, u8_bytes, "prefetch uint8 + Normalize"),
-    }  # fmt: skip
     try:
         from timm.data.loader import PrefetchLoader
     except Exception:
@@ -338,14 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.steps or (6 if quick else 30)
     workers = min(args.workers, 2) if quick else args.workers
     n_distinct = 3 if quick else 6
-    g = torch.Generator().manual_seed(0)
-    f32 = [
-        (torch.rand(bsz, 3, size, size, generator=g), torch.randint(0, 1000, (bsz,), generator=g))
-        for _ in range(n_distinct)
-    ]
-    u8 = [((x * 255).to(torch.uint8), y) for x, y in f32]
+    f32, u8 = make_batches(bsz, size, n_distinct)
     batch_bytes = f32[0][0].nbytes
-    work = Workload(args.target_ms, 3, 256 if quick else 4096)
+    work = Workload(args.target_ms, 3, 256 if quick else 4096, DEV)
     resident = f32[0][0].to(DEV)
     compute_alone = bench_ms(lambda: work(resident))
     pinned_bps, pageable_bps = pinned_ceiling(batch_bytes)

@@ -28,7 +28,7 @@ def test_layernorm_path_on_cpu(tmp_path):
 
 def test_input_pipeline_path_on_cpu(tmp_path):
     console = Console(width=160, record=True)
-    res = input_pipeline.run(tmp_path, console, device="cpu", shape=(2, 16), width=32)
+    res = input_pipeline.run(tmp_path, console, device="cpu", shape=(2, 16), width=32, workers=0)
     assert [r[0] for r in res["rows"]] == list(input_pipeline.VARIANTS)
     for name in input_pipeline.VARIANTS:
         assert (tmp_path / name / "trace.json.gz").exists()  # captured by membound.profile
@@ -36,4 +36,31 @@ def test_input_pipeline_path_on_cpu(tmp_path):
         assert report["schema"] == 1
         assert report["steps"]["count"] == input_pipeline.STEPS
     assert res["compare"]["step_ms"]["before"] > 0
-    assert "membound compare" in console.export_text()
+    # every variant also timed without the profiler, shown beside the profiled numbers
+    assert set(res["timed"]) == set(input_pipeline.VARIANTS)
+    assert all(t["step_ms"] > 0 for t in res["timed"].values())
+    text = console.export_text()
+    assert "membound compare" in text and "no profiler" in text
+    assert set(res["story"]) == set(input_pipeline.STORY_CODES)
+    assert "the story, from the findings" in text
+    # (b) is the realistic pinned path: a DataLoader with pin_memory, not pre-pinned tensors
+    assert "b-dl-pinned" in input_pipeline.VARIANTS
+
+
+def test_benchmark_uses_the_demo_definitions():
+    """One workload and one set of variants: the benchmark imports the demo's."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        bench = importlib.import_module("bench_input_pipeline")
+    finally:
+        sys.path.remove(str(bench_dir))
+    assert bench.Workload is input_pipeline.Workload
+    assert bench.time_steps is input_pipeline.time_steps
+    f32, u8 = input_pipeline.make_batches(2, 8, 2)
+    names = set(bench.variants(f32, u8, 0, 1))
+    assert set(input_pipeline.VARIANTS) <= names

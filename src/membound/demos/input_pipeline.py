@@ -1,162 +1,320 @@
-"""The memory wall between host and GPU, measured: one small training loop fed four ways, each
-captured with `membound.profile` and analysed.
+"""The memory wall between host and GPU, measured: one GPU workload fed four ways, each timed
+without the profiler and then captured with `membound.profile` and analysed.
 
-(a) pageable tensors + `.to(cuda, non_blocking=True)`: the copy is silently synchronous;
-(b) pinned tensors + non_blocking: asynchronous, but on the compute stream, so the GPU still
-    waits for each copy; (c) `membound.data.prefetch`: the next batch is copied on a side
-    stream while this one computes; (d) the same with uint8 batches and `Normalize` on the
-    GPU: a quarter of the bytes over PCIe.
+(a) pageable batches + `.to(cuda, non_blocking=True)`: the copy is silently synchronous;
+(b) DataLoader(pin_memory=True) + non_blocking — what users do to pin: the copy becomes fast
+    and asynchronous, but the loader's single pin thread copies 38.5 MB per batch;
+(c) `membound.data.prefetch` over the same pageable batches as (a): staged into pinned buffers
+    by several threads and copied on a side stream while the previous batch computes;
+(d) the same with uint8 batches and `Normalize` on the GPU: a quarter of the bytes.
+
+The workload, the batches and the variants are defined here once and imported by
+`benchmarks/bench_input_pipeline.py`, so the demo's table and the benchmark's agree.
 """
 
 from __future__ import annotations
 
+import itertools
+import statistics
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import torch
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+#: the demo's variants (the benchmark adds more): name -> what fed the loop
 VARIANTS = {
     "a-pageable": "pageable tensors, .to(cuda, non_blocking=True)",
-    "b-pinned": "pinned tensors, .to(cuda, non_blocking=True)",
-    "c-prefetch": "membound.data.prefetch (pinned pool, side stream)",
+    "b-dl-pinned": "DataLoader(pin_memory=True, 4 workers), .to(cuda, non_blocking=True)",
+    "c-prefetch": "membound.data.prefetch over (a)'s pageable batches (pinned pool, side stream)",
     "d-prefetch-u8": "prefetch of uint8 batches + membound.data.Normalize on the GPU",
 }
 TARGET_COMPUTE_MS = 2.5
+WORKERS = 4
 #: capture schedule: steps skipped, warm-up steps, recorded steps
 WAIT, WARMUP, STEPS = 1, 2, 6
+#: steps timed without the profiler (after `WARMUP_STEPS` untimed ones)
+TIMED_STEPS, WARMUP_STEPS = 20, 4
+#: extra batches past the used ones (> any prefetch depth + staging in flight), so a
+#: prefetching pipeline stays full to the end
+PIPELINE_SLACK = 8
 
 
-class Model:
-    """A conv stem reading the whole batch, then a calibrated stack of bf16 matmuls: a training
-    step (forward, backward, SGD) of about `TARGET_COMPUTE_MS` on the GPU."""
+# -- data -------------------------------------------------------------------------------
 
-    def __init__(self, channels: int = 3, width: int = 2048, device: str = "cuda"):
-        import torch
 
-        g = torch.Generator().manual_seed(0)
-        self.device = device
-        self.stem = torch.nn.Conv2d(channels, 32, 4, stride=4).to(device)
-        self.h0 = torch.randn(width, width, generator=g).to(device)
-        self.layers = torch.nn.ModuleList(
-            [torch.nn.Linear(width, width, bias=False) for _ in range(16)]
-        ).to(device)
-        self.depth = 1
-        self.opt = torch.optim.SGD([*self.stem.parameters(), *self.layers.parameters()], lr=1e-6)
+class ItemDataset(torch.utils.data.Dataset):
+    """Map-style, per-item tensors (the realistic DataLoader path), cycling a small pool."""
 
-    def step(self, x) -> None:
-        import torch
+    def __init__(self, images: torch.Tensor, length: int, transform: Callable | None = None):
+        self.images, self.length, self.transform = images, length, transform
 
-        with torch.autocast(self.device, dtype=torch.bfloat16):
-            y = self.stem(x)
-            h = self.h0 + y.mean()  # the batch gates the rest: compute waits for the copy
-            for layer in self.layers[: self.depth]:
-                h = layer(h)
-            loss = h.float().square().mean()
-        loss.backward()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+    def __len__(self) -> int:
+        return self.length
 
-    def calibrate(self, x) -> float:
-        """Pick the depth whose step takes about TARGET_COMPUTE_MS; return that step's ms."""
+    def __getitem__(self, i: int):
+        x = self.images[i % len(self.images)]
+        if self.transform is not None:
+            x = self.transform(x)
+        return x, i % 1000
+
+
+def cycle_batches(batches: list, steps: int) -> Iterator:
+    """The in-memory loader of (a)/(c)/(d): pre-built pageable batches, repeated."""
+    return itertools.islice(itertools.cycle(batches), steps)
+
+
+def make_batches(batch: int, size: int, distinct: int) -> tuple[list, list]:
+    """(float32 batches, uint8 batches): `distinct` pageable (images, labels) pairs each."""
+    g = torch.Generator().manual_seed(0)
+    f32 = [
+        (
+            torch.rand(batch, 3, size, size, generator=g),
+            torch.randint(0, 1000, (batch,), generator=g),
+        )
+        for _ in range(distinct)
+    ]
+    u8 = [((x * 255).to(torch.uint8), y) for x, y in f32]
+    return f32, u8
+
+
+# -- the GPU workload -------------------------------------------------------------------
+
+
+class Workload:
+    """A conv stem reading the batch, then a chain of bf16 matmuls: ~target_ms of GPU work.
+
+    Few, large kernels (about 20 launches per step): the host stays far ahead of the GPU even
+    under the profiler, so what the variants change — the copy path — is what is measured.
+    (A small autograd + optimizer step launches ~100 kernels of ~25 µs: under the profiler
+    its host time reaches the GPU time and any host-side cost reads as `launch-bound`.)
+    """
+
+    def __init__(self, target_ms: float, channels: int, size: int, device: str | torch.device):
+        self.device = torch.device(device)
+        cuda = self.device.type == "cuda"
+        dt = torch.bfloat16 if cuda else torch.float32
+        g = torch.Generator(device="cpu").manual_seed(0)
+        self.dtype, self.size = dt, size
+        self.conv = (torch.randn(32, channels, 3, 3, generator=g) * 0.1).to(self.device, dt)
+        self.w = (torch.randn(size, size, generator=g) / size**0.5).to(self.device, dt)
+        self.z0 = torch.randn(size, size, generator=g).to(self.device, dt)
+        x = torch.rand(2, channels, 32, 32, device=self.device)
+        self.repeats = 1
+        one = self.time_ms(x)
+        self.repeats = 11
+        eleven = self.time_ms(x)
+        per_mm = max((eleven - one) / 10, 1e-3)
+        self.repeats = max(1, round((target_ms - (one - per_mm)) / per_mm))
+
+    def time_ms(self, x: torch.Tensor) -> float:
+        """Median ms of one step on `x` (device time on CUDA, wall time on CPU)."""
         from membound.device.timing import cuda_median_ms, wall_median_ms
 
-        def ms():
-            if self.device == "cuda":
-                return cuda_median_ms(lambda: self.step(x), warmup_ms=10, rep_ms=40)
-            return wall_median_ms(lambda: self.step(x), rep_ms=10, max_reps=3)
+        if self.device.type == "cuda":
+            return cuda_median_ms(lambda: self(x), warmup_ms=10, rep_ms=50)
+        return wall_median_ms(lambda: self(x), rep_ms=10, max_reps=3)
 
-        self.depth = 1
-        one = ms()
-        self.depth = 9
-        nine = ms()
-        per = max((nine - one) / 8, 1e-3)
-        self.depth = max(1, min(len(self.layers), round(1 + (TARGET_COMPUTE_MS - one) / per)))
-        return ms()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.conv2d(x.to(self.dtype), self.conv, stride=4)
+        z = self.z0 + y.mean()  # depends on the batch: compute cannot start before it lands
+        for _ in range(self.repeats):
+            z = z @ self.w
+        return z
 
-
-def _cycle(batches, n):
-    for i in range(n):
-        yield batches[i % len(batches)]
+    def flops(self, batch: torch.Tensor) -> float:
+        n, c, h, w = batch.shape
+        conv = 2 * n * 32 * c * 9 * (h // 4) * (w // 4)
+        return conv + self.repeats * 2 * self.size**3
 
 
-def _feeds(batch: int, size: int, n: int, dev: str = "cuda"):
-    """variant -> (iterator of n batches, to_device)."""
-    import torch
+# -- the variants ------------------------------------------------------------------------
 
+
+def images(batch):
+    return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+def variants(f32: list, u8: list, workers: int, device: str | torch.device) -> dict[str, tuple]:
+    """name -> (make_iter(n batches), to_device(batch) -> images, bytes per step, what it is).
+
+    The demo runs `VARIANTS`; the benchmark all of these (plus timm's loader if present)."""
     from membound.data import Normalize, prefetch
 
-    g = torch.Generator().manual_seed(0)
-    f32 = [torch.rand(batch, 3, size, size, generator=g) for _ in range(3)]
-    u8 = [(t * 255).to(torch.uint8) for t in f32]
-    pinned = [t.pin_memory() for t in f32] if dev == "cuda" else f32
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    imgs_f32 = torch.cat([b[0] for b in f32])
+    bsz = f32[0][0].shape[0]
+    f32_bytes = f32[0][0].nbytes + f32[0][1].nbytes
+    u8_bytes = u8[0][0].nbytes + u8[0][1].nbytes
+    norm = Normalize(MEAN, STD, torch.bfloat16 if cuda else torch.float32)
 
-    def to_dev(x):
-        return x.to(dev, non_blocking=True)
+    def to_dev(batch):
+        return images(batch).to(dev, non_blocking=True)
 
-    def already(x):
-        return x
+    def already(batch):
+        return images(batch)
 
-    norm = Normalize(MEAN, STD, dtype=torch.bfloat16 if dev == "cuda" else torch.float32)
+    def dl(imgs, n, pin):
+        ds = ItemDataset(imgs, n * bsz)
+        return torch.utils.data.DataLoader(
+            ds, batch_size=bsz, num_workers=workers, pin_memory=pin and cuda
+        )
+
     return {
-        "a-pageable": (lambda: _cycle(f32, n), to_dev, f32[0].nbytes),
-        "b-pinned": (lambda: _cycle(pinned, n), to_dev, f32[0].nbytes),
-        "c-prefetch": (lambda: prefetch(_cycle(f32, n), dev), already, f32[0].nbytes),
-        "d-prefetch-u8": (
-            lambda: prefetch(_cycle(u8, n), dev, transform=norm),
-            already,
-            u8[0].nbytes,
-        ),
-    }
+        "a-pageable": (lambda n: cycle_batches(f32, n), to_dev, f32_bytes, "pageable, non_blocking"),
+        "b-dl-pinned": (lambda n: dl(imgs_f32, n, True), to_dev, f32_bytes, f"DataLoader w={workers} pin"),
+        "c-prefetch": (lambda n: prefetch(cycle_batches(f32, n), dev), already, f32_bytes, "membound prefetch"),
+        "c-prefetch-dl": (lambda n: prefetch(dl(imgs_f32, n, False), dev), already, f32_bytes, f"prefetch(DataLoader w={workers})"),
+        "d-prefetch-u8": (lambda n: prefetch(cycle_batches(u8, n), dev, transform=norm), already, u8_bytes, "prefetch uint8 + Normalize"),
+    }  # fmt: skip
+
+
+def time_steps(it: Iterator, to_device: Callable, work: Workload, steps: int) -> dict:
+    """Run `steps` steps from `it`, without the profiler; the caller warmed up.
+
+    step_ms = host wall time over the steps (ending in a synchronize) ÷ steps: what a user
+    waits per step, stalls included. gpu_busy = the compute's kernel time (CUDA events around
+    it) ÷ that same wall time, so gpu_busy ≈ compute_ms / step_ms. median_period_ms: median
+    GPU start-to-start interval (far below step_ms: bursty delivery)."""
+    cuda = work.device.type == "cuda"
+    starts, ends = [], []
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        x = to_device(next(it))
+        if cuda:
+            starts.append(torch.cuda.Event(enable_timing=True))
+            ends.append(torch.cuda.Event(enable_timing=True))
+            starts[-1].record()
+        work(x)
+        if cuda:
+            ends[-1].record()
+    if cuda:
+        torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    nan = float("nan")
+    out = {"step_ms": wall_ms / steps, "compute_ms": nan, "gpu_busy": nan, "median_period_ms": nan}
+    if cuda:
+        compute = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+        periods = [a.elapsed_time(b) for a, b in itertools.pairwise(starts)]
+        out.update(
+            compute_ms=statistics.median(compute),
+            gpu_busy=sum(compute) / wall_ms,
+            median_period_ms=statistics.median(periods) if periods else nan,
+        )
+    return out
+
+
+def _close(it) -> None:
+    """Stop a loader early: a prefetcher's generator joins its threads on close(); a
+    DataLoader iterator shuts its workers down when dropped."""
+    close = getattr(it, "close", None)
+    if callable(close):
+        close()
+
+
+# -- the demo -----------------------------------------------------------------------------
 
 
 def run(
-    out: Path, console, *, quick: bool = False, device: str = "cuda", shape=None, width=2048
+    out: Path,
+    console,
+    *,
+    quick: bool = False,
+    device: str = "cuda",
+    shape=None,
+    width: int = 4096,
+    workers: int = WORKERS,
 ) -> dict:
-    """Run the four variants under `membound.profile`, analyse, present, compare.
+    """Time each variant without the profiler, then capture it with `membound.profile`,
+    analyse, present, compare.
 
-    The demo runs on "cuda"; `device="cpu"` with a small `shape` (batch, image size) and
-    `width` exercises the same code path in tests (CPU traces: no GPU findings)."""
-    import torch
-
+    The demo runs on "cuda"; `device="cpu"` with a small `shape` (batch, image size), `width`
+    (matmul size) and `workers=0` exercises the same code path in tests."""
     import membound
     from membound.demos.show import present_variants
     from membound.device import get_ceilings
 
     batch, size = shape or ((32 if quick else 64), 224)
-    ceilings = get_ceilings(device, quick=quick or device == "cpu", progress=False)
-    model = Model(width=width, device=device)
-    compute_ms = model.calibrate(torch.rand(batch, 3, size, size, device=device))
-    n = WAIT + WARMUP + STEPS + 2
-    feeds = _feeds(batch, size, n, device)
+    cuda = torch.device(device).type == "cuda"
+    ceilings = get_ceilings(device, quick=quick or not cuda, progress=False)
+    work = Workload(TARGET_COMPUTE_MS, 3, width, device)
+    resident = torch.rand(batch, 3, size, size, device=device)
+    compute_ms = work.time_ms(resident)
+    f32, u8 = make_batches(batch, size, 3)
+    feeds = variants(f32, u8, workers, device)
+    timed_steps = TIMED_STEPS if cuda else 2
     console.print(
-        f"[bold]input pipeline on {ceilings.name}[/bold]: a training step of {compute_ms:.2f} ms "
-        f"GPU compute, fed {batch}x3x{size}x{size} fp32 batches "
-        f"({feeds['a-pageable'][2] / 1e6:.1f} MB; uint8: {feeds['d-prefetch-u8'][2] / 1e6:.1f} MB);"
-        f" each variant captured with membound.profile(steps={STEPS})"
+        f"[bold]input pipeline on {ceilings.name}[/bold]: a GPU step of {compute_ms:.2f} ms "
+        f"(conv stem + {work.repeats} bf16 {width}x{width} matmuls), fed {batch}x3x{size}x{size} "
+        f"fp32 batches ({feeds['a-pageable'][2] / 1e6:.1f} MB; uint8: "
+        f"{feeds['d-prefetch-u8'][2] / 1e6:.1f} MB). Each variant: {timed_steps} steps timed "
+        f"without the profiler, then {STEPS} steps captured with membound.profile."
     )
-    rows = []
-    for name, (make, to_device, _) in feeds.items():
+    rows, timed = [], {}
+    profiled = WAIT + WARMUP + STEPS + 1
+    for name, what in VARIANTS.items():
+        what = what.replace(f"{WORKERS} workers", f"{workers} workers")
+        make, to_device, _, _ = feeds[name]
+        it = None
         try:
+            it = iter(make(WARMUP_STEPS + timed_steps + profiled + PIPELINE_SLACK))
+            for _ in range(WARMUP_STEPS):
+                work(to_device(next(it)))
+            timed[name] = time_steps(it, to_device, work, timed_steps)
             with membound.profile(steps=STEPS, wait=WAIT, warmup=WARMUP, out=out / name) as p:
-                for b in make():
-                    model.step(to_device(b))
-            if device == "cuda":
+                for _ in range(profiled):
+                    work(to_device(next(it)))
+                    membound.step()
+            if cuda:
                 torch.cuda.synchronize()
-            rows.append((name, VARIANTS[name], p.analyze(ceilings)))
+            rows.append((name, what, p.analyze(ceilings)))
         except Exception as exc:  # one failing variant must not cost the others
             console.print(f"[yellow]{name}: failed: {type(exc).__name__}: {exc}[/yellow]")
+        finally:
+            _close(it)
+            del it
     if len(rows) < 2:
-        return {"rows": rows}
-    # pinning removes pageable-copy; prefetching then removes blocking-copy; uint8 the bytes
+        return {"rows": rows, "timed": timed}
+    # pinning removes pageable-copy; prefetching then the blocking copy and the pin thread;
+    # uint8 a quarter of the bytes
     res = present_variants(
         rows,
         out,
         console,
-        title=f"input pipeline on {ceilings.name} (median step)",
+        title=f"input pipeline on {ceilings.name}",
         pairs=[
-            ("a-pageable", "b-pinned"),
-            ("b-pinned", "c-prefetch"),
+            ("a-pageable", "b-dl-pinned"),
+            ("b-dl-pinned", "c-prefetch"),
             ("a-pageable", "d-prefetch-u8"),
         ],
+        timed=timed,
     )
+    res["story"] = story(rows, console)
+    import json
+
+    # the unprofiled timings beside the report JSONs, for scripts comparing with the benchmark
+    (out / "timed.json").write_text(json.dumps({"compute_alone_ms": compute_ms, **timed}, indent=1))
     res["rows"] = rows
+    res["timed"] = timed
     res["compute_ms"] = compute_ms
     return res
+
+
+#: the findings the story is about, in the order the fixes remove them
+STORY_CODES = ("pageable-copy", "blocking-copy", "input-starved", "launch-bound")
+
+
+def story(rows: list, console) -> dict[str, list[str]]:
+    """Which variant produced which of the story's findings (code -> variant names)."""
+    seen = {
+        code: [name for name, _, a in rows if any(f.code == code for f in a.findings)]
+        for code in STORY_CODES
+    }
+    console.print("\n[bold]the story, from the findings[/bold]:")
+    for code, names in seen.items():
+        console.print(f"  {code:14s} {', '.join(names) if names else 'in no variant'}")
+    return seen

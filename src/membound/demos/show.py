@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 
+def _num(x, fmt: str) -> str:
+    return "-" if x is None or x != x else fmt.format(x)  # None or NaN: not measured
+
+
 def findings_text(analysis, limit: int = 3) -> str:
     if not analysis.findings:
         return "none"
@@ -50,29 +54,51 @@ def kernel_busy_fraction(analysis) -> float | None:
     return sum(s.kernel_busy_ms for s in analysis.steps) / wall
 
 
-def variants_table(rows: list[tuple[str, str, Any]], title: str, console, per: str = "step"):
-    """rows: (name, what fed it, analysis)."""
+def variants_table(
+    rows: list[tuple[str, str, Any]],
+    title: str,
+    console,
+    per: str = "step",
+    timed: dict[str, dict] | None = None,
+):
+    """rows: (name, what fed it, analysis). `timed`: name -> {"step_ms", "gpu_busy"} of the
+    same variant run without the profiler, shown beside the profiled numbers."""
     from rich.table import Table
 
     for name, what, _ in rows:
         console.print(f"  [bold]{name}[/bold]: {what}")
     t = Table(title=title, title_justify="left")
     t.add_column("variant")
-    t.add_column(f"{per} ms", justify="right")
-    t.add_column("GPU busy", justify="right")
-    t.add_column("kernels", justify="right")
+    if timed is not None:
+        t.add_column(f"{per} ms\nno profiler", justify="right")
+        t.add_column("computing\nno profiler", justify="right")
+    prof = "\nprofiled" if timed is not None else ""
+    t.add_column(f"{per} ms{prof}", justify="right")
+    t.add_column(f"GPU busy{prof}", justify="right")
+    t.add_column(f"kernels{prof}", justify="right")
     t.add_column("findings (ms lost per step)")
     for name, _, a in rows:
         busy = "-" if a.gpu_busy_fraction is None else f"{a.gpu_busy_fraction:.0%}"
         kb = kernel_busy_fraction(a)
+        plain = []
+        if timed is not None:
+            r = timed.get(name) or {}
+            plain = [_num(r.get("step_ms"), "{:.2f}"), _num(r.get("gpu_busy"), "{:.0%}")]
         t.add_row(
             name,
+            *plain,
             f"{a.median_step_ms:.2f}",
             busy,
             "-" if kb is None else f"{kb:.0%}",
             findings_text(a).replace(", ", "\n"),
         )
     console.print(t)
+    if timed is not None:
+        console.print(
+            "no profiler: wall time per step over the timed steps (ending in a synchronize), "
+            "and the compute's kernel time (CUDA events) / that wall time; profiled: the "
+            "median step of the membound.profile capture (the profiler adds host overhead)."
+        )
     console.print(
         "GPU busy: kernels, copies or memsets running; kernels: computing only (a copy from "
         "pageable memory keeps the GPU 'busy' but not computing)."
@@ -87,11 +113,12 @@ def present_variants(
     title: str,
     pairs: list[tuple[str, str]],
     per: str = "step",
+    timed: dict[str, dict] | None = None,
 ) -> dict[str, Any]:
     """Table, files per variant, then `membound compare` of each (before, after) pair."""
     from membound.commands.compare import compare, load_report, render
 
-    variants_table(rows, title, console, per=per)
+    variants_table(rows, title, console, per=per, timed=timed)
     names = {name for name, _, _ in rows}
     pairs = [(b, a) for b, a in pairs if b in names and a in names]
     with_html = {n for pair in pairs for n in pair}
