@@ -350,3 +350,43 @@ def test_loader_runs_with_the_consumers_intra_op_threads():
         torch.set_num_threads(before)
         _set_threads_from_another_thread(before)
     assert not _threads()
+
+
+def test_transform_runs_on_the_producer_thread_not_the_consumer():
+    # The consumer (training) thread should only wait and launch: the transform runs where
+    # the copies are issued, before the batch's event is recorded.
+    seen = []
+
+    def transform(batch):
+        seen.append(threading.current_thread())
+        return batch * 2
+
+    data = [torch.full((4,), float(i)) for i in range(5)]
+    out = list(Prefetcher(data, "cpu", backend=HostBackend(), transform=transform))
+    assert [o.tolist() for o in out] == [[2.0 * i] * 4 for i in range(5)]
+    assert len(seen) == 5 and all(t is not threading.main_thread() for t in seen)
+
+
+def test_transform_of_batches_with_opaque_objects_runs_at_delivery():
+    # Objects that move themselves are copied on the consumer's stream at delivery, so a
+    # transform over the whole batch must wait for them: it runs on the consumer thread.
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+        def pin_memory(self):
+            return self
+
+        def to(self, *args, **kwargs):
+            return Box(self.t.clone())
+
+    seen = []
+
+    def transform(batch):
+        seen.append(threading.current_thread())
+        return batch
+
+    data = [(torch.ones(2), Box(torch.zeros(2))) for _ in range(3)]
+    out = list(Prefetcher(data, "cpu", backend=HostBackend(), transform=transform))
+    assert len(out) == 3 and all(isinstance(b[1], Box) for b in out)
+    assert seen and all(t is threading.main_thread() for t in seen)

@@ -5,7 +5,8 @@
 
 One background thread per epoch pulls batches from the loader, copies pageable tensors into
 reusable pinned buffers (several threads, see `staging.py`), and issues their host→device
-copies on a copy stream owned by the prefetcher for its whole life. Each batch carries an
+copies on a copy stream owned by the prefetcher for its whole life, followed there by
+`transform` (so the training thread only waits and launches). Each batch carries an
 event recorded after its copies; the consumer's stream waits on it, so no kernel reads a
 batch before it landed, and each pinned buffer is reused only after the event of the copy
 that read it completed. Up to `depth` batches wait ready in a queue while one is consumed.
@@ -41,6 +42,7 @@ class _Slot:
     rebuild: Callable[[list[Any]], Any]
     event: Any
     sources: list[Any]  # keeps pinned source tensors alive until the batch is delivered
+    finished: bool = False  # transform/memory_format already applied on the copy stream
 
 
 @dataclass(eq=False)
@@ -219,8 +221,16 @@ class Prefetcher:
                 elif backend.pins and callable(getattr(leaf, "pin_memory", None)):
                     staged[i] = leaf.pin_memory()
             copier.copy(pairs)
+            finished = False
             with backend.copy_context():
                 out = [backend.to_device(x) if isinstance(x, torch.Tensor) else x for x in staged]
+                if not any(is_movable(x) for x in out):
+                    # The transform (e.g. uint8 -> normalized bf16) runs here, on the copy
+                    # stream, before the batch's event: the training thread then only waits and
+                    # launches its own kernels (under a profiler, per-batch work on that thread
+                    # showed up as launch gaps).
+                    out, rebuild = flatten(self._finish(rebuild(out)))
+                    finished = True
                 event = backend.new_event()
                 backend.record(event)
         except BaseException:
@@ -235,7 +245,7 @@ class Prefetcher:
             raise
         for buf in bufs:
             pool.release(buf, event)
-        return _Slot(out, rebuild, event, leaves)
+        return _Slot(out, rebuild, event, leaves, finished)
 
     def _deliver(self, backend, slot: _Slot) -> Any:
         backend.consumer_wait(slot.event)
@@ -249,7 +259,8 @@ class Prefetcher:
                 # consumer's stream — still asynchronous for the host.
                 leaf = leaf.to(backend.device, non_blocking=True)
             leaves.append(leaf)
-        return self._finish(slot.rebuild(leaves))
+        batch = slot.rebuild(leaves)
+        return batch if slot.finished else self._finish(batch)
 
 
 def _match_intra_op_threads(wanted: int) -> None:
