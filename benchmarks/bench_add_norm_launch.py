@@ -110,28 +110,61 @@ def main(argv=None) -> int:
         )
         record(f"add_norm fwd+bwd ({tag})", _per_call_us(fb, args.n // 2))
     _launch.ENABLED = True
-    _ops.EAGER_MAX_ELEMS = 1 << 40  # always the eager composite
+    # where the backward's host time goes (run 2: fwd+bwd 860 us vs grad fwd 108 us): the
+    # launcher alone and _bwd_impl alone on this thread, without autograd
+    from membound.kernels.add_norm import add_norm_bwd
+
+    y0, s0, mean0, rstd0 = add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False,
+                                        dropout_p=0.1, seed=1)  # fmt: skip
+    record("add_norm_bwd launcher (direct)", _per_call_us(
+        lambda: add_norm_bwd(x, None, s0, mean0, rstd0, w, is_rms=False, dropout_p=0.1, seed=1,
+                             want_dweight=True, want_dbias=True, dres_dtype=x.dtype), args.n))  # fmt: skip
+    seed_t = torch.tensor([1, 1], dtype=torch.int64)
+    record("_bwd_impl (no autograd)", _per_call_us(
+        lambda: _ops._bwd_impl(x, None, s0, mean0, rstd0, w, seed_t, 0.1, False, True, True,
+                               True, False, x.dtype, x.dtype, torch.float32), args.n))  # fmt: skip
+    import threading
+
+    # a Python backward runs on autograd's device thread and needs the GIL: other live Python
+    # threads (compile workers, ...) can make it wait up to the switch interval
+    print(f"  python threads {threading.active_count()}, switch interval {sys.getswitchinterval()}")
+    if torch.cuda.is_available():  # the CPU and CUDA ops of 10 fwd+bwd calls, top 12
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                fb()
+            torch.cuda.synchronize()
+        print("=== profile: 10 x add_norm fwd+bwd (kernels), by CPU total")
+        table = prof.key_averages().table(
+            sort_by="cpu_time_total", row_limit=14, max_name_column_width=48
+        )
+        print(table)
+        print("=== end profile")
+    _ops.EAGER_MAX_ELEMS = 1 << 40  # always the eager path
     record(
-        "add_norm grad fwd (eager composite)",
+        "add_norm grad fwd (eager ops)",
         _per_call_us(
             lambda: add_norm(xg, wg, bg, residual=rg, dropout_p=0.1, prenorm=True), args.n
         ),
     )
-    record("add_norm fwd+bwd (eager composite)", _per_call_us(fb, args.n // 2))
+    record("add_norm fwd+bwd (eager ops)", _per_call_us(fb, args.n // 2))
     _ops.EAGER_MAX_ELEMS = eager_max
 
-    def eager():
+    wh, bh = (t.detach().to(x.dtype).requires_grad_() for t in (wg, bg))
+
+    def eager():  # parameters in the activation dtype: F.layer_norm wants one dtype
         s = F.dropout(xg, 0.1) + rg
-        return F.layer_norm(s, (1024,), wg, bg, 1e-5), s
+        return F.layer_norm(s, (1024,), wh, bh, 1e-5), s
 
     def eager_fb():
         y, s = eager()
-        torch.autograd.grad((y, s), (xg, rg, wg, bg), (x, x))
+        torch.autograd.grad((y, s), (xg, rg, wh, bh), (x, x))
 
     record("eager dropout+add+layer_norm fwd", _per_call_us(eager, args.n))
     record("eager fwd+bwd", _per_call_us(eager_fb, args.n // 2))
     d = dict(rows)
-    kern, comp = d["add_norm fwd+bwd (direct)"], d["add_norm fwd+bwd (eager composite)"]
+    kern, comp = d["add_norm fwd+bwd (direct)"], d["add_norm fwd+bwd (eager ops)"]
     # the kernel moves ~7 tensors at ~4 TB/s; the composite ~14 at ~2.5 TB/s effective:
     # below the size where the host cost difference equals the GPU time saved, use eager
     gap_us = kern - comp

@@ -5,8 +5,14 @@ Why these numbers (H100/H200-class GPUs, 132 SMs, 64K registers and 64 warps per
   `FUSED_MAX_N` elements go to the chunked kernels (registers would spill).
 - Small rows are batched, BLOCK_M rows per tile, so a tile holds ~`TILE_ELEMS` elements: one
   row of 64 bf16 per program would move 256 B per launch slot and be latency-bound.
-- num_warps gives each thread ~`ELEMS_PER_THREAD` elements: 8 bf16 is one 16-byte vector load;
-  two or four of them in flight per thread hide HBM latency without spilling.
+- num_warps gives each thread ~`ELEMS_PER_THREAD` = 8 elements, i.e. one 16-byte vector per
+  bf16 tensor: measured on the H200 (run 2, bf16 H=4096 fwd) 16 warps (8 elements/thread)
+  0.789 of copy vs 0.678 at 8 warps (16/thread) and 0.484 at 4 warps; more warps per SM hide
+  HBM latency better than more bytes in flight per thread. Capped at 16 warps (`w32` is a
+  variant in the config table, untested as a default).
+- Forward rows wider than `FWD_FUSED_MAX_N` (4096) take the chunked kernel with 4096-wide chunks,
+  8 warps, 8 programs/SM: run 2 at H=16384 measured it at 0.732 of copy vs 0.569 for the
+  one-tile kernel (16384 wide, 16 warps = 32 elements/thread, registers spill).
 - The forward grid is persistent, `FWD_PROGRAMS_PER_SM` programs per SM striding over tiles:
   measured on the H200 (run 1) it beat one tile per program (0.774 vs 0.647 of copy at
   H=4096, 0.539 vs 0.490 at 16384). The backward is persistent too (each program writes an
@@ -23,9 +29,16 @@ from dataclasses import dataclass
 import torch
 
 FUSED_MAX_N = 16384
+#: the forward's one-tile limit (the backward keeps FUSED_MAX_N: run 2's chunked/colsplit
+#: backward variants at 16384 were all slower than its one-tile kernel). 8192 goes chunked
+#: too: its one-tile kernel (16 warps, 16 elements/thread) measured 0.64 in run 2, the
+#: chunked one 0.73 at 16384 with the same per-program work per chunk (run 3 checks 8192)
+FWD_FUSED_MAX_N = 4096
 CHUNK_N = 4096
+#: (warps, programs per SM) of the chunked forward (run 2: `chunked4096` at H=16384)
+FWD_CHUNK_WARPS, FWD_CHUNK_PPS = 8, 8
 TILE_ELEMS = 4096
-ELEMS_PER_THREAD = 16
+ELEMS_PER_THREAD = 8
 BWD_ELEMS_PER_THREAD = 32
 FWD_PROGRAMS_PER_SM = 2
 #: None, or (min hidden, column block, warps, programs per SM): rows at least that wide use
@@ -63,8 +76,8 @@ def _warps(elems: int, per_thread: int = ELEMS_PER_THREAD) -> int:
 @functools.lru_cache(maxsize=4096)
 def fwd_config(rows: int, hidden: int) -> LaunchConfig:
     block_n = max(8, _next_pow2(hidden))
-    if block_n > FUSED_MAX_N:
-        return LaunchConfig(1, CHUNK_N, _warps(CHUNK_N), True, 8)
+    if block_n > FWD_FUSED_MAX_N:
+        return LaunchConfig(1, CHUNK_N, FWD_CHUNK_WARPS, True, FWD_CHUNK_PPS)
     block_m = max(1, min(_next_pow2(rows), TILE_ELEMS // block_n))
     return LaunchConfig(block_m, block_n, _warps(block_m * block_n), False, FWD_PROGRAMS_PER_SM)
 
@@ -76,7 +89,7 @@ def bwd_config(rows: int, hidden: int) -> LaunchConfig:
         _, cb, warps, pps = BWD_COLSPLIT
         return LaunchConfig(1, cb, warps, True, pps, col_split=True)
     if block_n > FUSED_MAX_N:
-        return LaunchConfig(1, CHUNK_N, _warps(CHUNK_N), True, 4)
+        return LaunchConfig(1, CHUNK_N, _warps(CHUNK_N, 16), True, 4)
     block_m = max(1, min(_next_pow2(rows), TILE_ELEMS // block_n))
     warps = _warps(block_m * block_n, BWD_ELEMS_PER_THREAD)
     # ~128 registers per thread: 16 warps fill an SM's 64K registers, so 16 // warps programs

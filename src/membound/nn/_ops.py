@@ -9,7 +9,8 @@ op is opaque) and returned, with the path the forward took, as a 2-element CPU t
 (seed, 1 if Triton ran) that the backward reads: both directions always take the same path
 (the kernels' and the reference's dropout masks come from different random streams).
 
-Size rule: on CUDA, inputs of at most `EAGER_MAX_ELEMS` elements run the PyTorch composite
+Size rule: on CUDA, inputs of at most `EAGER_MAX_ELEMS` elements run plain PyTorch (eager ops
+in `functional.add_norm`; this composite when the custom op is called directly)
 instead of the kernels: there the per-call host cost of a Triton launch (measured 0.2 ms per
 call with Triton 3.6 on the H200 host, run 1) exceeds the whole eager chain's GPU time.
 """
@@ -26,9 +27,13 @@ from membound import _env
 
 _EMPTY = (0,)
 
-#: on CUDA, at most this many elements run the eager composite (see the module docstring;
-#: benchmarks/bench_add_norm_launch.py measures the crossover and prints it)
-EAGER_MAX_ELEMS = 1 << 16
+#: on CUDA, at most this many elements run plain PyTorch ops instead of the kernels
+#: (`membound.nn.functional.eager_add_norm` in eager mode, the composite below for direct
+#: custom-op calls). Run 2 (H200 host): the kernels' grad forward costs ~108 us of host time
+#: per call vs ~30 us for eager's 3 ops, and saves ~2 ps of GPU time per element, so eager
+#: wins below ~35M elements forward; 2**23 (= 2048 x 4096) keeps 32768 x 1024 on the kernels.
+#: benchmarks/bench_add_norm_launch.py re-derives it from the host costs it measures.
+EAGER_MAX_ELEMS = 1 << 23
 
 
 def use_triton(t: torch.Tensor) -> bool:

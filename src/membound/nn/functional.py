@@ -12,6 +12,7 @@ otherwise a pure-PyTorch reference with the same semantics runs.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from membound.errors import BadInput
 
@@ -90,6 +91,14 @@ def add_norm(
 
     from membound.nn import _ops
 
+    if x.is_cuda and x.numel() <= _ops.EAGER_MAX_ELEMS and _ops.use_triton(x):
+        # size rule: tiny CUDA inputs are host-bound; the plain PyTorch ops (autograd does the
+        # backward, no custom Function) cost what eager costs (see _ops.EAGER_MAX_ELEMS)
+        y, s = eager_add_norm(
+            x, weight, bias, residual, pre_bias, p, is_rms, float(eps), s_dtype,
+            out_dtype or x.dtype,
+        )  # fmt: skip
+        return (y, s) if prenorm else y
     # eager: a plain autograd.Function (cheapest dispatch), or no autograd at all when nothing
     # needs a gradient (inference: saves the Function's per-call cost); tracing: the custom op
     if _ops.is_compiling():
@@ -107,3 +116,29 @@ def add_norm(
     if not prenorm:
         return y
     return y, (s if store_s else x)
+
+
+def eager_add_norm(x, weight, bias, residual, pre_bias, p, is_rms, eps, s_dtype, out_dtype):
+    """add_norm as the plain PyTorch ops a user would write (the small-input path): dropout
+    from torch's generator (F.dropout), norm statistics in fp32 (F.layer_norm does that
+    internally on CUDA for 16-bit inputs; RMSNorm is written out in fp32). Returns (y, s)."""
+    h = x if pre_bias is None else x + pre_bias
+    if p > 0.0:
+        h = F.dropout(h, p, training=True)
+    s = h if residual is None else h + residual
+    s = s.to(s_dtype)
+    n = (x.shape[-1],)
+    same = all(t is None or t.dtype == s.dtype for t in (weight, bias))
+    if not is_rms and same:  # one fused ATen kernel, fp32 statistics
+        y = F.layer_norm(s, n, weight, bias, eps)
+    else:  # mixed parameter dtypes or RMSNorm: fp32 math, then the output dtype
+        sf = s.float()
+        if is_rms:
+            y = sf * torch.rsqrt(sf.square().mean(-1, keepdim=True) + eps)
+        else:
+            y = F.layer_norm(sf, n, None, None, eps)
+        if weight is not None:
+            y = y * weight.float()
+        if bias is not None:
+            y = y + bias.float()
+    return y.to(out_dtype), s
