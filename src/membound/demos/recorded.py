@@ -17,22 +17,27 @@ def input_pipeline(out: Path, console) -> dict:
     from membound.demos.show import present_variants
 
     ceilings = recorded_ceilings()
-    console.print(
-        "[bold]input pipeline, recorded on an H200[/bold]: one loop (~2.7 ms of GPU compute per "
-        "step, 64x3x224x224 fp32 batches = 38.5 MB) fed four ways; each trace holds a window "
-        "of 8 steps without step markers, so times below are per 8-step window."
-    )
     rows = [
         (name, what, analyze(recorded_trace(f"input-{name}"), ceilings))
         for name, what in RECORDED_PIPELINE.items()
     ]
+    marked = all(a.step_marked for _, _, a in rows)
+    console.print(
+        "[bold]input pipeline, recorded on an H200[/bold] by `membound demo`: one loop (~2.7 ms "
+        "of GPU compute per step, 64x3x224x224 fp32 batches = 38.5 MB) fed four ways; "
+        + (
+            "each trace holds the profiled steps of one variant."
+            if marked
+            else "traces without step markers: times below are per recorded window."
+        )
+    )
     return present_variants(
         rows,
         out,
         console,
         title="input pipeline (recorded, H200)",
         pairs=[("a-pageable", "c-prefetch")],
-        per="window",
+        per="step" if marked else "window",
     )
 
 
