@@ -22,4 +22,5 @@ for area in "$@"; do
   echo "=== $area rc=$rc $(( $(date +%s) - start ))s"
   tail -n "${TAIL_LINES:-25}" "$GPU_OUT/$area.log" | cut -c1-220
 done
-[ -n "$OUT" ] && tar czf "$OUT/results.tgz" -C "$GPU_OUT" . && ls -la "$OUT"
+# one tarball per call, named by its areas, so two calls in one device command keep both
+[ -n "$OUT" ] && tar czf "$OUT/results-$(IFS=-; echo "$*").tgz" -C "$GPU_OUT" . && ls -la "$OUT"
