@@ -34,7 +34,7 @@ def test_compare_pageable_vs_prefetch(reports):
     assert step["saved"] == pytest.approx(
         b["steps"]["median_step_ms"] - a["steps"]["median_step_ms"]
     )
-    assert step["saved"] > 40  # 70.9 -> 26.4 ms per 8-step window on the H200
+    assert step["saved"] > 5  # 9.01 -> 2.49 ms per step in the H200 demo traces
     assert cmp["speedup"] == pytest.approx(step["before"] / step["after"])
     assert "pageable-copy" in cmp["resolved"]
     row = {f["code"]: f for f in cmp["findings"]}["pageable-copy"]
