@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Multi-GPU diagnose (issue 7) on a machine with 2+ GPUs. Run from the repo root:
 #   PYTHONPATH=src GPU_OUT=/some/dir bash benchmarks/gpu/multigpu.sh
-# 1. the GPU<->GPU ceiling: peer copy cuda:0->1 and NCCL all-reduce bus bandwidth (NVLS off),
-#    cached so the diagnoses below compare against it;
+# 1. the GPU<->GPU ceiling: peer copy cuda:0->1 and the NCCL all-reduce bus bandwidth (NVLS
+#    off) at 4, 16, 64 and 256 MiB (one process group; each collective is compared with the
+#    figure at the smallest size at or above its own), cached so the diagnoses below use it;
 # 2. `membound diagnose --nproc-per-node 2` on examples/distributed/straggler.py (rank 1
 #    sleeps 20 ms per step: expect straggler-rank, rank 1, ~20 ms/step) and on
 #    examples/distributed/exposed_allreduce.py (201 M params, batch 1: expect
@@ -11,8 +12,10 @@
 # 3. with time left: `membound roofline --quick` (its two new GPU<->GPU steps) and the
 #    GPU-marked tests of tests/distributed.
 # Products: $GPU_OUT/multigpu/{interconnect.json,roofline.json,reports/<scenario>.json,
-# <scenario>/{trace.rank*.json.gz,capture.rank*.json,log.txt},summary.csv}. The rank traces are small: they are
-# meant to be checked in under tests/data/distributed_<scenario>/. Budget: <= 4 minutes.
+# <scenario>/{trace.rank*.json.gz,capture.rank*.json,log.txt},summary.csv}. The rank traces are
+# small (30-90 KB): check them in as tests/data/h200x2_<scenario>/ (the first run's are there;
+# tests/distributed/test_h200x2_traces.py asserts their numbers). summary.csv has the columns
+# of benchmarks/results/multigpu.csv. Budget: <= 4 minutes.
 set +e
 cd "$(dirname "$0")/../.." || exit 1
 export PYTHONPATH="${PYTHONPATH:-src}" PYTHONUNBUFFERED=1
@@ -102,34 +105,46 @@ gbs = lambda x: round(x / 1e9, 1) if x else None
 print(f"\ninterconnect: peer copy {gbs(ic.get('peer_copy_bandwidth'))} GB/s, "
       f"all-reduce bus {gbs(ic.get('allreduce_bus_bandwidth'))} GB/s "
       f"({ic.get('allreduce_bytes')} B on {ic.get('allreduce_ranks')} ranks) {ic.get('notes') or ''}")
+sweep = ic.get("allreduce_bus_bandwidth_by_size") or {}
+print("  all-reduce bus GB/s by size: " + ", ".join(
+    f"{int(k) >> 20} MiB {gbs(v)}" for k, v in sorted(sweep.items(), key=lambda kv: int(kv[0]))))
 rows = []
 for name, expect in (("straggler", "straggler-rank"), ("exposed", "exposed-communication")):
-    row = dict(scenario=name, expected=expect, top="no report", lost_ms="", share="",
-               straggler="", held_back_ms="", step_ms="", gpu_busy="", busbw_gbs="",
-               ceiling_gbs="", of_ceiling="", ok=False)
+    row = dict(scenario=name, expected=expect, top_finding="no report", ms_lost_per_step="",
+               share_of_step="", straggler_rank="", held_back_ms_per_step="",
+               others_wait_ms_per_step="", step_ms_rank0_rank1="", gpu_busy="",
+               collective="", bytes_per_call="", calls_per_step="", transfer_ms="", bus_gbs="",
+               ceiling_gbs="", ceiling_bytes="", fraction_of_ceiling="", ok=False)
     try:
         d = json.load(open(os.path.join(out, "reports", name + ".json")))
     except Exception:
         rows.append(row); continue
-    row["top"] = "none"
+    row["top_finding"] = "none"
     fs = d.get("findings") or []
     if fs:
-        row.update(top=fs[0]["code"], lost_ms=round(fs[0]["time_lost_ms_per_step"], 3),
-                   share=round(fs[0]["share_of_step"], 3))
+        row.update(top_finding=fs[0]["code"],
+                   ms_lost_per_step=round(fs[0]["time_lost_ms_per_step"], 3),
+                   share_of_step=round(fs[0]["share_of_step"], 3))
     r = d.get("ranks") or {}
     st = r.get("stragglers") or []
     if st:
-        row.update(straggler=st[0]["rank"], held_back_ms=round(st[0]["held_back_ms_per_step"], 2))
+        row.update(straggler_rank=st[0]["rank"],
+                   held_back_ms_per_step=round(st[0]["held_back_ms_per_step"], 3),
+                   others_wait_ms_per_step=round(st[0]["others_wait_ms_per_step"], 3))
     pr = r.get("per_rank") or []
-    row["step_ms"] = "/".join(f"{p['median_step_ms']:.2f}" for p in pr)
+    row["step_ms_rank0_rank1"] = "/".join(f"{p['median_step_ms']:.2f}" for p in pr)
     row["gpu_busy"] = "/".join(
         "-" if p["gpu_busy_fraction"] is None else f"{p['gpu_busy_fraction']:.0%}" for p in pr)
     ar = next((c for c in r.get("collectives") or [] if c["collective"] == "allreduce"), None)
     if ar:
-        row.update(busbw_gbs=ar["bus_bandwidth_gbs"] and round(ar["bus_bandwidth_gbs"], 1),
-                   ceiling_gbs=ar["ceiling_gbs"] and round(ar["ceiling_gbs"], 1),
-                   of_ceiling=ar["fraction_of_ceiling"] and round(ar["fraction_of_ceiling"], 3))
-    row["ok"] = row["top"] == expect and (name != "straggler" or row["straggler"] == 1)
+        r1 = lambda x, n=1: x if x is None else round(x, n)
+        row.update(collective="allreduce", bytes_per_call=ar["bytes_per_call"],
+                   calls_per_step=ar["calls_per_step"], transfer_ms=r1(ar["transfer_ms"], 4),
+                   bus_gbs=r1(ar["bus_bandwidth_gbs"]), ceiling_gbs=r1(ar["ceiling_gbs"]),
+                   ceiling_bytes=ar.get("ceiling_bytes"),
+                   fraction_of_ceiling=r1(ar["fraction_of_ceiling"], 3))
+    row["ok"] = row["top_finding"] == expect and (
+        name != "straggler" or row["straggler_rank"] == 1)
     rows.append(row)
 with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -132,4 +132,8 @@ def test_exposed_allreduce_example_runs_on_cpu(tmp_path):
         str(EXPOSED), "--steps", "3", "--width", "64", "--layers", "2", "--batch", "2",
     ]  # fmt: skip
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    if p.returncode != 0 and "terminate called without an active exception" in p.stderr:
+        # gloo on CPU now and then aborts a rank while tearing its threads down, after the
+        # run (about 1 in 4 here, torch 2.13 CPU); one retry tells that apart from a failure
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]

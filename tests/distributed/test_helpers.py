@@ -182,6 +182,10 @@ def test_interconnect_measures_on_two_gpus():
     ic = interconnect.measure(quick=True)
     assert ic.peer_copy_bandwidth and ic.peer_copy_bandwidth > 1e9
     assert ic.allreduce_bus_bandwidth and ic.allreduce_bus_bandwidth > 1e9, ic.notes
+    sizes = ic.allreduce_sizes()
+    assert [s for s, _ in sizes] == list(interconnect.QUICK_SWEEP_BYTES), ic.notes
+    assert ic.allreduce_bytes == max(interconnect.QUICK_SWEEP_BYTES)
+    assert all(bw > 1e9 for _, bw in sizes)
 
 
 def test_allreduce_measurement_machinery_on_cpu(monkeypatch):
@@ -194,6 +198,72 @@ def test_allreduce_measurement_machinery_on_cpu(monkeypatch):
         pytest.skip("no gloo")
     for key in d.NCCL_SAFE_ENV:
         monkeypatch.delenv(key, raising=False)  # restored after the test
-    bw = interconnect.allreduce_bus_bandwidth(2, 1 << 20, 3, backend="gloo")
-    assert 1e6 < bw < 1e12
+    sweep = interconnect.allreduce_sweep(2, (1 << 20, 1 << 16), 3, backend="gloo")
+    assert sorted(sweep) == [1 << 16, 1 << 20]  # one process group measured both sizes
+    assert all(1e5 < bw < 1e12 for bw in sweep.values())
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"  # set before any process group starts
+    ic = interconnect.Interconnect(name="cpu", gpus=2)
+    interconnect._set_sweep(ic, sweep, 2)
+    assert (ic.allreduce_bytes, ic.allreduce_ranks) == (1 << 20, 2)
+    assert ic.allreduce_bus_bandwidth == sweep[1 << 20]
+    assert ic.allreduce_sizes() == sorted(sweep.items())
+
+
+def test_allreduce_ceiling_at_or_above_the_collectives_size():
+    mib = 1 << 20
+    by_size = {str(4 * mib): 100e9, str(64 * mib): 250e9, str(16 * mib): 180e9}
+    ic = interconnect.Interconnect(
+        name="NVIDIA H200", gpus=2, allreduce_bus_bandwidth_by_size=by_size
+    )
+    assert ic.allreduce_ceiling(1) == (100e9, 4 * mib)
+    assert ic.allreduce_ceiling(4 * mib) == (100e9, 4 * mib)
+    assert ic.allreduce_ceiling(4 * mib + 1) == (180e9, 16 * mib)
+    assert ic.allreduce_ceiling(64 * mib) == (250e9, 64 * mib)
+    # larger than the sweep: the largest size's figure (the caller notes the gap)
+    assert ic.allreduce_ceiling(256 * mib) == (250e9, 64 * mib)
+    assert ic.allreduce_ceiling(None) == (250e9, 64 * mib)
+    # JSON keys are strings; the cache round trip keeps the lookup
+    interconnect.save(ic)
+    assert interconnect.load_cached("NVIDIA H200").allreduce_ceiling(5 * mib) == (180e9, 16 * mib)
+    # files from before the sweep: one figure, for every size
+    old = interconnect.Interconnect.from_dict(
+        {"name": "x", "gpus": 2, "allreduce_bus_bandwidth": 2e11, "allreduce_bytes": 32 * mib}
+    )
+    assert old.allreduce_ceiling(64 * mib) == (2e11, 32 * mib)
+    bare = interconnect.Interconnect(name="x", gpus=2, allreduce_bus_bandwidth=2e11)
+    assert bare.allreduce_ceiling(mib) == (2e11, None)
+    assert interconnect.Interconnect(name="x", gpus=2).allreduce_ceiling(mib) == (None, None)
+
+
+def test_roofline_allreduce_step_stores_the_sweep(monkeypatch):
+    """The `membound roofline` step (2+ GPUs) on CPU with the measurement stubbed: the quick
+    plan sweeps QUICK_SWEEP_BYTES, and the ceilings and the cache get every size."""
+    from types import SimpleNamespace
+
+    import torch
+
+    steps = {}
+
+    def step(device, key, label):
+        return lambda fn: steps.setdefault(key, fn)
+
+    interconnect.register(step, RuntimeError)
+    asked = []
+
+    def sweep(world, sizes, iters, backend="nccl"):
+        asked.append((world, sizes, iters))
+        return {s: 1e11 * (i + 1) for i, s in enumerate(sizes)}
+
+    monkeypatch.setattr(interconnect, "allreduce_sweep", sweep)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    c = SimpleNamespace(name="NVIDIA H200", interconnect=None)
+    steps["allreduce"](c, SimpleNamespace(mem_bytes=400 << 20, rep_ms=30.0))
+    assert asked == [(2, interconnect.QUICK_SWEEP_BYTES, 10)]
+    by_size = {str(16 << 20): 1e11, str(64 << 20): 2e11}
+    assert c.interconnect["allreduce_bus_bandwidth_by_size"] == by_size
+    assert c.interconnect["allreduce_bytes"] == 64 << 20
+    cached = interconnect.load_cached("NVIDIA H200")
+    assert cached.allreduce_ceiling(20 << 20) == (2e11, 64 << 20)
+    # a full plan with a small buffer measures only the sizes that fit
+    steps["allreduce"](c, SimpleNamespace(mem_bytes=64 << 20, rep_ms=100.0))
+    assert asked[-1] == (2, (4 << 20, 16 << 20, 64 << 20), 20)

@@ -4,7 +4,13 @@ and communication that is exposed once waiting for stragglers is taken out.
 Method (what the numbers mean):
 
 - Each rank's trace is analysed on its own (in parallel processes), as `membound analyze`
-  would; steps are matched across ranks by their `ProfilerStep#N` number.
+  would; steps are matched across ranks by their `ProfilerStep#N` number, and a collective
+  belongs to the step that issued it (its launch in the step's host window; see
+  `membound.analysis.rules.communication`).
+- **The same collective on every rank**: by (process group, `Seq`) when every collective
+  carries a sequence number, else the j-th collective of a process group issued in step N.
+  torch 2.11 records no `Seq` (checked on 2xH200 traces), so the second rule is what real
+  traces use; it holds because every rank issues the same collectives in the same order.
 - **Waiting for peers.** A collective ends on every rank at about the same moment (nobody
   leaves before the last rank arrives), so a rank that arrived early shows a longer
   collective. For the j-th collective of step N on every rank, the last rank to arrive is
@@ -13,10 +19,13 @@ Method (what the numbers mean):
   NCCL kernels on GPU traces, `gloo:*` host spans on CPU-only ones.
 - **Compute time** of a rank in a step = its step wall time − its waiting. The straggler(s)
   are the rank(s) whose compute time exceeds the other ranks' median by more than
-  `STRAGGLER_SHARE` of a step; **held back** = that excess (per step; the median over
-  steps, so one noisy step does not make a straggler): the time every other rank spends
-  waiting for it. Without any collective (no DDP), compute time
-  is the step wall time and the same rule applies to step times.
+  `STRAGGLER_SHARE` of a step (and `STRAGGLER_MIN_MS`) in **more than half of the compared
+  steps**; **held back** = the median over steps of that excess: the time every other rank
+  spends waiting for it. A straggler is late step after step; a rank that is late by a
+  millisecond in two steps of four and early in the others is jitter (seen on 2xH200: the
+  DDP ranks of one healthy run took turns being late; the median of their four excesses
+  alone crossed 5%). Without any collective (no DDP), compute time is the step wall time
+  and the same rule applies to step times.
 - **Exposed communication** (merged) = per collective, its NCCL time with no compute beside
   it, capped at its time after the last rank arrived (`dur − wait`): the waiting is the
   straggler's, not the network's.
@@ -209,6 +218,7 @@ def merge_ranks(results: list[RankResult]) -> RankedAnalysis:
 
     ceiling, source = ceiling_for(merged.ceilings, merged.device_name)
     coll_rows = _collective_rows(groups, common, world, ceiling)
+    notes += _ceiling_notes(coll_rows)
     _cross_rank_findings(merged, rows, stragglers, coll_rows, source)
     backend = next((r.backend for r in results if r.backend), None)
     return RankedAnalysis(
@@ -236,14 +246,15 @@ def _step_index(r: RankResult) -> dict[int, int]:
 
 def match_collectives(results: list[RankResult], common: list[int]) -> list[dict[int, Collective]]:
     """The same collective on every rank: by (process group, sequence number) when every
-    collective carries one (robust to hosts running ahead of their GPUs), else the j-th
-    collective of step N on each rank. Only collectives in the common steps count."""
+    collective carries one, else the j-th collective of a process group issued in step N
+    on each rank (issue order: the ranks' GPUs may lag their hosts by different amounts).
+    Only collectives in the common steps count."""
     keep = set(common)
     per: list[tuple[int, list[Collective]]] = []
     for r in results:
         idx = _step_index(r)
         cols = [c for c in r.collectives if c.step >= 0 and idx[c.step] in keep]
-        per.append((r.rank, sorted(cols, key=lambda c: c.start_us)))
+        per.append((r.rank, sorted(cols, key=_issue_order)))
     by_seq = all(c.seq is not None for _, cols in per for c in cols)
     keyed: list[dict] = []
     for (_, cols), r in zip(per, results, strict=True):
@@ -251,12 +262,12 @@ def match_collectives(results: list[RankResult], common: list[int]) -> list[dict
         if by_seq:
             keyed.append({(c.process_group, c.seq): c for c in cols})
         else:
-            count: dict[int, int] = {}
+            count: dict[tuple, int] = {}
             d = {}
             for c in cols:
-                step = idx[c.step]
-                d[(step, count.get(step, 0))] = c
-                count[step] = count.get(step, 0) + 1
+                key = (idx[c.step], c.process_group)
+                d[(*key, count.get(key, 0))] = c
+                count[key] = count.get(key, 0) + 1
             keyed.append(d)
     if not keyed:
         return []
@@ -264,6 +275,10 @@ def match_collectives(results: list[RankResult], common: list[int]) -> list[dict
     groups = [{r.rank: k[key] for r, k in zip(results, keyed, strict=True)} for key in shared]
     groups.sort(key=lambda g: min(c.start_us for c in g.values()))
     return groups
+
+
+def _issue_order(c: Collective) -> tuple[float, float]:
+    return (c.issued_us if c.issued_us is not None else c.start_us, c.start_us)
 
 
 def _waits(results: list[RankResult], common: list[int], groups):
@@ -336,8 +351,10 @@ def _stragglers(results, compute, waits, late, matched, method) -> list[Straggle
     total = int(matched.sum())
     out = []
     for i, rank in sorted(enumerate(ranks), key=lambda kv: -typical[kv[1]]):
-        excess = float(np.median(table[i] - baseline))
-        if excess <= max(STRAGGLER_SHARE * step_ms, STRAGGLER_MIN_MS):
+        excesses = table[i] - baseline
+        excess = float(np.median(excesses))
+        bar = max(STRAGGLER_SHARE * step_ms, STRAGGLER_MIN_MS)
+        if excess <= bar or 2 * int((excesses > bar).sum()) <= len(excesses):
             continue
         others = [float(np.median(waits[k])) for k in ranks if k != rank]
         out.append(
@@ -354,7 +371,9 @@ def _stragglers(results, compute, waits, late, matched, method) -> list[Straggle
 
 
 def _collective_rows(groups, common, world, ceiling) -> list[dict]:
-    """Per collective kind across ranks: bus bandwidth from the last arriver's time."""
+    """Per collective kind across ranks: bus bandwidth from the last arriver's time (median
+    over calls), against the all-reduce ceiling measured at the smallest size at or above
+    the median call's bytes (`Interconnect.allreduce_ceiling`)."""
     by_kind: dict[str, dict[str, list]] = {}
     for g in groups:
         group = list(g.values())
@@ -368,22 +387,39 @@ def _collective_rows(groups, common, world, ceiling) -> list[dict]:
             bw = bus_bandwidth(sized, sized.group_size or world, fastest)
             if bw:
                 d["bw"].append(bw)
-    peak = getattr(ceiling, "allreduce_bus_bandwidth", None) if ceiling is not None else None
+    from membound.analysis.rules.communication import ceiling_fields
+
     rows = []
     for kind, d in sorted(by_kind.items()):
         bw = float(np.median(d["bw"])) if d["bw"] else None
+        nbytes = float(np.median(d["bytes"])) if d["bytes"] else None
         rows.append(
             {
                 "collective": kind,
                 "calls_per_step": len(d["calls"]) / max(len(common), 1),
-                "bytes_per_call": float(np.median(d["bytes"])) if d["bytes"] else None,
+                "bytes_per_call": nbytes,
                 "transfer_ms": float(np.median(d["ms"])),
                 "bus_bandwidth_gbs": bw / 1e9 if bw else None,
-                "ceiling_gbs": peak / 1e9 if peak else None,
-                "fraction_of_ceiling": bw / peak if bw and peak else None,
+                **ceiling_fields(ceiling, nbytes, bw),
             }
         )
     return rows
+
+
+def _ceiling_notes(coll_rows: list[dict]) -> list[str]:
+    """Say so when a collective is larger than every all-reduce size the ceiling was
+    measured at: bus bandwidth grows with the message, so its fraction may exceed 1."""
+    out = []
+    for row in coll_rows:
+        size, at = row.get("bytes_per_call"), row.get("ceiling_bytes")
+        if size and at and at < size:
+            out.append(
+                f"{row['collective']} moves {size / 2**20:.0f} MiB per call but the GPU<->GPU "
+                f"ceiling was measured with at most {at / 2**20:.0f} MiB; NCCL's bus bandwidth "
+                "grows with the message, so its fraction of that ceiling may exceed 1: "
+                "re-measure with `membound roofline` (all-reduces of 4 to 256 MiB)"
+            )
+    return out
 
 
 def _cross_rank_findings(merged: Analysis, rows, stragglers, coll_rows, source) -> None:

@@ -1,5 +1,6 @@
 """The merged multi-rank report: a table per rank, the straggler line, the collectives with
-their bus bandwidth against the GPU<->GPU ceiling; JSON adds a `ranks` section to schema 1.
+their bus bandwidth against the GPU<->GPU ceiling (the all-reduce bus bandwidth measured at
+the smallest message size at or above theirs, and that size); JSON adds a `ranks` section to schema 1.
 
 Presentation only: the numbers come from `membound.analysis.ranks.RankedAnalysis`.
 """
@@ -19,7 +20,7 @@ def straggler_line(ra) -> str:
     if not ra.stragglers:
         if len(ra.ranks) < 2:
             return "one rank: no straggler comparison"
-        return "no straggler: the ranks' compute times agree within 5% of a step"
+        return "no straggler: no rank is late by more than 5% of a step in most steps"
     parts = []
     for s in ra.stragglers:
         parts.append(
@@ -78,6 +79,7 @@ def render(ra, console: Console | None = None) -> None:
             "ms",
             "bus GB/s",
             "ceiling GB/s",
+            "ceiling at MiB",
             "of ceiling",
         ):
             c.add_column(col, justify="left" if col == "collective" else "right")
@@ -89,6 +91,7 @@ def render(ra, console: Console | None = None) -> None:
                 f"{row['transfer_ms']:.3f}",
                 _num(row["bus_bandwidth_gbs"]),
                 _num(row["ceiling_gbs"]),
+                _num(row.get("ceiling_bytes"), 2**20),
                 _pct(row["fraction_of_ceiling"]),
             )
         console.print(c)
