@@ -11,8 +11,6 @@ import csv
 import datetime as _dt
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +21,9 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 def env_info() -> dict[str, str]:
     """Columns stamped on every row: which GPU, which versions, when."""
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"
+    gpu = (
+        torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"
+    )
     try:
         import triton
 
@@ -39,19 +39,14 @@ def env_info() -> dict[str, str]:
 
 
 def bench_ms(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 100) -> float:
-    """Median milliseconds of `fn()`; device events on CUDA, wall clock on CPU."""
-    if torch.cuda.is_available():
-        from triton.testing import do_bench
+    """Median milliseconds of `fn()`; device events on CUDA, wall clock on CPU.
 
-        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    fn()
-    times = []
-    deadline = time.perf_counter() + rep_ms / 1e3
-    while time.perf_counter() < deadline or len(times) < 3:
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    The same timing membound's own measurements use (`membound.device.timing`)."""
+    from membound.device.timing import cuda_median_ms, wall_median_ms
+
+    if torch.cuda.is_available():
+        return cuda_median_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
+    return wall_median_ms(fn, rep_ms=rep_ms, max_reps=1 << 30)
 
 
 def copy_bandwidth(nbytes: int = 2 << 30) -> float:

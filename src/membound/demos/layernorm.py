@@ -91,11 +91,10 @@ def _cases(rows: int, hidden: int, dev: str = "cuda"):
 
 
 def _median_ms(fn, device: str, quick: bool) -> float:
-    from membound.device.timing import cuda_median_ms, wall_median_ms
+    from membound.device.timing import median_ms
 
-    if device == "cuda":
-        return cuda_median_ms(fn, rep_ms=60 if quick else 100)
-    return wall_median_ms(fn, rep_ms=20, max_reps=5)
+    rep_ms = (60 if quick else 100) if device == "cuda" else 20
+    return median_ms(fn, device, rep_ms=rep_ms, max_reps=5)
 
 
 def run(out: Path, console, *, quick: bool = False, device: str = "cuda", shape=None) -> dict:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from membound.device import datasheet
 from membound.device.ceilings import Ceilings
-from membound.device.timing import cuda_median_ms, wall_median_ms
+from membound.device.timing import median_ms
 
 
 class Skip(Exception):
@@ -57,12 +57,6 @@ def step(device: str, key: str, label: str):
         return fn
 
     return deco
-
-
-def _median_ms(device: str, fn, rep_ms: float) -> float:
-    if device == "cuda":
-        return cuda_median_ms(fn, rep_ms=rep_ms)
-    return wall_median_ms(fn, rep_ms=rep_ms)
 
 
 def plan_for(device: str, quick: bool) -> Plan:
@@ -110,7 +104,7 @@ def _copy(c: Ceilings, p: Plan) -> None:
 
     src = torch.rand(p.mem_bytes // 4, device=c.device)
     dst = torch.empty_like(src)
-    ms = _median_ms(c.device, lambda: dst.copy_(src), p.rep_ms)
+    ms = median_ms(lambda: dst.copy_(src), c.device, rep_ms=p.rep_ms)
     c.memory_bandwidth = 2 * src.numel() * 4 / (ms / 1e3)  # read + write
 
 
@@ -118,7 +112,7 @@ def _read(c: Ceilings, p: Plan) -> None:
     import torch
 
     x = torch.rand(p.mem_bytes // 4, device=c.device)
-    ms = _median_ms(c.device, lambda: x.sum(), p.rep_ms)
+    ms = median_ms(lambda: x.sum(), c.device, rep_ms=p.rep_ms)
     c.read_bandwidth = x.numel() * 4 / (ms / 1e3)
 
 
@@ -143,7 +137,7 @@ def _matmul(key: str):
         a = torch.randn(n, n, device=c.device).to(dtype)
         b = torch.randn(n, n, device=c.device).to(dtype)
         with _tf32(key == "tf32"):
-            ms = _median_ms(c.device, lambda: torch.mm(a, b), p.rep_ms)
+            ms = median_ms(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms)
         c.flops[key] = 2 * n**3 / (ms / 1e3)
 
     return run
@@ -190,7 +184,7 @@ def _fp8(c: Ceilings, p: Plan) -> None:
         mm()
     except Exception as exc:  # kernels missing from this build
         raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
-    ms = _median_ms("cuda", mm, p.rep_ms)
+    ms = median_ms(mm, "cuda", rep_ms=p.rep_ms)
     c.flops["fp8"] = 2 * n**3 / (ms / 1e3)
 
 
@@ -203,7 +197,7 @@ def _fp32_vector(c: Ceilings, p: Plan) -> None:
         raise Skip(f"the fp32 vector rate needs Triton ({exc.__class__.__name__})") from None
     x = torch.rand(p.fma_elements, device="cuda")
     _, flops = fma_chains(x)  # compile outside the timed region
-    ms = _median_ms("cuda", lambda: fma_chains(x), p.rep_ms)
+    ms = median_ms(lambda: fma_chains(x), "cuda", rep_ms=p.rep_ms)
     c.flops["fp32_vector"] = flops / (ms / 1e3)
 
 

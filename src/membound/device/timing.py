@@ -67,3 +67,10 @@ def wall_median_ms(
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def median_ms(fn: Callable[[], object], device: str, *, rep_ms: float, max_reps: int = 50) -> float:
+    """`cuda_median_ms` on "cuda", `wall_median_ms` elsewhere: one call for either device."""
+    if device == "cuda":
+        return cuda_median_ms(fn, rep_ms=rep_ms)
+    return wall_median_ms(fn, rep_ms=rep_ms, max_reps=max_reps)
