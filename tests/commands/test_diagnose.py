@@ -293,3 +293,19 @@ def test_unsupported_python_option_is_bad_input():
 
     with pytest.raises(BadInput, match="-c is not supported"):
         parse_command(["python", "-c", "print(1)"])
+
+
+@pytest.mark.parametrize("opts, expected", [((), "default"), (("--no-annotate",), None)])
+def test_annotated_trace_next_to_the_trace_by_default(
+    tmp_path, script, monkeypatch, opts, expected
+):
+    seen = {}
+
+    def emit(analysis, console=None, json_path=None, html_path=None, **kw):
+        seen.update(kw)
+
+    monkeypatch.setattr(membound.report, "emit", emit, raising=False)
+    code, out = diagnose(tmp_path, script, tmp_path, opts=opts)
+    assert code == 0
+    want = str(out / "trace.membound.json.gz") if expected == "default" else None
+    assert seen["annotated_trace_path"] == want

@@ -53,9 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--annotate",
         metavar="F",
-        nargs="?",
-        const="",
-        help="also write the trace with the findings as spans (for Perfetto); default next to it",
+        help="where to write the trace with the findings as spans, for Perfetto "
+        "(default: trace.membound.json.gz next to the trace)",
+    )
+    parser.add_argument(
+        "--no-annotate", action="store_true", help="do not write the annotated trace"
     )
     parser.add_argument(
         "--ceilings", metavar="JSON", help="ceilings to use (from `membound roofline --json`)"
@@ -186,7 +188,7 @@ def _say_capture(capture, target, outcome) -> None:
 
 def _report(capture, args: argparse.Namespace, ceilings) -> None:
     annotated = None
-    if args.annotate is not None:
+    if not args.no_annotate:
         annotated = args.annotate or str(capture.out / "trace.membound.json.gz")
     try:
         capture.report(
