@@ -37,5 +37,7 @@ def test_unknown_verb_fails(capsys):
 
 
 def test_python_dash_m():
-    r = subprocess.run([sys.executable, "-m", "membound", "--version"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "membound", "--version"], capture_output=True, text=True
+    )
     assert r.returncode == 0 and "membound" in r.stdout
