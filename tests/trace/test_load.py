@@ -141,3 +141,21 @@ def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
     ]
     add = [i for i, n in enumerate(parallel.cpu.name) if parallel.names[n] == "aten::add"][0]
     assert parallel.shapes[parallel.cpu.shape[add]][0] == [[4, 4], [4, 4], []]
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path, monkeypatch, name):
+    # `membound analyze` draws its progress bar for big traces from these calls
+    b = tracebuilder.planted_launch_bound(steps=2, kernels=200)
+    path = Path(b.write(tmp_path / name))
+    monkeypatch.setattr(load_mod, "_CHUNK", 4096)
+    seen = []
+    trace = load_trace(path, progress=lambda done, total: seen.append((done, total)))
+    size = path.stat().st_size
+    assert len(trace.gpu) == 400
+    assert len(seen) > 2  # several chunks, several reports
+    assert all(total == size for _, total in seen)
+    dones = [d for d, _ in seen]
+    assert dones == sorted(dones) and dones[-1] == size and dones[0] > 0
+    if not name.endswith(".gz"):  # gzip reads its compressed input in 128 KiB blocks
+        assert dones[0] < size

@@ -25,9 +25,12 @@ __all__ = [
 ]
 
 
-def analyze(paths: str | os.PathLike | Sequence[str | os.PathLike], ceilings=None) -> Analysis:
+def analyze(
+    paths: str | os.PathLike | Sequence[str | os.PathLike], ceilings=None, progress=None
+) -> Analysis:
     """Analyze kineto trace file(s). Several files are analysed one by one and their steps
-    pooled (see `merge`); `ceilings=None` looks them up by the trace's device name."""
+    pooled (see `merge`); `ceilings=None` looks them up by the trace's device name.
+    `progress(done, total)` reports the bytes read of each file (see `load_trace`)."""
     from membound.trace.load import load_trace
 
     if isinstance(paths, (str, os.PathLike)):
@@ -37,7 +40,7 @@ def analyze(paths: str | os.PathLike | Sequence[str | os.PathLike], ceilings=Non
     enabled = gc.isenabled()
     gc.disable()
     try:
-        results = [analyze_trace(load_trace(p), ceilings) for p in paths]
+        results = [analyze_trace(load_trace(p, progress), ceilings) for p in paths]
     finally:
         if enabled:
             gc.enable()

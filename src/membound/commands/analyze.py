@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 
 from membound.errors import BadInput
@@ -29,6 +31,26 @@ def add_arguments(parser) -> None:
         "--ceilings", metavar="JSON", help="ceilings to use (from `membound roofline --json`)"
     )
     parser.add_argument("--quiet", action="store_true", help="no terminal report, only the files")
+
+
+#: traces at least this big get a progress bar while they load (a 1 GB trace takes ~30 s)
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+@contextlib.contextmanager
+def _load_progress(trace: Path, *, quiet: bool):
+    """A transient rich progress bar on stderr while a big trace loads (terminal only)."""
+    if quiet or not sys.stderr.isatty() or trace.stat().st_size < PROGRESS_MIN_BYTES:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn(f"loading {trace.name}"), BarColumn(), DownloadColumn(),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("load", total=trace.stat().st_size)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _expand(items: list[str]) -> list[Path]:
@@ -113,7 +135,8 @@ def run(args) -> int:
         return 0
     many = len(traces) > 1
     for trace in traces:
-        analysis = analyze([trace], ceilings)
+        with _load_progress(trace, quiet=args.quiet) as progress:
+            analysis = analyze([trace], ceilings, progress=progress)
         annotate = None
         if args.annotate is not None:
             annotate = args.annotate or None

@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import re
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -341,15 +342,20 @@ def _top_level_fields(text: bytes) -> dict[str, Any]:
     return out
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
-    """Load one kineto trace; `BadInput` with one sentence when it cannot be read."""
+def load_trace(
+    path: str | os.PathLike, progress: Callable[[int, int], None] | None = None
+) -> Trace:
+    """Load one kineto trace; `BadInput` with one sentence when it cannot be read.
+
+    `progress(done, total)` is called as the file is read, in bytes of the file on disk
+    (compressed bytes for .gz), so a caller can show a progress bar on big traces."""
     p = Path(path)
     if not p.is_file():
         raise BadInput(
             f"{p} does not exist or is not a file; pass a kineto trace (.json or .json.gz)."
         )
     try:
-        trace = _load_streaming(p)
+        trace = _load_streaming(p, progress)
         if trace is None:
             trace = _load_whole(p)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -454,8 +460,18 @@ def _workers(p: Path) -> int:
     return min(_MAX_WORKERS, os.cpu_count() or 1)
 
 
-def _load_streaming(p: Path) -> Trace | None:
+def _position(f) -> int:
+    """Bytes of the file on disk consumed so far (the compressed position for gzip)."""
+    raw = getattr(f, "fileobj", None) or f
+    try:
+        return raw.tell()
+    except (OSError, ValueError):
+        return 0
+
+
+def _load_streaming(p: Path, progress: Callable[[int, int], None] | None = None) -> Trace | None:
     """The chunked fast path; None when the file is not laid out the way kineto writes it."""
+    total = p.stat().st_size
     with _open(p) as f:
         buf = f.read(_CHUNK)
         if not buf.lstrip()[:1] == b"{":
@@ -481,6 +497,8 @@ def _load_streaming(p: Path) -> Trace | None:
         try:
             while True:
                 more = f.read(_CHUNK)
+                if progress is not None:
+                    progress(_position(f), total)
                 cut = buf.rfind(_CUT)
                 if cut > 0:
                     piece, buf = buf[:cut], buf[cut + 1 :]
@@ -501,6 +519,8 @@ def _load_streaming(p: Path) -> Trace | None:
             return None
         fields = _top_level_fields(header)
         fields.update(_top_level_fields(trailer))
+        if progress is not None:
+            progress(total, total)
     return builder.build(fields.get("deviceProperties") or [], _metadata(fields, builder))
 
 
