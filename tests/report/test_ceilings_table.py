@@ -55,3 +55,22 @@ def test_without_datasheet_or_transfers():
     assert "host blocked" not in text
     assert "not measured: fp8" in text
     assert [r[2] for r in ceiling_rows(c)] == [None] * 4
+
+
+def test_interconnect_rows_when_measured():
+    from membound.report.ceilings import interconnect_rows
+
+    c = Ceilings(device="cuda", name="NVIDIA H200", memory_bandwidth=4.27e12)
+    assert interconnect_rows(c) == []
+    c.interconnect = {
+        "peer_copy_bandwidth": 321e9,
+        "allreduce_bus_bandwidth_by_size": {str(64 << 20): 256e9, str(16 << 20): 217e9},
+    }
+    rows = interconnect_rows(c)
+    assert rows[0] == ("peer copy cuda:0 -> cuda:1", "-", 321e9)
+    assert [r[1] for r in rows[1:]] == ["16 MiB", "64 MiB"]  # sorted by message size
+    # files written before the sweep: one figure with its message size
+    c.interconnect = {"allreduce_bus_bandwidth": 234e9, "allreduce_bytes": 32 << 20}
+    assert interconnect_rows(c) == [("all-reduce (NCCL), bus", "32 MiB", 234e9)]
+    text = _text(c)
+    assert "GPU <-> GPU" in text and "234" in text and "32 MiB" in text

@@ -76,5 +76,29 @@ def render(ceilings: Ceilings, console=None) -> None:
             )
         tt.caption = "host blocked: share of the copy during which the copy_ call had not returned"
         console.print(tt)
+    rows = interconnect_rows(c)
+    if rows:
+        it = Table(title="GPU <-> GPU", title_justify="left")
+        for col in ("link", "message", "GB/s"):
+            it.add_column(col, justify="left" if col == "link" else "right")
+        for label, message, bw in rows:
+            it.add_row(label, message, f"{bw / 1e9:.0f}")
+        it.caption = "all-reduce: nccl-tests bus bandwidth, 2(n-1)/n x algorithm bandwidth"
+        console.print(it)
     for note in c.notes:
         console.print(f"[dim]not measured: {note}[/dim]")
+
+
+def interconnect_rows(c: Ceilings) -> list[tuple[str, str, float]]:
+    """(link, message size, bytes/s) for the GPU<->GPU figures measured on 2+ GPU machines."""
+    ic = getattr(c, "interconnect", None) or {}
+    rows: list[tuple[str, str, float]] = []
+    if ic.get("peer_copy_bandwidth"):
+        rows.append(("peer copy cuda:0 -> cuda:1", "-", float(ic["peer_copy_bandwidth"])))
+    by_size = ic.get("allreduce_bus_bandwidth_by_size") or {}
+    if not by_size and ic.get("allreduce_bus_bandwidth"):
+        by_size = {str(ic.get("allreduce_bytes") or 0): ic["allreduce_bus_bandwidth"]}
+    for size, bw in sorted(((int(k), float(v)) for k, v in by_size.items()), key=lambda r: r[0]):
+        message = f"{size / (1 << 20):.0f} MiB" if size else "-"
+        rows.append(("all-reduce (NCCL), bus", message, bw))
+    return rows
