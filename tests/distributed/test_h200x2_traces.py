@@ -294,3 +294,15 @@ def test_analyze_folder_end_to_end(tmp_path, capsys):
     assert ar["fraction_of_ceiling"] == pytest.approx(0.9276189116426593, rel=REL)
     assert r["interconnect_source"] == "ceilings"
     assert r["interconnect"]["allreduce_bytes"] == 32 << 20
+
+
+def test_html_report_has_the_rank_table_and_the_straggler(merged, tmp_path):
+    from membound.report.ranks import emit
+
+    emit(merged["straggler"], console=False, html_path=tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    ranks = page[page.index("<h2>Ranks</h2>") : page.index("</table>", page.index("<h2>Ranks"))]
+    assert ranks.count("<tr>") == 3  # header + one row per rank
+    assert "straggler: rank 1 holds the others back" in page
+    emit(merged["exposed"], console=False, html_path=tmp_path / "e.html")
+    assert "straggler:" not in (tmp_path / "e.html").read_text()

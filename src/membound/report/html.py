@@ -101,7 +101,9 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def render(a) -> str:
+def render(a, sections: str = "") -> str:
+    """The report page; `sections` is extra HTML placed after the summary (e.g. the per-rank
+    table of a multi-rank run, built by `report.ranks`)."""
     e = html.escape
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
@@ -111,6 +113,7 @@ def render(a) -> str:
         f"<p class='summary'>{e(summary_line(a))}</p>",
     ]
     parts += [f"<p class='note'>note: {e(n)}</p>" for n in a.notes]
+    parts.append(sections)
     if a.has_gpu and a.idle_breakdown:
         parts.append("<h2>Where a step goes (ms per step)</h2><table><tr><th>GPU busy</th>")
         parts += [f"<th>idle: {e(c)}</th>" for c in a.idle_breakdown]
@@ -162,8 +165,8 @@ def render(a) -> str:
     return "".join(parts)
 
 
-def write(a, path) -> Path:
+def write(a, path, sections: str = "") -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(a), encoding="utf-8")
+    path.write_text(render(a, sections), encoding="utf-8")
     return path

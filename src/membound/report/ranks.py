@@ -172,11 +172,33 @@ def emit(ra, *, console=None, json_path=None, html_path=None) -> None:
     if html_path:
         from membound.report import html
 
-        written.append(("html", html.write(ra.merged, html_path)))
+        written.append(("html", html.write(ra.merged, html_path, sections=ranks_html(ra))))
     if console is not False and written:
         out = console or Console()
         for what, path in written:
             out.print(f"wrote {what}: {path}")
+
+
+def ranks_html(ra) -> str:
+    """The per-rank table and the straggler verdict, for the HTML report."""
+    import html
+
+    e = html.escape
+    cols = ("rank", "median step ms", "GPU busy", "compute ms/step", "waiting ms/step",
+            "collectives ms/step", "exposed ms/step")  # fmt: skip
+    parts = ["<h2>Ranks</h2><table><tr>", *(f"<th>{c}</th>" for c in cols), "</tr>"]
+    for r in ra.ranks:
+        cells = (r.rank, f"{r.median_step_ms:.3f}", _pct(r.gpu_busy_fraction),
+                 f"{r.compute_ms_per_step:.3f}", f"{r.wait_ms_per_step:.3f}",
+                 f"{r.comm_ms_per_step:.3f}", f"{r.exposed_comm_ms_per_step:.3f}")  # fmt: skip
+        parts.append("<tr>" + "".join(f"<td class='num'>{e(str(c))}</td>" for c in cells) + "</tr>")
+    parts.append("</table>")
+    for s in ra.stragglers:
+        parts.append(
+            f"<p class='summary'>straggler: rank {s.rank} holds the others back "
+            f"{s.held_back_ms_per_step:.2f} ms per step ({s.share_of_step:.0%})</p>"
+        )
+    return "".join(parts)
 
 
 def _pct(x) -> str:
