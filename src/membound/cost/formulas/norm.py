@@ -37,6 +37,23 @@ def _stats_shape(x: TensorMeta, normalized: list[int]) -> tuple[int, ...]:
     return (*x.shape[:axis], *([1] * len(normalized)))
 
 
+def _backward_outputs(
+    x: TensorMeta, mask: list[bool], dweight: TensorMeta | None, dbias: TensorMeta | None
+) -> tuple[int, list[TensorMeta]]:
+    """FLOPs and outputs of a norm backward: dx, dweight, dbias, each where `mask` asks for
+    it and (for the parameters) where there is one."""
+    flops, outs = 0, []
+    for wanted, out, per_element in (
+        (mask[0], TensorMeta(x.shape, x.dtype), NORM_BWD_DX),
+        (mask[1], dweight, NORM_BWD_DW),
+        (mask[2], dbias, NORM_BWD_DB),
+    ):
+        if wanted and out is not None:
+            flops += x.numel * per_element
+            outs.append(out)
+    return flops, outs
+
+
 def _affine(*tensors: TensorMeta | None) -> int:
     return AFFINE * sum(1 for t in tensors if t is not None)
 
@@ -67,17 +84,12 @@ def _layer_norm_backward(call: OpCall) -> Cost:
     # the bias is passed only for its shape: not read
     x, w, b = call.tensor(1), call.tensor(5), call.tensor(6)
     mask = _mask(call, 7, 3)
-    flops = 0
-    outs = []
-    if mask[0]:
-        flops += x.numel * NORM_BWD_DX
-        outs.append(TensorMeta(x.shape, x.dtype))
-    if mask[1] and w is not None:
-        flops += x.numel * NORM_BWD_DW
-        outs.append(TensorMeta(w.shape, w.dtype))
-    if mask[2] and b is not None:
-        flops += x.numel * NORM_BWD_DB
-        outs.append(TensorMeta(b.shape, b.dtype))
+    flops, outs = _backward_outputs(
+        x,
+        mask,
+        TensorMeta(w.shape, w.dtype) if w is not None else None,
+        TensorMeta(b.shape, b.dtype) if b is not None else None,
+    )
     reads = distinct_bytes(
         t for i, t in enumerate(call.inputs) if i != 6 and isinstance(t, TensorMeta)
     )
@@ -133,16 +145,8 @@ def _group_norm_backward(call: OpCall) -> Cost:
     x, w = call.tensor(1), call.tensor(4)
     mask = _mask(call, 9, 3)
     c = x.shape[1] if x.ndim > 1 else 1
-    flops, outs = 0, []
-    if mask[0]:
-        flops += x.numel * NORM_BWD_DX
-        outs.append(TensorMeta(x.shape, x.dtype))
-    if mask[1]:
-        flops += x.numel * NORM_BWD_DW
-        outs.append(TensorMeta((c,), w.dtype if w else x.dtype))
-    if mask[2]:
-        flops += x.numel * NORM_BWD_DB
-        outs.append(TensorMeta((c,), w.dtype if w else x.dtype))
+    per_channel = TensorMeta((c,), w.dtype if w else x.dtype)
+    flops, outs = _backward_outputs(x, mask, per_channel, per_channel)
     return simple(call, flops, outs, VECTOR)
 
 
@@ -207,14 +211,6 @@ def _batch_norm_backward(call: OpCall) -> Cost:
     w = call.tensor(2)
     mask = _mask(call, 9, 3) if call.name != "aten::cudnn_batch_norm_backward" else [True] * 3
     c = x.shape[1] if x.ndim > 1 else x.shape[0]
-    flops, outs = 0, []
-    if mask[0]:
-        flops += x.numel * NORM_BWD_DX
-        outs.append(TensorMeta(x.shape, x.dtype))
-    if mask[1]:
-        flops += x.numel * NORM_BWD_DW
-        outs.append(TensorMeta((c,), w.dtype if w else x.dtype))
-    if mask[2]:
-        flops += x.numel * NORM_BWD_DB
-        outs.append(TensorMeta((c,), w.dtype if w else x.dtype))
+    per_channel = TensorMeta((c,), w.dtype if w else x.dtype)
+    flops, outs = _backward_outputs(x, mask, per_channel, per_channel)
     return simple(call, flops, outs, VECTOR)
