@@ -19,7 +19,7 @@ collective the figure measured at the smallest size at or above its own, so it i
 with what the link reaches with a message at least as large. A collective larger than every
 measured size gets the largest size's figure (flagged: its fraction may exceed 1).
 
-The figures go into `Ceilings.interconnect` when that field exists, and into a small cache
+The figures go into `Ceilings.interconnect`, and into a small cache
 file of their own (per device name and GPU count) that the analysis reads as a fallback.
 Run `python -m membound.device.interconnect [--json F] [--quick]` to measure by hand.
 """
@@ -317,15 +317,7 @@ def register(step, skip_exc) -> None:
         return n
 
     def _store(c, **figures) -> None:
-        ic = getattr(c, "interconnect", None)
-        if isinstance(ic, dict):
-            ic.update(figures)
-        else:
-            ic = dict(figures)
-            try:
-                c.interconnect = ic
-            except AttributeError:  # a slotted Ceilings without the field: cache only
-                pass
+        c.interconnect = {**(c.interconnect or {}), **figures}
         import torch
 
         cached = load_cached(c.name) or Interconnect(name=c.name, gpus=torch.cuda.device_count())
