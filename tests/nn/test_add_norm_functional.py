@@ -129,6 +129,29 @@ def test_fp32_residual_stream_with_bf16_activations(path):
 
 
 @pytest.mark.parametrize("path", PATHS, indirect=True)
+def test_parameter_grads_come_in_each_parameters_dtype(path):
+    """weight bf16, bias fp32, pre_bias fp16 next to fp32 activations: each gradient in its
+    parameter's dtype (one reduction launch writes all three on the kernel path), values
+    against float64 autograd."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(7, 300, generator=g, requires_grad=True)
+    r = torch.randn(7, 300, generator=g, requires_grad=True)
+    w = (1 + 0.3 * torch.randn(300, generator=g)).bfloat16().requires_grad_()
+    b = (0.3 * torch.randn(300, generator=g)).requires_grad_()
+    pb = (0.5 * torch.randn(300, generator=g)).half().requires_grad_()
+    y = add_norm(x, w, b, residual=r, pre_bias=pb)
+    dy = torch.randn(7, 300, generator=g)
+    (y * dy).sum().backward()
+    ref = [t.detach().double().requires_grad_() for t in (x, r, w, b, pb)]
+    yr = add_norm_ref(ref[0], ref[2], ref[3], ref[1], ref[4], eps=1e-5, is_rms=False,
+                      compute_dtype=torch.float64)[0]  # fmt: skip
+    (yr * dy.double()).sum().backward()
+    for t, tr, name in zip((x, r, w, b, pb), ref, ("x", "r", "w", "b", "pb"), strict=False):
+        assert t.grad.dtype == t.dtype, name
+        _close(t.grad, tr.grad, t.dtype, f"d{name}")
+
+
+@pytest.mark.parametrize("path", PATHS, indirect=True)
 def test_manual_seed_reproduces_and_eval_disables_dropout(path):
     x = torch.randn(4, 41)
     torch.manual_seed(5)

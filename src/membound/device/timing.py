@@ -55,6 +55,51 @@ def _cuda_events_median_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
+def cuda_graph_median_ms(
+    fn: Callable[[], object], *, reps: int = 20, samples: int = 7, flush_bytes: int = 256 << 20
+) -> float:
+    """Median device milliseconds of `fn()` with the host taken out: GPU time only.
+
+    `fn` is captured `reps` times into one CUDA graph, each call after an L2 flush (a memset
+    of `flush_bytes`, as do_bench does); a second graph holds the flushes alone. Each sample
+    replays both and takes the difference / reps. What a call costs when the host keeps ahead
+    of the GPU (a training step with work queued), whatever the host's launch overhead.
+    Raises whatever capture raises when `fn` is not capturable (syncs, CPU work on results).
+    """
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
+    with_fn, flush_only = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(with_fn):
+        for _ in range(reps):
+            flush.zero_()
+            fn()
+    with torch.cuda.graph(flush_only):
+        for _ in range(reps):
+            flush.zero_()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def replay_ms(graph) -> float:
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    replay_ms(with_fn)
+    replay_ms(flush_only)
+    diffs = [(replay_ms(with_fn) - replay_ms(flush_only)) / reps for _ in range(samples)]
+    del with_fn, flush_only
+    return max(statistics.median(diffs), 0.0)
+
+
 def wall_median_ms(
     fn: Callable[[], object], *, rep_ms: float = 200, min_reps: int = 3, max_reps: int = 50
 ) -> float:

@@ -61,6 +61,29 @@ def _dropout_keep(SEED, rows, col0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
     return r.to(tl.int32) >= DROP_THRESHOLD
 
 
+@triton.jit
+def _load_pair(A, B, tile, M, stride_a, stride_b, cols, col_ok, HAS_B: tl.constexpr,
+               BLOCK_M: tl.constexpr):  # fmt: skip
+    """Rows [tile * BLOCK_M, +BLOCK_M) of A and (if HAS_B) B, in their storage dtype; rows at
+    or past M read as 0 (a prefetch past the last tile is masked off entirely). Streamed
+    once: evict_first keeps L2 for the parameters."""
+    rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows64 = rows.to(tl.int64)
+    mask = (rows < M)[:, None] & col_ok[None, :]
+    a = tl.load(
+        A + rows64[:, None] * stride_a + cols[None, :], mask=mask, other=0.0,
+        eviction_policy="evict_first",
+    )  # fmt: skip
+    if HAS_B:
+        b = tl.load(
+            B + rows64[:, None] * stride_b + cols[None, :], mask=mask, other=0.0,
+            eviction_policy="evict_first",
+        )  # fmt: skip
+    else:
+        b = a
+    return a, b
+
+
 # SEED is random per call: never specialize on it (seed % 16 == 0 would compile a new variant)
 @triton.jit(do_not_specialize=["SEED"])
 def _dropout_mask_kernel(
@@ -84,9 +107,13 @@ def _add_norm_fwd_kernel(
     SEED, DROP_THRESHOLD, drop_scale, eps,
     HAS_R: tl.constexpr, HAS_PB: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
     DROPOUT: tl.constexpr, IS_RMS: tl.constexpr, STORE_S: tl.constexpr, W_ONCE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr = False,
 ):  # fmt: skip
     """One [BLOCK_M, BLOCK_N] tile of whole rows per iteration; programs stride over tiles.
+
+    PREFETCH (persistent grids): the next tile's x and residual are loaded, in their storage
+    dtype, before the current tile's reductions and stores, so a program keeps loads in flight
+    while it computes (software double buffering in registers).
 
     With grid == number of tiles each program does one tile (the default for the forward);
     a smaller grid makes it persistent. Row offsets are int64: 32768 x 16384 elements
@@ -110,26 +137,32 @@ def _add_norm_fwd_kernel(
             )
     if HAS_PB:
         pb = tl.load(PB + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    if PREFETCH:
+        x_next, r_next = _load_pair(
+            X, R, pid, M, stride_x_row, stride_r_row, cols, col_ok, HAS_R, BLOCK_M
+        )
     for tile in range(pid, n_tiles, nprog):
         rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
         rows64 = rows.to(tl.int64)
         mask = row_ok[:, None] & col_ok[None, :]
-        # streamed once: evict_first keeps L2 for the parameters
-        s = tl.load(
-            X + rows64[:, None] * stride_x_row + cols[None, :], mask=mask, other=0.0,
-            eviction_policy="evict_first",
-        ).to(tl.float32)  # fmt: skip
+        if PREFETCH:
+            x_raw, r_raw = x_next, r_next
+            x_next, r_next = _load_pair(
+                X, R, tile + nprog, M, stride_x_row, stride_r_row, cols, col_ok, HAS_R, BLOCK_M
+            )
+        else:
+            x_raw, r_raw = _load_pair(
+                X, R, tile, M, stride_x_row, stride_r_row, cols, col_ok, HAS_R, BLOCK_M
+            )
+        s = x_raw.to(tl.float32)
         if HAS_PB:
             s += pb[None, :]
         if DROPOUT:
             keep = _dropout_keep(SEED, rows, 0, BLOCK_M, BLOCK_N, DROP_THRESHOLD)
             s = tl.where(keep, s * drop_scale, 0.0)
         if HAS_R:
-            s += tl.load(
-                R + rows64[:, None] * stride_r_row + cols[None, :], mask=mask, other=0.0,
-                eviction_policy="evict_first",
-            ).to(tl.float32)  # fmt: skip
+            s += r_raw.to(tl.float32)
         if STORE_S:
             s_ptrs = S + rows64[:, None] * stride_s_row + cols[None, :]
             tl.store(s_ptrs, s.to(S.dtype.element_ty), mask=mask)
@@ -173,8 +206,10 @@ def _add_norm_bwd_kernel(
     HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr,
     HAS_DPB: tl.constexpr, STORE_DR: tl.constexpr, DROPOUT: tl.constexpr, IS_RMS: tl.constexpr,
     W_ONCE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    PREFETCH: tl.constexpr = False,
 ):  # fmt: skip
-    """Persistent over row tiles; each program keeps fp32 partial sums of dweight, dbias and
+    """Persistent over row tiles (PREFETCH: the next tile's s and dy are loaded before the
+    current tile is computed, as in the forward); each program keeps fp32 partial sums of dweight, dbias and
     dpre_bias in registers and writes them once to row `pid` of a (programs, N) buffer,
     reduced afterwards: deterministic, no atomics. For wide rows (W_ONCE false) the weight is
     re-read per tile from L1/L2 instead of held in registers next to the two N-wide
@@ -192,19 +227,27 @@ def _add_norm_bwd_kernel(
     dw_acc = tl.zeros([BLOCK_N], tl.float32)
     db_acc = tl.zeros([BLOCK_N], tl.float32)
     dpb_acc = tl.zeros([BLOCK_N], tl.float32)
+    if PREFETCH:
+        s_next, dy_next = _load_pair(
+            SRC, DY, pid, M, stride_src_row, stride_dy_row, cols, col_ok, True, BLOCK_M
+        )
     for tile in range(pid, n_tiles, nprog):
         rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < M
         rows64 = rows.to(tl.int64)
         mask = row_ok[:, None] & col_ok[None, :]
-        s = tl.load(
-            SRC + rows64[:, None] * stride_src_row + cols[None, :], mask=mask, other=0.0,
-            eviction_policy="evict_first",
-        ).to(tl.float32)  # fmt: skip
-        dy = tl.load(
-            DY + rows64[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0,
-            eviction_policy="evict_first",
-        ).to(tl.float32)  # fmt: skip
+        if PREFETCH:
+            s_raw, dy_raw = s_next, dy_next
+            s_next, dy_next = _load_pair(
+                SRC, DY, tile + nprog, M, stride_src_row, stride_dy_row, cols, col_ok, True,
+                BLOCK_M,
+            )  # fmt: skip
+        else:
+            s_raw, dy_raw = _load_pair(
+                SRC, DY, tile, M, stride_src_row, stride_dy_row, cols, col_ok, True, BLOCK_M
+            )
+        s = s_raw.to(tl.float32)
+        dy = dy_raw.to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
         if IS_RMS:
             xhat = s * rstd[:, None]
@@ -258,6 +301,31 @@ def _add_norm_bwd_kernel(
         tl.store(DB_PART + part, db_acc, mask=col_ok)
     if HAS_DPB:
         tl.store(DPB_PART + part, dpb_acc, mask=col_ok)
+
+
+@triton.jit
+def _sum_partials_kernel(
+    PART, OUT0, OUT1, OUT2, P, N,
+    K: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """OUTk[n] = sum over p of PART[k, p, n] for k < K, in a fixed order (deterministic), fp32
+    accumulation, stored in each output's own dtype: the parameter gradients' one reduction
+    and their casts in a single launch. Program i owns columns [i * BLOCK_N, +BLOCK_N)."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    for k in tl.static_range(K):
+        acc = tl.zeros([BLOCK_P, BLOCK_N], tl.float32)
+        for p0 in range(0, P, BLOCK_P):
+            rows = p0 + tl.arange(0, BLOCK_P)
+            offs = (k * P + rows).to(tl.int64)[:, None] * N + cols[None, :]
+            acc += tl.load(PART + offs, mask=(rows < P)[:, None] & col_ok[None, :], other=0.0)
+        total = tl.sum(acc, axis=0)
+        if k == 0:
+            tl.store(OUT0 + cols, total.to(OUT0.dtype.element_ty), mask=col_ok)
+        elif k == 1:
+            tl.store(OUT1 + cols, total.to(OUT1.dtype.element_ty), mask=col_ok)
+        else:
+            tl.store(OUT2 + cols, total.to(OUT2.dtype.element_ty), mask=col_ok)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -338,6 +406,7 @@ def add_norm_fwd(
         kernel = _add_norm_fwd_kernel
         common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192
         common["BLOCK_M"] = cfg.block_m
+        common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n
     launch(kernel, grid, args, common, cfg.num_warps, cfg.num_stages)
     return y, s, mean, rstd
@@ -359,18 +428,20 @@ def add_norm_bwd(
     want_dpre_bias: bool = False,
     dx_dtype: torch.dtype | None = None,
     dres_dtype: torch.dtype | None = None,
+    param_dtypes: tuple = (torch.float32,) * 3,
     config: LaunchConfig | None = None,
 ):
     """Backward on 2-D views: returns (dx, dres or None, dweight, dbias, dpre_bias) (None where
     not wanted). `src` is the saved s (or x when s was not stored). `dres_dtype=None` means
-    dresidual is not written separately (no residual, or it equals dx)."""
+    dresidual is not written separately (no residual, or it equals dx). The parameter
+    gradients come in `param_dtypes` (weight, bias, pre_bias), from one reduction launch."""
     M, N = dy.shape
     cfg = config or bwd_config(M, N)
     dev = dy.device
     dx = _out((M, N), dx_dtype or dy.dtype, dev)
     dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
     grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
-    launch_grid = grid * triton.cdiv(N, cfg.block_n) if cfg.col_split else grid
+    launch_grid = grid * -(-N // cfg.block_n) if cfg.col_split else grid
     # the chunked kernel accumulates in place, the others write each partial row once
     in_place = cfg.chunked and not cfg.col_split
     wants = (want_dweight, want_dbias, want_dpre_bias)
@@ -404,8 +475,20 @@ def add_norm_bwd(
         kernel = _add_norm_bwd_kernel
         common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192
         common["BLOCK_M"] = cfg.block_m
+        common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n
     launch(kernel, (launch_grid,), args, common, cfg.num_warps, cfg.num_stages)
-    # the one deterministic reduction of the per-program partials
-    # one sum per partial: separate storages (a custom op's outputs may not alias each other)
-    return dx, dr, *(q.sum(dim=0) if q is not None else None for q in parts)
+    grads = [None, None, None]
+    if k:  # the one deterministic reduction of the per-program partials, one launch for all
+        outs = [_out((N,), dt, dev) for dt, w in zip(param_dtypes, wants, strict=True) if w]
+        # ~128 programs over the columns; plain int arithmetic (triton.cdiv is a JIT
+        # function: calling it on the host costs microseconds)
+        block_n = min(128, max(16, 1 << (-(-N // 128) - 1).bit_length()))
+        launch(
+            _sum_partials_kernel, (-(-N // block_n),),
+            (buf, *(outs + [outs[0]] * (3 - k)), grid, N),
+            dict(K=k, BLOCK_P=32, BLOCK_N=block_n), 4, 1,
+        )  # fmt: skip
+        it = iter(outs)
+        grads = [next(it) if w else None for w in wants]
+    return dx, dr, *grads

@@ -1,24 +1,20 @@
 """Launch configurations for the add_norm kernels, chosen by shape (no autotuning in the hot path).
 
-Why these numbers (H100/H200-class GPUs, 132 SMs, 64K registers and 64 warps per SM):
-- A tile holds whole rows: BLOCK_N = next power of two >= hidden. Rows wider than
-  `FUSED_MAX_N` elements go to the chunked kernels (registers would spill).
-- Small rows are batched, BLOCK_M rows per tile, so a tile holds ~`TILE_ELEMS` elements: one
-  row of 64 bf16 per program would move 256 B per launch slot and be latency-bound.
-- num_warps gives each thread ~`ELEMS_PER_THREAD` = 8 elements, i.e. one 16-byte vector per
-  bf16 tensor: measured on the H200 (run 2, bf16 H=4096 fwd) 16 warps (8 elements/thread)
-  0.789 of copy vs 0.678 at 8 warps (16/thread) and 0.484 at 4 warps; more warps per SM hide
-  HBM latency better than more bytes in flight per thread. Capped at 16 warps (`w32` is a
-  variant in the config table, untested as a default).
-- Forward rows wider than `FWD_FUSED_MAX_N` (4096) take the chunked kernel with 4096-wide chunks,
-  8 warps, 8 programs/SM: run 2 at H=16384 measured it at 0.732 of copy vs 0.569 for the
-  one-tile kernel (16384 wide, 16 warps = 32 elements/thread, registers spill).
-- The forward grid is persistent, `FWD_PROGRAMS_PER_SM` programs per SM striding over tiles:
-  measured on the H200 (run 1) it beat one tile per program (0.774 vs 0.647 of copy at
-  H=4096, 0.539 vs 0.490 at 16384). The backward is persistent too (each program writes an
-  N-wide fp32 partial of dweight/dbias; fewer programs, less partial traffic), with ~32
-  elements per thread: run 1 measured 4 warps x 4 programs/SM at H=4096 at 0.523 of copy vs
-  0.441 for 8 warps x 2.
+Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add_norm_sweep.py
+--sweep`, run 4 on the H200, bf16, 32768 rows, residual + dropout; fraction of copy bandwidth):
+- Forward, rows up to 4096 wide: one tile per program (not persistent), tiles of whole rows
+  holding at least `MIN_TILE_ELEMS` elements, `ELEMS_PER_THREAD` = 16 elements per thread:
+  H=1024 2 rows x 4 warps 0.878, H=2048 1 x 4 warps 0.933, H=4096 1 x 8 warps 0.910 (the
+  previous persistent 16-warp shape: 0.78-0.80). The hardware scheduler refills SMs better
+  than a persistent loop that stalls on its own reductions.
+- Forward, 8192: one tile, 32 warps (8 per thread), 4 programs/SM persistent, prefetching the
+  next row while this one computes (PREFETCH): 0.873 (one tile of 16 warps: < 0.76).
+- Forward, wider: the chunked kernel (`FWD_CHUNK_*`): 0.782 at 16384.
+- Backward (each program accumulates N-wide dweight/dbias partials in registers, so it is
+  persistent): 16 elements per thread, 16 warps per SM, PREFETCH: H=1024 2 rows x 4 warps x
+  4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
+  At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
+  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36).
 """
 
 from __future__ import annotations
@@ -33,14 +29,15 @@ FUSED_MAX_N = 16384
 #: backward variants at 16384 were all slower than its one-tile kernel). 8192 goes chunked
 #: too: its one-tile kernel (16 warps, 16 elements/thread) measured 0.64 in run 2, the
 #: chunked one 0.73 at 16384 with the same per-program work per chunk (run 3 checks 8192)
-FWD_FUSED_MAX_N = 4096
+FWD_FUSED_MAX_N = 8192
+#: chunk width of the chunked backward (rows wider than FUSED_MAX_N)
 CHUNK_N = 4096
-#: (warps, programs per SM) of the chunked forward (run 2: `chunked4096` at H=16384)
-FWD_CHUNK_WARPS, FWD_CHUNK_PPS = 8, 8
-TILE_ELEMS = 4096
-ELEMS_PER_THREAD = 8
-BWD_ELEMS_PER_THREAD = 32
-FWD_PROGRAMS_PER_SM = 2
+#: (chunk width, warps, programs per SM) of the chunked forward (run 4 at H=16384:
+#: 2048 x 8 x 8 0.782 of copy by GPU time, 4096 x 8 x 8 0.727, 4096 x 16 x 4 0.726)
+FWD_CHUNK_N, FWD_CHUNK_WARPS, FWD_CHUNK_PPS = 2048, 8, 8
+#: a tile holds at least this many elements (whole rows): 2 rows of 1024, 4 of 512, ...
+MIN_TILE_ELEMS = 2048
+ELEMS_PER_THREAD = 16
 #: None, or (min hidden, column block, warps, programs per SM): rows at least that wide use
 #: the 2-D column-split backward. Off until the H200 config table (variants `colsplit*`)
 #: shows it beating the one-tile kernel, which spills at 16384 (run 1: 0.29 of copy);
@@ -63,23 +60,31 @@ class LaunchConfig:
     #: of its rows and keeps that block's dweight/dbias partials in registers
     #: (`_add_norm_bwd_colsplit_kernel`); grid = row programs x column blocks
     col_split: bool = False
+    #: one-tile kernels of a persistent grid: load the next tile while computing this one
+    prefetch: bool = False
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _warps(elems: int, per_thread: int = ELEMS_PER_THREAD) -> int:
-    return max(1, min(16, _next_pow2(elems // (32 * per_thread))))
+def _tile(rows: int, block_n: int) -> tuple[int, int]:
+    """(rows per tile, warps): a tile of at least `MIN_TILE_ELEMS` elements (whole rows),
+    `ELEMS_PER_THREAD` elements per thread."""
+    block_m = max(1, min(_next_pow2(rows), MIN_TILE_ELEMS // block_n))
+    warps = max(1, min(32, block_m * block_n // (32 * ELEMS_PER_THREAD)))
+    return block_m, warps
 
 
 @functools.lru_cache(maxsize=4096)
 def fwd_config(rows: int, hidden: int) -> LaunchConfig:
     block_n = max(8, _next_pow2(hidden))
-    if block_n > FWD_FUSED_MAX_N:
-        return LaunchConfig(1, CHUNK_N, FWD_CHUNK_WARPS, True, FWD_CHUNK_PPS)
-    block_m = max(1, min(_next_pow2(rows), TILE_ELEMS // block_n))
-    return LaunchConfig(block_m, block_n, _warps(block_m * block_n), False, FWD_PROGRAMS_PER_SM)
+    if block_n <= 4096:  # one tile per program, 16 elements per thread
+        block_m, warps = _tile(rows, block_n)
+        return LaunchConfig(block_m, block_n, warps, False, 0)
+    if block_n <= FWD_FUSED_MAX_N:  # 8192: 32 warps (8 elements/thread), persistent, prefetch
+        return LaunchConfig(1, block_n, 32, False, 4, prefetch=True)
+    return LaunchConfig(1, FWD_CHUNK_N, FWD_CHUNK_WARPS, True, FWD_CHUNK_PPS)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -89,12 +94,13 @@ def bwd_config(rows: int, hidden: int) -> LaunchConfig:
         _, cb, warps, pps = BWD_COLSPLIT
         return LaunchConfig(1, cb, warps, True, pps, col_split=True)
     if block_n > FUSED_MAX_N:
-        return LaunchConfig(1, CHUNK_N, _warps(CHUNK_N, 16), True, 4)
-    block_m = max(1, min(_next_pow2(rows), TILE_ELEMS // block_n))
-    warps = _warps(block_m * block_n, BWD_ELEMS_PER_THREAD)
-    # ~128 registers per thread: 16 warps fill an SM's 64K registers, so 16 // warps programs
-    # are resident per SM; more would only queue behind them and enlarge the partial buffers
-    return LaunchConfig(block_m, block_n, warps, False, max(1, 16 // warps))
+        return LaunchConfig(1, CHUNK_N, 8, True, 4)
+    if block_n <= 8192:  # 16 elements per thread, 16 warps per SM, prefetching
+        block_m, warps = _tile(rows, block_n)
+        return LaunchConfig(block_m, block_n, warps, False, max(1, 16 // warps), prefetch=True)
+    # 16384: the row and two fp32 accumulators fill an SM's registers (one program per SM);
+    # prefetching only adds spills (measured, run 4)
+    return LaunchConfig(1, block_n, 16, False, 1)
 
 
 @functools.lru_cache(maxsize=16)

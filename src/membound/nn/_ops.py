@@ -67,24 +67,15 @@ def _rows(t: torch.Tensor | None) -> torch.Tensor | None:
     return t.reshape(-1, t.shape[-1])
 
 
-def _fwd_impl(
-    x: torch.Tensor,
-    residual: torch.Tensor | None,
-    pre_bias: torch.Tensor | None,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    dropout_p: float,
-    is_rms: bool,
-    eps: float,
-    store_s: bool,
-    s_dtype: torch.dtype,
-    out_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Returns (y, s (empty when not stored), mean, rstd, (seed, used_triton))."""
+def _fwd_core(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype,
+              out_dtype):  # fmt: skip
+    """The forward both paths share: (y, s or None, mean, rstd, seed, triton_path).
+
+    y and s have x's shape; mean is empty for RMSNorm; `seed` (an int, 0 without dropout) and
+    `triton_path` are what the backward needs to regenerate the same mask on the same path."""
     seed = int(torch.randint(2**62, (1,), dtype=torch.int64).item()) if dropout_p > 0.0 else 0
     x2, r2 = _rows(x), _rows(residual)
     triton_path = use_triton(x) and not (x.is_cuda and x.numel() <= EAGER_MAX_ELEMS)
-    seed_t = torch.tensor([seed, int(triton_path)], dtype=torch.int64)
     if triton_path:
         from membound.kernels.add_norm import add_norm_fwd
 
@@ -102,11 +93,34 @@ def _fwd_impl(
         )  # fmt: skip
         if is_rms:
             mean = mean.new_empty(_EMPTY)
-    if not store_s or s is None:
+    if not store_s:
+        s = None
+    if x.dim() != 2:
+        y = y.view(x.shape)
+        s = s.view(x.shape) if s is not None else None
+    return y, s, mean, rstd, seed, triton_path
+
+
+def _fwd_impl(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    pre_bias: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    dropout_p: float,
+    is_rms: bool,
+    eps: float,
+    store_s: bool,
+    s_dtype: torch.dtype,
+    out_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The custom op's body: (y, s (empty when not stored), mean, rstd, (seed, used_triton))."""
+    y, s, mean, rstd, seed, triton_path = _fwd_core(
+        x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype
+    )
+    if s is None:
         s = x.new_empty(_EMPTY, dtype=s_dtype)
-    else:
-        s = s.view(x.shape) if x.dim() != 2 else s
-    return (y.view(x.shape) if x.dim() != 2 else y), s, mean, rstd, seed_t
+    return y, s, mean, rstd, torch.tensor([seed, int(triton_path)], dtype=torch.int64)
 
 
 @torch.library.custom_op("membound::add_norm_fwd", mutates_args=())
@@ -139,6 +153,47 @@ def _(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dt
     return y, s, mean, rstd, torch.empty(2, dtype=torch.int64, device="cpu")
 
 
+def _bwd_core(dy, ds, src, mean, rstd, weight, seed, triton_path, dropout_p, is_rms, want_dres,
+              want_dweight, want_dbias, want_dpre_bias, x_dtype, res_dtype, param_dtypes):  # fmt: skip
+    """The backward both paths share: (dx, dres, dweight, dbias, dpre_bias), None where not
+    wanted, and dres None too when it equals dx (no dropout, same dtype: one tensor written
+    instead of two). Parameter gradients come in `param_dtypes` (weight, bias, pre_bias)."""
+    shape = dy.shape
+    dy2, ds2, src2 = _rows(dy), _rows(ds), _rows(src)
+    sep_dres = want_dres and (dropout_p > 0.0 or res_dtype != x_dtype)
+    if triton_path:  # the forward's path (its dropout stream), whatever the env says now
+        from membound.kernels.add_norm import add_norm_bwd
+
+        dx, dr, dw, db, dpb = add_norm_bwd(
+            dy2, ds2, src2, mean, rstd, weight, is_rms=is_rms, dropout_p=dropout_p, seed=seed,
+            want_dweight=want_dweight, want_dbias=want_dbias, want_dpre_bias=want_dpre_bias,
+            dx_dtype=x_dtype, dres_dtype=res_dtype if sep_dres else None,
+            param_dtypes=param_dtypes,
+        )  # fmt: skip
+    else:
+        from membound.kernels.add_norm_ref import add_norm_bwd_ref, dropout_keep_ref
+
+        keep = dropout_keep_ref(seed, dy2.shape, dropout_p, dy.device) if dropout_p > 0 else None
+        dsum, dx, dw, db, dpb = add_norm_bwd_ref(
+            dy2, ds2, src2, mean, rstd, weight, keep, is_rms=is_rms, dropout_p=dropout_p
+        )
+        dr = dsum.to(res_dtype) if sep_dres else None
+        dx = dx.to(x_dtype)
+        dw, db, dpb = (
+            g.to(dt) if g is not None and want else None
+            for g, dt, want in zip(
+                (dw, db, dpb),
+                param_dtypes,
+                (want_dweight, want_dbias, want_dpre_bias),
+                strict=False,
+            )
+        )
+    if dx.shape != shape:
+        dx = dx.view(shape)
+        dr = dr.view(shape) if dr is not None else None
+    return dx, dr, dw, db, dpb
+
+
 def _bwd_impl(
     dy: torch.Tensor,
     ds: torch.Tensor | None,
@@ -157,40 +212,18 @@ def _bwd_impl(
     res_dtype: torch.dtype,
     param_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Returns (dx, dres, dweight, dbias, dpre_bias); unwanted ones, and dres when it equals
-    dx (no dropout, same dtype: one tensor written instead of two), are empty."""
-    shape = dy.shape
-    dy2, ds2, src2 = _rows(dy), _rows(ds), _rows(src)
-    sep_dres = want_dres and (dropout_p > 0.0 or res_dtype != x_dtype)
+    """The custom op's body: `_bwd_core` with the seed tensor unpacked and empty tensors
+    where it returns None (a custom op returns tensors, and fresh ones: outputs may not alias
+    each other)."""
     s_seed, triton_path = (int(v) for v in seed.tolist())
-    if triton_path and use_triton(dy):
-        from membound.kernels.add_norm import add_norm_bwd
-
-        dx, dr, dw, db, dpb = add_norm_bwd(
-            dy2, ds2, src2, mean, rstd, weight, is_rms=is_rms, dropout_p=dropout_p, seed=s_seed,
-            want_dweight=want_dweight, want_dbias=want_dbias, want_dpre_bias=want_dpre_bias,
-            dx_dtype=x_dtype, dres_dtype=res_dtype if sep_dres else None,
-        )  # fmt: skip
-    else:
-        from membound.kernels.add_norm_ref import add_norm_bwd_ref, dropout_keep_ref
-
-        keep = dropout_keep_ref(s_seed, dy2.shape, dropout_p, dy.device) if dropout_p > 0 else None
-        dsum, dx, dw, db, dpb = add_norm_bwd_ref(
-            dy2, ds2, src2, mean, rstd, weight, keep, is_rms=is_rms, dropout_p=dropout_p
-        )
-        dr = dsum.to(res_dtype) if sep_dres else None
-        dx = dx.to(x_dtype)
-
-    def param_grad(g, wanted):
-        # a fresh empty each time: outputs of a custom op may not alias each other
-        return g.to(param_dtype) if wanted else dy.new_empty(_EMPTY, dtype=param_dtype)
-
-    return (
-        dx.view(shape),
-        dr.view(shape) if dr is not None else dy.new_empty(_EMPTY, dtype=res_dtype),
-        param_grad(dw, want_dweight),
-        param_grad(db, want_dbias),
-        param_grad(dpb, want_dpre_bias),
+    grads = _bwd_core(
+        dy, ds, src, mean, rstd, weight, s_seed, bool(triton_path), dropout_p, is_rms, want_dres,
+        want_dweight, want_dbias, want_dpre_bias, x_dtype, res_dtype, (param_dtype,) * 3,
+    )  # fmt: skip
+    dtypes = (x_dtype, res_dtype, param_dtype, param_dtype, param_dtype)
+    return tuple(
+        g if g is not None else dy.new_empty(_EMPTY, dtype=dt)
+        for g, dt in zip(grads, dtypes, strict=False)
     )
 
 
@@ -256,7 +289,7 @@ def _setup_context(ctx, inputs, output):
     ctx.dtypes = tuple(t.dtype if t is not None else None for t in (weight, bias, pre_bias))
 
 
-def _backward(ctx, dy, ds, dmean, drstd, dseed, bwd=None):
+def _backward(ctx, dy, ds, dmean, drstd, dseed):
     src, mean, rstd, weight, seed = ctx.saved_tensors
     has_r, has_pb, has_w, has_b = ctx.has
     need = ctx.needs_input_grad
@@ -264,7 +297,7 @@ def _backward(ctx, dy, ds, dmean, drstd, dseed, bwd=None):
     if dy is None:
         dy = torch.zeros_like(src)
     # parameters may differ in dtype (rare): reduce in fp32 and cast each one below
-    dx, dr, dw, db, dpb = (bwd or add_norm_bwd_op)(
+    dx, dr, dw, db, dpb = add_norm_bwd_op(
         dy, ds if (ds is not None and ds.numel() > 0) else None, src, mean, rstd, weight, seed,
         ctx.dropout_p, ctx.is_rms, has_r and need[1], want_w, want_b, want_pb, ctx.x_dtype,
         ctx.res_dtype, torch.float32,
@@ -287,16 +320,44 @@ add_norm_fwd_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 class AddNormFunction(torch.autograd.Function):
-    """The same forward/backward for eager mode without the custom-op dispatcher, whose
-    per-call overhead (tens of microseconds) would decide small shapes; torch.compile uses
-    the custom ops (`membound.nn.functional.add_norm` picks)."""
+    """The eager-mode autograd path, lean on purpose: host time per call decides mid-size
+    shapes (run 3 on the H200 host: the custom-op-shaped Function cost ~640 us of host per
+    backward). Returns y, or (y, s) when s is stored; mean/rstd/seed stay on ctx (no extra
+    outputs, no CPU tensor in the graph); parameter gradients come out of one reduction
+    launch already in each parameter's dtype. torch.compile uses the custom ops instead
+    (`membound.nn.functional.add_norm` picks)."""
 
     @staticmethod
-    def forward(ctx, *inputs):
-        output = _fwd_impl(*inputs)
-        _setup_context(ctx, inputs, output)
-        return output
+    def forward(ctx, x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s,
+                s_dtype, out_dtype):  # fmt: skip
+        y, s, mean, rstd, seed, triton_path = _fwd_core(
+            x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype,
+            out_dtype,
+        )  # fmt: skip
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(s if store_s else x, weight)
+        ctx.stats = (mean, rstd)  # internal, never handed out: no version check needed
+        ctx.meta = (
+            seed, triton_path, dropout_p, is_rms, x.dtype,
+            residual.dtype if residual is not None else x.dtype, residual is not None,
+            tuple(t.dtype if t is not None else None for t in (weight, bias, pre_bias)),
+        )  # fmt: skip
+        return (y, s) if store_s else y
 
     @staticmethod
-    def backward(ctx, *grads):
-        return _backward(ctx, *grads, bwd=_bwd_impl)
+    def backward(ctx, dy, ds=None):
+        src, weight = ctx.saved_tensors
+        mean, rstd = ctx.stats
+        seed, triton_path, p, is_rms, x_dtype, res_dtype, has_r, dtypes = ctx.meta
+        need = ctx.needs_input_grad
+        w_dt, b_dt, pb_dt = dtypes
+        want_w, want_b, want_pb = w_dt and need[3], b_dt and need[4], pb_dt and need[2]
+        if dy is None:
+            dy = torch.zeros_like(src)
+        dx, dr, dw, db, dpb = _bwd_core(
+            dy, ds, src, mean, rstd, weight, seed, triton_path, p, is_rms, has_r and need[1],
+            bool(want_w), bool(want_b), bool(want_pb), x_dtype, res_dtype,
+            tuple(dt or torch.float32 for dt in dtypes),
+        )  # fmt: skip
+        dres = (dr if dr is not None else dx) if has_r and need[1] else None
+        return (dx if need[0] else None, dres, dpb, dw, db) + (None,) * 6

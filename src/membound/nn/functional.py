@@ -99,20 +99,19 @@ def add_norm(
             out_dtype or x.dtype,
         )  # fmt: skip
         return (y, s) if prenorm else y
-    # eager: a plain autograd.Function (cheapest dispatch), or no autograd at all when nothing
-    # needs a gradient (inference: saves the Function's per-call cost); tracing: the custom op
-    if _ops.is_compiling():
-        op = _ops.add_norm_fwd_op
-    elif torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
-    ):
-        op = _ops.AddNormFunction.apply
-    else:
-        op = _ops._fwd_impl
-    y, s, _, _, _ = op(
+    args = (
         x, residual, pre_bias, weight, bias, p, is_rms, float(eps), store_s, s_dtype,
         out_dtype or x.dtype,
     )  # fmt: skip
+    if _ops.is_compiling():  # tracing: the custom op (opaque to the compiler, with autograd)
+        y, s, _, _, _ = _ops.add_norm_fwd_op(*args)
+    elif torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
+    ):  # eager training: the lean autograd.Function (cheapest dispatch)
+        out = _ops.AddNormFunction.apply(*args)
+        y, s = out if store_s else (out, None)
+    else:  # nothing needs a gradient (inference): no autograd at all
+        y, s = _ops._fwd_core(*args)[:2]
     if not prenorm:
         return y
     return y, (s if store_s else x)

@@ -1,0 +1,326 @@
+"""add_norm launch configurations by GPU time alone, and where the backward's host time goes.
+
+Part 1 (`--sweep`): forward and backward launch-config variants at 32768 rows x H (bf16,
+residual + dropout 0.1, bf16 weight/bias), timed with `cuda_graph_median_ms` (CUDA-graph
+replay, L2 flushed before each call, flush time subtracted): kernel time without any host
+overhead, so configs are compared on what they move. Stage 1 sweeps rows per tile x warps x
+programs per SM; stage 2 re-times the best three with PREFETCH (next tile loaded while this
+one computes) and without dropout.
+
+Part 2 (`--kernel-only`): eager / torch.compile / membound fwd and fwd+bwd at the benchmark
+shapes, GPU time only (graph replay), next to do_bench's host-inclusive figure.
+
+Part 3 (`--host`): per-call host microseconds of one fwd+bwd split at the backward's entry and
+exit (time to reach our backward, inside it, back to the caller), with autograd's device
+threads on and off, against a trivial Python autograd.Function and plain eager.
+
+    PYTHONPATH=src python benchmarks/bench_add_norm_sweep.py --sweep --kernel-only --host
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import RESULTS_DIR, CsvRows, bench_ms, copy_bandwidth  # noqa: E402
+
+P = 0.1
+M = 32768
+
+
+def _gpu_ms(fn) -> float:
+    from membound.device.timing import cuda_graph_median_ms
+
+    return cuda_graph_median_ms(fn, reps=10, samples=5)
+
+
+def _cands_fwd(N):
+    from membound.kernels.add_norm_config import LaunchConfig
+
+    bn = max(8, 1 << (N - 1).bit_length())
+    out = {}
+    if bn <= 8192:
+        for bm in (1, 2, 4, 8):
+            if bm * bn > 8192:
+                continue
+            for w in (4, 8, 16, 32):
+                per = bm * bn // (32 * w)
+                if not 4 <= per <= 16:
+                    continue
+                for pps in (0, 2, 4):
+                    out[f"bm{bm}_w{w}_p{pps}"] = LaunchConfig(bm, bn, w, False, pps)
+    if N >= 8192:
+        chunks = [(4096, 8, 8), (4096, 8, 4), (4096, 16, 4), (2048, 8, 8), (8192, 16, 2)]
+        chunks += [(2048, 4, 16), (1024, 4, 16), (2048, 16, 4), (1024, 8, 8)]
+        for cn, w, pps in chunks:
+            out[f"chunk{cn}_w{w}_p{pps}"] = LaunchConfig(1, cn, w, True, pps)
+    if bn >= 16384:  # one tile of the whole row, 32 warps (16 elements per thread)
+        for pps in (1, 2):
+            out[f"one_w32_p{pps}"] = LaunchConfig(1, bn, 32, False, pps)
+    return out
+
+
+def _cands_bwd(N):
+    from membound.kernels.add_norm_config import LaunchConfig
+
+    bn = max(8, 1 << (N - 1).bit_length())
+    out = {}
+    for bm in (1, 2, 4):
+        if bm * bn > 16384:
+            continue
+        for w in (4, 8, 16, 32):
+            per = bm * bn // (32 * w)
+            if not 8 <= per <= 64:
+                continue
+            for pps in (1, 2, 4, 8):
+                if w * pps > 32:
+                    continue
+                out[f"bm{bm}_w{w}_p{pps}"] = LaunchConfig(bm, bn, w, False, pps)
+    if N >= 8192:
+        for cb, w, pps in ((4096, 8, 2), (2048, 8, 4), (2048, 4, 8)):
+            out[f"colsplit{cb}_w{w}_p{pps}"] = LaunchConfig(1, cb, w, True, pps, col_split=True)
+    return out
+
+
+def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd):
+    from dataclasses import replace
+
+    from membound.kernels.add_norm import add_norm_bwd, add_norm_fwd
+    from membound.kernels.add_norm_config import bwd_config, fwd_config
+
+    x, r, dy = (torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    w, b = (torch.randn(N, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    nbytes = 4 * M * N * 2
+
+    def fwd(cfg, p=P):
+        return lambda: add_norm_fwd(
+            x, w, b, r, None, eps=1e-5, is_rms=False, dropout_p=p, seed=1, config=cfg
+        )
+
+    _, s, mean, rstd = add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False, dropout_p=P,
+                                    seed=1)  # fmt: skip
+
+    def bwd(cfg, p=P):
+        return lambda: add_norm_bwd(
+            dy, None, s, mean, rstd, w, is_rms=False, dropout_p=p, seed=1,
+            want_dweight=True, want_dbias=True, dres_dtype=dy.dtype,
+            param_dtypes=(w.dtype, b.dtype, torch.float32), config=cfg,
+        )  # fmt: skip
+
+    for direction, make, cands, default in (
+        ("fwd", fwd, _cands_fwd(N) if do_fwd else None, fwd_config(M, N)),
+        ("bwd", bwd, _cands_bwd(N) if do_bwd else None, bwd_config(M, N)),
+    ):
+        if cands is None:
+            continue
+        t_start = time.time()
+        res = {}
+
+        def time_one(name, cfg, p=P, direction=direction, make=make, res=res):
+            try:
+                ms = _gpu_ms(make(cfg, p))
+            except Exception as e:  # noqa: BLE001 - one variant failing must not stop
+                print(f"  {direction} H={N} {name}: {type(e).__name__}: {str(e)[:100]}")
+                return
+            res[name] = (ms, cfg)
+            frac = nbytes / (ms / 1e3) / copy_bw
+            csv.add(part="sweep", direction=direction, hidden=N, variant=name, ms=round(ms, 4),
+                    fraction_of_copy=round(frac, 3), config=str(cfg))  # fmt: skip
+
+        time_one("DEFAULT", default)
+        for name, cfg in cands.items():
+            if cfg != default:
+                time_one(name, cfg)
+        ranked = sorted(res.items(), key=lambda kv: kv[1][0])
+        for name, (_, cfg) in ranked[:3]:
+            if not cfg.chunked and cfg.programs_per_sm > 0:
+                time_one(name + "+pf", replace(cfg, prefetch=True))
+        best = min(res.items(), key=lambda kv: kv[1][0])
+        time_one(best[0] + "+nodrop", best[1][1], 0.0)
+        time_one("DEFAULT+nodrop", default, 0.0)
+        ranked = sorted(res.items(), key=lambda kv: kv[1][0])
+        dflt = res.get("DEFAULT", (float("nan"),))[0]
+        print(f"{direction} H={N}: default {dflt:.4f} ms {nbytes / dflt / 1e-3 / copy_bw:.3f}"
+              f"  ({len(res)} variants, {time.time() - t_start:.0f}s); best:")  # fmt: skip
+        for name, (ms, _) in ranked[:6]:
+            print(f"    {name:<24}{ms:8.4f} ms {nbytes / ms / 1e-3 / copy_bw:6.3f}")
+
+
+def sweep(csv, copy_bw, fwd_widths, bwd_widths):
+    for N in sorted(set(fwd_widths) | set(bwd_widths)):
+        _sweep_width(csv, copy_bw, N, N in fwd_widths, N in bwd_widths)
+        torch.cuda.empty_cache()
+
+
+def kernel_only(csv, copy_bw, shapes, compile_h):
+    from membound.nn.functional import add_norm
+
+    def eager_fused(x, r, w, b):
+        s = F.dropout(x, P) + r
+        return F.layer_norm(s, (s.shape[-1],), w, b, 1e-5), s
+
+    def mb(x, r, w, b):
+        return add_norm(x, w, b, residual=r, dropout_p=P, prenorm=True)
+
+    print(f"{'shape':<12}{'variant':<9}{'fwd gpu':>8}{'frac':>6}{'fwd bench':>10}{'frac':>6}"
+          f"{'f+b gpu':>9}{'frac':>6}{'f+b bench':>10}{'frac':>6}")  # fmt: skip
+    for m, n in shapes:
+        x, r = (torch.randn(m, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                for _ in range(2))  # fmt: skip
+        w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                for _ in range(2))  # fmt: skip
+        dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        fns = {"eager": eager_fused, "membound": mb}
+        if n in compile_h:
+            torch._dynamo.reset()
+            fns["compile"] = torch.compile(eager_fused, dynamic=False)
+        el = m * n * 2
+        for name, fn in fns.items():
+
+            def f(fn=fn, args=(x, r, w, b)):
+                return fn(*args)
+
+            def fb(fn=fn, args=(x, r, w, b), dy=dy):
+                y, _ = fn(*args)
+                torch.autograd.grad(y, args, dy)
+
+            row = {}
+            for d, call, nb in (("fwd", f, 4 * el), ("fwd+bwd", fb, 7 * el)):
+                for how, timer in (
+                    ("gpu", _gpu_ms),
+                    ("bench", lambda c: bench_ms(c, warmup_ms=3, rep_ms=10)),
+                ):
+                    try:
+                        ms = timer(call)
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  {name} {d} {how}: {type(e).__name__}: {str(e)[:100]}")
+                        ms = float("nan")
+                    frac = nb / (ms / 1e3) / copy_bw
+                    row[(d, how)] = (ms, frac)
+                    csv.add(part="kernel_only", direction=d, rows=m, hidden=n, variant=name,
+                            timing=how, ms=round(ms, 4), fraction_of_copy=round(frac, 3))  # fmt: skip
+            cells = "".join(f"{row[k][0]:8.4f}{row[k][1]:6.2f}  " for k in
+                            (("fwd", "gpu"), ("fwd", "bench"), ("fwd+bwd", "gpu"), ("fwd+bwd", "bench")))  # fmt: skip
+            print(f"{m}x{n:<7}{name:<9}{cells}", flush=True)
+        torch.cuda.empty_cache()
+
+
+def host(csv, n_iter=200):
+    """Split one fwd+bwd's host time at our backward's entry and exit."""
+    from membound.nn import _ops
+    from membound.nn.functional import add_norm
+
+    stamps = []
+    orig = _ops.AddNormFunction.backward
+
+    def wrapped(ctx, *g):
+        t1 = time.perf_counter_ns()
+        out = orig(ctx, *g)
+        stamps.append((t1, time.perf_counter_ns()))
+        return out
+
+    _ops.AddNormFunction.backward = staticmethod(wrapped)
+    shape = (8, 1024)
+    x, r = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))  # fmt: skip
+    w, b = (torch.ones(1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))  # fmt: skip
+    dy = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    old = _ops.EAGER_MAX_ELEMS
+    _ops.EAGER_MAX_ELEMS = -1
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            t1 = time.perf_counter_ns()
+            out = g * 2
+            stamps.append((t1, time.perf_counter_ns()))
+            return out
+
+    def ours():
+        return add_norm(x, w, b, residual=r, dropout_p=P, prenorm=True)[0], (x, r, w, b)
+
+    def twice():
+        return Twice.apply(x), (x,)
+
+    def eager():
+        s = F.dropout(x, P) + r
+        return F.layer_norm(s, (1024,), w, b, 1e-5), (x, r, w, b)
+
+    for label, fn in (("add_norm", ours), ("trivial Function", twice), ("plain eager", eager)):
+        for threads in (True, False):
+            for _ in range(20):
+                y, leaves = fn()
+                torch.autograd.grad(y, leaves, dy)
+            torch.cuda.synchronize()
+            stamps.clear()
+            fwd_us, rows = [], []
+            with torch.autograd.set_multithreading_enabled(threads):
+                for _ in range(n_iter):
+                    ta = time.perf_counter_ns()
+                    y, leaves = fn()
+                    t0 = time.perf_counter_ns()
+                    torch.autograd.grad(y, leaves, dy)
+                    t3 = time.perf_counter_ns()
+                    fwd_us.append((t0 - ta) / 1e3)
+                    if stamps:
+                        t1, t2 = stamps.pop()
+                        rows.append(((t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3))
+                    else:
+                        rows.append((float("nan"), float("nan"), (t3 - t0) / 1e3))
+                    stamps.clear()
+            torch.cuda.synchronize()
+            med = [statistics.median(c) for c in zip(*rows, strict=True)]
+            tag = "device threads" if threads else "caller thread "
+            print(
+                f"  host {label:<17}{tag}: fwd {statistics.median(fwd_us):7.1f} us | bwd: to "
+                f"entry {med[0]:7.1f}, inside {med[1]:7.1f}, exit->return {med[2]:7.1f} us"
+            )
+            csv.add(part="host", variant=label, threads=threads,
+                    fwd_us=round(statistics.median(fwd_us), 1), to_entry_us=round(med[0], 1),
+                    inside_us=round(med[1], 1), exit_us=round(med[2], 1))  # fmt: skip
+    _ops.AddNormFunction.backward = staticmethod(orig)
+    _ops.EAGER_MAX_ELEMS = old
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--fwd-widths", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--bwd-widths", default="1024,4096,16384")
+    ap.add_argument("--kernel-only", action="store_true")
+    ap.add_argument("--host", action="store_true")
+    ap.add_argument("--csv", default=str(RESULTS_DIR / "add_norm_sweep.csv"))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_add_norm_sweep needs a CUDA device.")
+        return 0
+    copy_bw = copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
+    csv = CsvRows(args.csv)
+    if args.host:
+        host(csv)
+    if args.kernel_only:
+        shapes = [(2048, 4096)] + [(M, h) for h in (1024, 2048, 4096, 8192, 16384)]
+        kernel_only(csv, copy_bw, shapes, compile_h=(1024, 4096, 16384))
+    if args.sweep:
+        sweep(
+            csv, copy_bw, [int(v) for v in args.fwd_widths.split(",")],
+            [int(v) for v in args.bwd_widths.split(",")],
+        )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
