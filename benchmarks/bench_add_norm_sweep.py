@@ -316,8 +316,8 @@ def main(argv=None) -> int:
         kernel_only(csv, copy_bw, shapes, compile_h=(1024, 4096, 16384))
     if args.sweep:
         sweep(
-            csv, copy_bw, [int(v) for v in args.fwd_widths.split(",")],
-            [int(v) for v in args.bwd_widths.split(",")],
+            csv, copy_bw, [int(v) for v in args.fwd_widths.split(",") if int(v) > 0],
+            [int(v) for v in args.bwd_widths.split(",") if int(v) > 0],
         )  # fmt: skip
     return 0
 
