@@ -83,6 +83,12 @@ def _cands_bwd(N):
                 if w * pps > 32:
                     continue
                 out[f"bm{bm}_w{w}_p{pps}"] = LaunchConfig(bm, bn, w, False, pps)
+    if bn >= 16384:  # split: no accumulators in the row kernel, a second parameter pass
+        for w, pps, pf in ((32, 0, False), (16, 0, False), (32, 2, True), (16, 2, True),
+                           (32, 1, True)):  # fmt: skip
+            out[f"split_w{w}_p{pps}{'_pf' if pf else ''}"] = LaunchConfig(
+                1, bn, w, False, pps, prefetch=pf, split_params=True
+            )
     if N >= 8192:
         for cb, w, pps in ((4096, 8, 2), (2048, 8, 4), (2048, 4, 8)):
             out[f"colsplit{cb}_w{w}_p{pps}"] = LaunchConfig(1, cb, w, True, pps, col_split=True)

@@ -147,12 +147,11 @@ def test_colsplit_switch_in_bwd_config(monkeypatch):
 
 @pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
 def test_wide_tile_reloads_parameters(is_rms):
-    """N = 9000 -> a 16384-wide tile (backward by default, forward forced): weight/bias are
-    re-read per tile instead of held."""
-    assert bwd_config(3, 9000).block_n == 16384 and not bwd_config(3, 9000).chunked
-    assert fwd_config(3, 9000).chunked  # the forward chunks rows wider than 4096
-    wide = LaunchConfig(block_m=1, block_n=16384, num_warps=16, chunked=False, programs_per_sm=2)
-    _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2, fwd_cfg=wide)
+    """N = 9000 -> 16384-wide tiles by default: the forward's one tile re-reads weight/bias
+    per tile instead of holding them, the backward splits off the parameter pass."""
+    assert fwd_config(3, 9000).block_n == 16384 and not fwd_config(3, 9000).chunked
+    assert bwd_config(3, 9000).split_params and bwd_config(3, 9000).block_n == 16384
+    _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2)
 
 
 def test_persistent_forward_grid_and_multi_row_tiles():
@@ -169,6 +168,16 @@ def test_prefetching_persistent_kernels(block_m, is_rms):
     # the interpreter's grid is 4 programs per "SM" count: cap it at 3 through the rows
     _run_case(23, 41, torch.bfloat16, is_rms, ALL, 0.2, fwd_cfg=cfg, bwd_cfg=cfg)
     _run_case(2, 41, torch.float32, is_rms, ALL, 0.0, fwd_cfg=cfg, bwd_cfg=cfg)
+
+
+@pytest.mark.parametrize("is_rms", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_parameter_backward(dtype, is_rms):
+    """split_params: the row kernel writes dx/dres only, a second pass sums dweight, dbias
+    and dpre_bias over row blocks (19 rows over 8 row programs: uneven, and some empty)."""
+    cfg = LaunchConfig(1, 64, 1, False, programs_per_sm=0, split_params=True)
+    _run_case(19, 41, dtype, is_rms, ALL, 0.2, bwd_cfg=cfg)
+    _run_case(3, 7, dtype, is_rms, ("weight",), 0.0, bwd_cfg=cfg)
 
 
 def test_dropout_keep_rate_seeds_and_backward_mask():
@@ -260,10 +269,11 @@ def test_launch_configs_by_size():
     assert fwd_config(32768, 2048) == LaunchConfig(1, 2048, 4, False, 0)
     assert fwd_config(32768, 4096) == LaunchConfig(1, 4096, 8, False, 0)
     assert fwd_config(32768, 8192) == LaunchConfig(1, 8192, 32, False, 4, prefetch=True)
-    assert fwd_config(32768, 16384) == LaunchConfig(1, 2048, 8, True, 8)
+    assert fwd_config(32768, 16384) == LaunchConfig(1, 16384, 32, False, 1, prefetch=True)
+    assert fwd_config(32768, 16385) == LaunchConfig(1, 2048, 8, True, 8)
     assert bwd_config(32768, 1024) == LaunchConfig(2, 1024, 4, False, 4, prefetch=True)
     assert bwd_config(32768, 4096) == LaunchConfig(1, 4096, 8, False, 2, prefetch=True)
-    assert not bwd_config(32768, 16384).chunked and not bwd_config(32768, 16384).prefetch
+    assert bwd_config(32768, 16384) == LaunchConfig(1, 16384, 32, False, 0, split_params=True)
     assert bwd_config(8, 65536).chunked
     assert fwd_config(1, 1).block_n == 8  # one Philox call covers 8 columns
     for n in (1, 7, 64, 300, 1024, 4096, 8192, 16384, 65536):

@@ -328,11 +328,75 @@ def _sum_partials_kernel(
             tl.store(OUT2 + cols, total.to(OUT2.dtype.element_ty), mask=col_ok)
 
 
+@triton.jit
+def _param_partials_kernel(
+    DY, SRC, DX, MEAN, RSTD, PART, M, N, rows_per_prog,
+    stride_dy_row, stride_src_row, stride_dx_row,
+    HAS_DW: tl.constexpr, HAS_DB: tl.constexpr, HAS_DPB: tl.constexpr, IS_RMS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """The split backward's second pass (rows too wide for the fused one's register
+    accumulators): program (i, j) sums, over its `rows_per_prog` rows starting at
+    j * rows_per_prog, dy * xhat (dweight), dy (dbias) and dx (dpre_bias, read back from the
+    first pass) for columns [i * BLOCK_N, +BLOCK_N), and writes them to row j of each wanted
+    (programs_m, N) slice of PART, in the order dweight, dbias, dpre_bias. xhat uses the
+    forward's saved mean and rstd."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    pm = tl.program_id(1)
+    r_lo = pm * rows_per_prog
+    r_hi = tl.minimum(r_lo + rows_per_prog, M)
+    acc_w = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    acc_b = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    acc_p = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for r0 in range(r_lo, r_hi, BLOCK_M):
+        rows = r0 + tl.arange(0, BLOCK_M)
+        row_ok = rows < r_hi
+        rows64 = rows.to(tl.int64)
+        mask = row_ok[:, None] & col_ok[None, :]
+        if HAS_DW or HAS_DB:
+            dy = tl.load(
+                DY + rows64[:, None] * stride_dy_row + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first",
+            ).to(tl.float32)  # fmt: skip
+        if HAS_DW:
+            s = tl.load(
+                SRC + rows64[:, None] * stride_src_row + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first",
+            ).to(tl.float32)  # fmt: skip
+            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+            if IS_RMS:
+                xhat = s * rstd[:, None]
+            else:
+                mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+                xhat = (s - mean[:, None]) * rstd[:, None]
+            acc_w += dy * xhat
+        if HAS_DB:
+            acc_b += dy
+        if HAS_DPB:
+            acc_p += tl.load(
+                DX + rows64[:, None] * stride_dx_row + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first",
+            ).to(tl.float32)  # fmt: skip
+    n_pm = tl.num_programs(1)
+    k = 0
+    if HAS_DW:
+        tl.store(PART + (k * n_pm + pm).to(tl.int64) * N + cols, tl.sum(acc_w, 0), mask=col_ok)
+        k += 1
+    if HAS_DB:
+        tl.store(PART + (k * n_pm + pm).to(tl.int64) * N + cols, tl.sum(acc_b, 0), mask=col_ok)
+        k += 1
+    if HAS_DPB:
+        tl.store(PART + (k * n_pm + pm).to(tl.int64) * N + cols, tl.sum(acc_p, 0), mask=col_ok)
+
+
 # ----------------------------------------------------------------------------- launchers
 
 
 #: tests set this to fill every output with NaN before a launch, so unwritten elements fail
 POISON_OUTPUTS = False
+#: row programs of the split backward's parameter pass (x ~128 column blocks at N = 16384)
+SPLIT_ROW_PROGRAMS = 8
 
 
 def _out(shape, dtype, device) -> torch.Tensor:
@@ -449,10 +513,13 @@ def add_norm_bwd(
     # host: ~10-30 us each), the backward's dominant cost at small sizes
     k = sum(wants)
     buf = None
+    split = cfg.split_params and k > 0
+    # split: the first kernel writes dx (and dres) only; a second pass reduces the parameters
+    p_rows = min(SPLIT_ROW_PROGRAMS, M) if split else grid
     if k:
-        buf = (torch.zeros if in_place else _out)((k, grid, N), dtype=torch.float32, device=dev)
-    it = iter(buf.unbind(0)) if buf is not None else iter(())
-    parts = [next(it) if w else None for w in wants]
+        buf = (torch.zeros if in_place else _out)((k, p_rows, N), dtype=torch.float32, device=dev)
+    it = iter(buf.unbind(0)) if buf is not None and not split else iter(())
+    parts = [next(it) if w and not split else None for w in wants]
     dropout = dropout_p > 0.0
     threshold, scale = _dropout_args(dropout_p)
     ds_arg = ds if ds is not None else dy
@@ -464,8 +531,9 @@ def add_norm_bwd(
         seed, threshold, scale,
     )  # fmt: skip
     common = dict(
-        HAS_DS=ds is not None, HAS_W=weight is not None, HAS_DW=want_dweight, HAS_DB=want_dbias,
-        HAS_DPB=want_dpre_bias, STORE_DR=dr is not None, DROPOUT=dropout, IS_RMS=is_rms,
+        HAS_DS=ds is not None, HAS_W=weight is not None, HAS_DW=want_dweight and not split,
+        HAS_DB=want_dbias and not split, HAS_DPB=want_dpre_bias and not split,
+        STORE_DR=dr is not None, DROPOUT=dropout, IS_RMS=is_rms,
     )  # fmt: skip
     if cfg.col_split:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_colsplit_kernel as kernel
@@ -478,6 +546,15 @@ def add_norm_bwd(
         common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n
     launch(kernel, (launch_grid,), args, common, cfg.num_warps, cfg.num_stages)
+    if split:
+        bn = 128
+        launch(
+            _param_partials_kernel, (-(-N // bn), p_rows),
+            (dy, src, dx, mean if not is_rms else rstd, rstd, buf, M, N, -(-M // p_rows),
+             dy.stride(0), src.stride(0), dx.stride(0)),
+            dict(HAS_DW=want_dweight, HAS_DB=want_dbias, HAS_DPB=want_dpre_bias, IS_RMS=is_rms,
+                 BLOCK_M=16, BLOCK_N=bn), 4, 1,
+        )  # fmt: skip
     grads = [None, None, None]
     if k:  # the one deterministic reduction of the per-program partials, one launch for all
         outs = [_out((N,), dt, dev) for dt, w in zip(param_dtypes, wants, strict=True) if w]
@@ -486,7 +563,7 @@ def add_norm_bwd(
         block_n = min(128, max(16, 1 << (-(-N // 128) - 1).bit_length()))
         launch(
             _sum_partials_kernel, (-(-N // block_n),),
-            (buf, *(outs + [outs[0]] * (3 - k)), grid, N),
+            (buf, *(outs + [outs[0]] * (3 - k)), p_rows, N),
             dict(K=k, BLOCK_P=32, BLOCK_N=block_n), 4, 1,
         )  # fmt: skip
         it = iter(outs)

@@ -7,14 +7,17 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   H=1024 2 rows x 4 warps 0.878, H=2048 1 x 4 warps 0.933, H=4096 1 x 8 warps 0.910 (the
   previous persistent 16-warp shape: 0.78-0.80). The hardware scheduler refills SMs better
   than a persistent loop that stalls on its own reductions.
-- Forward, 8192: one tile, 32 warps (8 per thread), 4 programs/SM persistent, prefetching the
-  next row while this one computes (PREFETCH): 0.873 (one tile of 16 warps: < 0.76).
-- Forward, wider: the chunked kernel (`FWD_CHUNK_*`): 0.782 at 16384.
+- Forward, 8192 and 16384: one tile, 32 warps, persistent (4 / 1 programs per SM), prefetching
+  the next row while this one computes (PREFETCH): 0.873 and 0.893 (one tile of 16 warps at
+  8192: < 0.76; chunks of 2048 at 16384: 0.782).
+- Forward, wider: the chunked kernel (`FWD_CHUNK_*`).
 - Backward (each program accumulates N-wide dweight/dbias partials in registers, so it is
   persistent): 16 elements per thread, 16 warps per SM, PREFETCH: H=1024 2 rows x 4 warps x
   4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
-  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36).
+  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). So 16384
+  splits the work (`split_params`): the row kernel writes dx only, a column-parallel pass
+  re-reads dy and s for dweight/dbias (6 tensor passes instead of 4, none of them spilling).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ FUSED_MAX_N = 16384
 #: backward variants at 16384 were all slower than its one-tile kernel). 8192 goes chunked
 #: too: its one-tile kernel (16 warps, 16 elements/thread) measured 0.64 in run 2, the
 #: chunked one 0.73 at 16384 with the same per-program work per chunk (run 3 checks 8192)
-FWD_FUSED_MAX_N = 8192
+FWD_FUSED_MAX_N = 16384
 #: chunk width of the chunked backward (rows wider than FUSED_MAX_N)
 CHUNK_N = 4096
 #: (chunk width, warps, programs per SM) of the chunked forward (run 4 at H=16384:
@@ -62,6 +65,10 @@ class LaunchConfig:
     col_split: bool = False
     #: one-tile kernels of a persistent grid: load the next tile while computing this one
     prefetch: bool = False
+    #: backward only: the row kernel writes dx (and dresidual) without parameter
+    #: accumulators; a second pass (`_param_partials_kernel`) re-reads dy and s for
+    #: dweight/dbias (and dx for dpre_bias): more bytes, but no register spills
+    split_params: bool = False
 
 
 def _next_pow2(n: int) -> int:
@@ -82,8 +89,8 @@ def fwd_config(rows: int, hidden: int) -> LaunchConfig:
     if block_n <= 4096:  # one tile per program, 16 elements per thread
         block_m, warps = _tile(rows, block_n)
         return LaunchConfig(block_m, block_n, warps, False, 0)
-    if block_n <= FWD_FUSED_MAX_N:  # 8192: 32 warps (8 elements/thread), persistent, prefetch
-        return LaunchConfig(1, block_n, 32, False, 4, prefetch=True)
+    if block_n <= FWD_FUSED_MAX_N:  # 8192, 16384: 32 warps, persistent, prefetching
+        return LaunchConfig(1, block_n, 32, False, 4 if block_n <= 8192 else 1, prefetch=True)
     return LaunchConfig(1, FWD_CHUNK_N, FWD_CHUNK_WARPS, True, FWD_CHUNK_PPS)
 
 
@@ -98,9 +105,10 @@ def bwd_config(rows: int, hidden: int) -> LaunchConfig:
     if block_n <= 8192:  # 16 elements per thread, 16 warps per SM, prefetching
         block_m, warps = _tile(rows, block_n)
         return LaunchConfig(block_m, block_n, warps, False, max(1, 16 // warps), prefetch=True)
-    # 16384: the row and two fp32 accumulators fill an SM's registers (one program per SM);
-    # prefetching only adds spills (measured, run 4)
-    return LaunchConfig(1, block_n, 16, False, 1)
+    # 16384: the row and two N-wide fp32 accumulators would fill an SM's registers (one
+    # program per SM: 0.36 of copy in run 4, whatever the variant); split instead: the row
+    # kernel keeps no accumulators, a second pass re-reads dy and s for dweight/dbias
+    return LaunchConfig(1, block_n, 32, False, 0, split_params=True)
 
 
 @functools.lru_cache(maxsize=16)
