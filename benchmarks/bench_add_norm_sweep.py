@@ -165,7 +165,65 @@ def sweep(csv, copy_bw, fwd_widths, bwd_widths):
         torch.cuda.empty_cache()
 
 
-def kernel_only(csv, copy_bw, shapes, compile_h):
+def split_pass(csv, copy_bw, N=16384):
+    """The split backward's two kernels apart at 32768 x N: the row kernel alone (no
+    parameter gradients wanted: 4 tensors), then the parameter pass's tiling variants (2
+    tensors read); the best one is left set in the module for the parts that follow."""
+    from membound.kernels import add_norm as K
+    from membound.kernels.add_norm_config import bwd_config
+
+    x, r, dy = (torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    w, b = (torch.randn(N, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    _, s, mean, rstd = K.add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False, dropout_p=P,
+                                      seed=1)  # fmt: skip
+    cfg = bwd_config(M, N)
+    el = M * N * 2
+
+    def bwd(want):
+        return lambda: K.add_norm_bwd(
+            dy, None, s, mean, rstd, w, is_rms=False, dropout_p=P, seed=1, want_dweight=want,
+            want_dbias=want, dres_dtype=dy.dtype, param_dtypes=(w.dtype, b.dtype, w.dtype),
+            config=cfg,
+        )  # fmt: skip
+
+    for label, want, nb in (("row kernel alone", False, 4 * el), ("whole backward", True, 4 * el)):
+        ms = _gpu_ms(bwd(want))
+        print(f"split H={N} {label:<18}{ms:8.4f} ms {nb / ms / 1e-3 / copy_bw:6.3f} (4 tensors)")
+    buf = torch.empty((2, 64, N), device="cuda", dtype=torch.float32)
+    res = {}
+    for bm, bn, warps in ((16, 128, 4), (32, 128, 4), (16, 256, 4), (32, 256, 8), (8, 512, 4),
+                          (16, 512, 8), (64, 64, 4), (32, 64, 4), (8, 256, 4), (64, 128, 8)):  # fmt: skip
+        for rp in (8, 16, 32, 64):
+
+            def one(bm=bm, bn=bn, warps=warps, rp=rp):
+                K.launch(
+                    K._param_partials_kernel, (-(-N // bn), rp),
+                    (dy, s, dy, mean, rstd, buf, M, N, -(-M // rp), dy.stride(0), s.stride(0),
+                     dy.stride(0)),
+                    dict(HAS_DW=True, HAS_DB=True, HAS_DPB=False, IS_RMS=False, BLOCK_M=bm,
+                         BLOCK_N=bn), warps, 1,
+                )  # fmt: skip
+
+            try:
+                ms = _gpu_ms(one)
+            except Exception as e:  # noqa: BLE001
+                print(f"  split pass bm{bm} bn{bn} w{warps} rp{rp}: {type(e).__name__}")
+                continue
+            res[(rp, bm, bn, warps)] = ms
+            csv.add(part="split_pass", hidden=N, variant=f"bm{bm}_bn{bn}_w{warps}_rp{rp}",
+                    ms=round(ms, 4), fraction_of_copy=round(2 * el / ms / 1e-3 / copy_bw, 3))  # fmt: skip
+    ranked = sorted(res.items(), key=lambda kv: kv[1])
+    print(f"split parameter pass (reads dy, s; GPU time), default {K.SPLIT_ROW_PROGRAMS, K.SPLIT_BLOCK_M, K.SPLIT_BLOCK_N, K.SPLIT_WARPS}:")  # fmt: skip
+    dflt = (K.SPLIT_ROW_PROGRAMS, K.SPLIT_BLOCK_M, K.SPLIT_BLOCK_N, K.SPLIT_WARPS)
+    for key, ms in ranked[:5] + ([(dflt, res[dflt])] if dflt in res else []):
+        print(f"    rp{key[0]} bm{key[1]} bn{key[2]} w{key[3]}  {ms:8.4f} ms "
+              f"{2 * el / ms / 1e-3 / copy_bw:6.3f} (2 tensors)")  # fmt: skip
+    K.SPLIT_ROW_PROGRAMS, K.SPLIT_BLOCK_M, K.SPLIT_BLOCK_N, K.SPLIT_WARPS = ranked[0][0]
+    ms = _gpu_ms(bwd(True))
+    print(f"split H={N} whole backward, best pass {ms:8.4f} ms {4 * el / ms / 1e-3 / copy_bw:6.3f}")
+
+
+def kernel_only(csv, copy_bw, shapes, compile_h, dtype=torch.bfloat16):
     from membound.nn.functional import add_norm
 
     def eager_fused(x, r, w, b):
@@ -178,16 +236,16 @@ def kernel_only(csv, copy_bw, shapes, compile_h):
     print(f"{'shape':<12}{'variant':<9}{'fwd gpu':>8}{'frac':>6}{'fwd bench':>10}{'frac':>6}"
           f"{'f+b gpu':>9}{'frac':>6}{'f+b bench':>10}{'frac':>6}")  # fmt: skip
     for m, n in shapes:
-        x, r = (torch.randn(m, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        x, r = (torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
                 for _ in range(2))  # fmt: skip
-        w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w, b = (torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
                 for _ in range(2))  # fmt: skip
-        dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        dy = torch.randn(m, n, device="cuda", dtype=dtype)
         fns = {"eager": eager_fused, "membound": mb}
         if n in compile_h:
             torch._dynamo.reset()
             fns["compile"] = torch.compile(eager_fused, dynamic=False)
-        el = m * n * 2
+        el = m * n * x.element_size()
         for name, fn in fns.items():
 
             def f(fn=fn, args=(x, r, w, b)):
@@ -210,7 +268,8 @@ def kernel_only(csv, copy_bw, shapes, compile_h):
                         ms = float("nan")
                     frac = nb / (ms / 1e3) / copy_bw
                     row[(d, how)] = (ms, frac)
-                    csv.add(part="kernel_only", direction=d, rows=m, hidden=n, variant=name,
+                    csv.add(part="kernel_only", dtype=str(dtype).split(".")[-1], direction=d,
+                            rows=m, hidden=n, variant=name,
                             timing=how, ms=round(ms, 4), fraction_of_copy=round(frac, 3))  # fmt: skip
             cells = "".join(f"{row[k][0]:8.4f}{row[k][1]:6.2f}  " for k in
                             (("fwd", "gpu"), ("fwd", "bench"), ("fwd+bwd", "gpu"), ("fwd+bwd", "bench")))  # fmt: skip
@@ -307,6 +366,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bwd-widths", default="1024,4096,16384")
     ap.add_argument("--kernel-only", action="store_true")
     ap.add_argument("--host", action="store_true")
+    ap.add_argument("--split", action="store_true", help="tune the split backward (16384)")
+    ap.add_argument("--ko-hidden", default="", help="kernel-only widths (default: all)")
+    ap.add_argument("--ko-dtype", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--no-compile", action="store_true", help="kernel-only without compile")
     ap.add_argument("--csv", default=str(RESULTS_DIR / "add_norm_sweep.csv"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -317,9 +380,16 @@ def main(argv=None) -> int:
     csv = CsvRows(args.csv)
     if args.host:
         host(csv)
+    if args.split:
+        split_pass(csv, copy_bw)
     if args.kernel_only:
         shapes = [(2048, 4096)] + [(M, h) for h in (1024, 2048, 4096, 8192, 16384)]
-        kernel_only(csv, copy_bw, shapes, compile_h=(1024, 4096, 16384))
+        if args.ko_hidden:
+            shapes = [(M, int(h)) for h in args.ko_hidden.split(",")]
+        kernel_only(
+            csv, copy_bw, shapes, () if args.no_compile else (1024, 4096, 16384),
+            {"bf16": torch.bfloat16, "fp32": torch.float32}[args.ko_dtype],
+        )  # fmt: skip
     if args.sweep:
         sweep(
             csv, copy_bw, [int(v) for v in args.fwd_widths.split(",") if int(v) > 0],

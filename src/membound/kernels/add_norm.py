@@ -395,8 +395,9 @@ def _param_partials_kernel(
 
 #: tests set this to fill every output with NaN before a launch, so unwritten elements fail
 POISON_OUTPUTS = False
-#: row programs of the split backward's parameter pass (x ~128 column blocks at N = 16384)
-SPLIT_ROW_PROGRAMS = 8
+#: the split backward's parameter pass: row programs (x N / SPLIT_BLOCK_N column blocks),
+#: rows x columns per tile, warps
+SPLIT_ROW_PROGRAMS, SPLIT_BLOCK_M, SPLIT_BLOCK_N, SPLIT_WARPS = 8, 16, 128, 4
 
 
 def _out(shape, dtype, device) -> torch.Tensor:
@@ -547,13 +548,13 @@ def add_norm_bwd(
     common["BLOCK_N"] = cfg.block_n
     launch(kernel, (launch_grid,), args, common, cfg.num_warps, cfg.num_stages)
     if split:
-        bn = 128
+        bn = SPLIT_BLOCK_N
         launch(
             _param_partials_kernel, (-(-N // bn), p_rows),
             (dy, src, dx, mean if not is_rms else rstd, rstd, buf, M, N, -(-M // p_rows),
              dy.stride(0), src.stride(0), dx.stride(0)),
             dict(HAS_DW=want_dweight, HAS_DB=want_dbias, HAS_DPB=want_dpre_bias, IS_RMS=is_rms,
-                 BLOCK_M=16, BLOCK_N=bn), 4, 1,
+                 BLOCK_M=SPLIT_BLOCK_M, BLOCK_N=bn), SPLIT_WARPS, 1,
         )  # fmt: skip
     grads = [None, None, None]
     if k:  # the one deterministic reduction of the per-program partials, one launch for all
