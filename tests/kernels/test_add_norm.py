@@ -271,6 +271,7 @@ def test_launch_configs_by_size():
     assert fwd_config(32768, 8192) == LaunchConfig(1, 8192, 32, False, 4, prefetch=True)
     assert fwd_config(32768, 16384) == LaunchConfig(1, 16384, 32, False, 1, prefetch=True)
     assert fwd_config(32768, 16385) == LaunchConfig(1, 2048, 8, True, 8)
+    assert fwd_config(32768, 16384, 4).chunked and not fwd_config(32768, 8192, 4).chunked
     assert bwd_config(32768, 1024) == LaunchConfig(2, 1024, 4, False, 4, prefetch=True)
     assert bwd_config(32768, 4096) == LaunchConfig(1, 4096, 8, False, 2, prefetch=True)
     assert bwd_config(32768, 16384) == LaunchConfig(1, 16384, 32, False, 0, split_params=True)

@@ -397,7 +397,8 @@ def _param_partials_kernel(
 POISON_OUTPUTS = False
 #: the split backward's parameter pass: row programs (x N / SPLIT_BLOCK_N column blocks),
 #: rows x columns per tile, warps
-SPLIT_ROW_PROGRAMS, SPLIT_BLOCK_M, SPLIT_BLOCK_N, SPLIT_WARPS = 8, 16, 128, 4
+SPLIT_ROW_PROGRAMS, SPLIT_BLOCK_M, SPLIT_BLOCK_N, SPLIT_WARPS = 32, 32, 128, 4
+# (run 7, 32768 x 16384 bf16: 0.51 ms, 0.985 of copy for its 2 tensors; was 8, 16: 0.70 ms)
 
 
 def _out(shape, dtype, device) -> torch.Tensor:
@@ -446,7 +447,8 @@ def add_norm_fwd(
     writing s when it equals x (no residual, bias or dropout): the backward then reads x.
     """
     M, N = x.shape
-    cfg = config or fwd_config(M, N)
+    el = x.element_size() if residual is None else max(x.element_size(), residual.element_size())
+    cfg = config or fwd_config(M, N, el)
     y = _out((M, N), out_dtype or x.dtype, x.device)
     s = _out((M, N), s_dtype or x.dtype, x.device) if store_s else None
     mean = _out((0 if is_rms else M,), torch.float32, x.device)

@@ -33,6 +33,9 @@ FUSED_MAX_N = 16384
 #: too: its one-tile kernel (16 warps, 16 elements/thread) measured 0.64 in run 2, the
 #: chunked one 0.73 at 16384 with the same per-program work per chunk (run 3 checks 8192)
 FWD_FUSED_MAX_N = 16384
+#: widest row (in storage bytes) for the forward's one-tile kernel: run 7 at 16384 in fp32
+#: (64 KB) measured 0.59 of copy, spilling; 32 KB rows (bf16 16384, fp32 8192) 0.87-0.89
+FWD_ONE_TILE_MAX_BYTES = 32768
 #: chunk width of the chunked backward (rows wider than FUSED_MAX_N)
 CHUNK_N = 4096
 #: (chunk width, warps, programs per SM) of the chunked forward (run 4 at H=16384:
@@ -84,12 +87,15 @@ def _tile(rows: int, block_n: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def fwd_config(rows: int, hidden: int) -> LaunchConfig:
+def fwd_config(rows: int, hidden: int, elem_bytes: int = 2) -> LaunchConfig:
+    """`elem_bytes`: the widest storage dtype among x and residual (the prefetched raw
+    values of a 32-warp row live in registers next to the fp32 ones)."""
     block_n = max(8, _next_pow2(hidden))
     if block_n <= 4096:  # one tile per program, 16 elements per thread
         block_m, warps = _tile(rows, block_n)
         return LaunchConfig(block_m, block_n, warps, False, 0)
-    if block_n <= FWD_FUSED_MAX_N:  # 8192, 16384: 32 warps, persistent, prefetching
+    if block_n <= FWD_FUSED_MAX_N and block_n * elem_bytes <= FWD_ONE_TILE_MAX_BYTES:
+        # 8192 (16384 in 16-bit storage): 32 warps, persistent, prefetching
         return LaunchConfig(1, block_n, 32, False, 4 if block_n <= 8192 else 1, prefetch=True)
     return LaunchConfig(1, FWD_CHUNK_N, FWD_CHUNK_WARPS, True, FWD_CHUNK_PPS)
 
