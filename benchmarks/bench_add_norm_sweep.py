@@ -83,6 +83,13 @@ def _cands_bwd(N):
                 if w * pps > 32:
                     continue
                 out[f"bm{bm}_w{w}_p{pps}"] = LaunchConfig(bm, bn, w, False, pps)
+    if bn >= 16384:  # split, with the chunked kernel (two passes per row) as the row pass
+        for cn, w, pps in ((4096, 8, 1), (4096, 8, 2), (4096, 8, 4), (4096, 16, 1), (4096, 16, 2),
+                           (2048, 8, 2), (2048, 8, 4), (2048, 4, 4), (2048, 4, 8), (8192, 16, 1),
+                           (8192, 16, 2)):  # fmt: skip
+            out[f"splitchunk{cn}_w{w}_p{pps}"] = LaunchConfig(
+                1, cn, w, True, pps, split_params=True
+            )
     if bn >= 16384:  # split: no accumulators in the row kernel, a second parameter pass
         for w, pps, pf in ((32, 0, False), (16, 0, False), (32, 2, True), (16, 2, True),
                            (32, 1, True)):  # fmt: skip
@@ -95,7 +102,7 @@ def _cands_bwd(N):
     return out
 
 
-def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd):
+def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd, do_ln=False):
     from dataclasses import replace
 
     from membound.kernels.add_norm import add_norm_bwd, add_norm_fwd
@@ -103,7 +110,6 @@ def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd):
 
     x, r, dy = (torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     w, b = (torch.randn(N, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    nbytes = 4 * M * N * 2
 
     def fwd(cfg, p=P):
         return lambda: add_norm_fwd(
@@ -120,16 +126,22 @@ def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd):
             param_dtypes=(w.dtype, b.dtype, torch.float32), config=cfg,
         )  # fmt: skip
 
-    for direction, make, cands, default in (
-        ("fwd", fwd, _cands_fwd(N) if do_fwd else None, fwd_config(M, N)),
-        ("bwd", bwd, _cands_bwd(N) if do_bwd else None, bwd_config(M, N)),
+    def ln(cfg, p=0.0):  # LayerNorm alone: reads x, writes y (2 tensors)
+        return lambda: add_norm_fwd(
+            x, w, b, None, None, eps=1e-5, is_rms=False, store_s=False, config=cfg
+        )
+
+    for direction, make, cands, default, nbytes in (
+        ("fwd", fwd, _cands_fwd(N) if do_fwd else None, fwd_config(M, N), 4 * M * N * 2),
+        ("bwd", bwd, _cands_bwd(N) if do_bwd else None, bwd_config(M, N), 4 * M * N * 2),
+        ("ln-fwd", ln, _cands_fwd(N) if do_ln else None, fwd_config(M, N), 2 * M * N * 2),
     ):
         if cands is None:
             continue
         t_start = time.time()
         res = {}
 
-        def time_one(name, cfg, p=P, direction=direction, make=make, res=res):
+        def time_one(name, cfg, p=P, direction=direction, make=make, res=res, nbytes=nbytes):
             try:
                 ms = _gpu_ms(make(cfg, p))
             except Exception as e:  # noqa: BLE001 - one variant failing must not stop
@@ -159,9 +171,9 @@ def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd):
             print(f"    {name:<24}{ms:8.4f} ms {nbytes / ms / 1e-3 / copy_bw:6.3f}")
 
 
-def sweep(csv, copy_bw, fwd_widths, bwd_widths):
-    for N in sorted(set(fwd_widths) | set(bwd_widths)):
-        _sweep_width(csv, copy_bw, N, N in fwd_widths, N in bwd_widths)
+def sweep(csv, copy_bw, fwd_widths, bwd_widths, ln_widths=()):
+    for N in sorted(set(fwd_widths) | set(bwd_widths) | set(ln_widths)):
+        _sweep_width(csv, copy_bw, N, N in fwd_widths, N in bwd_widths, N in ln_widths)
         torch.cuda.empty_cache()
 
 
@@ -364,6 +376,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--fwd-widths", default="1024,2048,4096,8192,16384")
     ap.add_argument("--bwd-widths", default="1024,4096,16384")
+    ap.add_argument("--ln-widths", default="", help="LayerNorm-alone forward sweep widths")
     ap.add_argument("--kernel-only", action="store_true")
     ap.add_argument("--host", action="store_true")
     ap.add_argument("--split", action="store_true", help="tune the split backward (16384)")
@@ -394,6 +407,7 @@ def main(argv=None) -> int:
         sweep(
             csv, copy_bw, [int(v) for v in args.fwd_widths.split(",") if int(v) > 0],
             [int(v) for v in args.bwd_widths.split(",") if int(v) > 0],
+            [int(v) for v in args.ln_widths.split(",") if v and int(v) > 0],
         )  # fmt: skip
     return 0
 

@@ -448,7 +448,8 @@ def add_norm_fwd(
     """
     M, N = x.shape
     el = x.element_size() if residual is None else max(x.element_size(), residual.element_size())
-    cfg = config or fwd_config(M, N, el)
+    streams = 2 + (residual is not None) + bool(store_s)  # row-sized tensors moved
+    cfg = config or fwd_config(M, N, el, streams)
     y = _out((M, N), out_dtype or x.dtype, x.device)
     s = _out((M, N), s_dtype or x.dtype, x.device) if store_s else None
     mean = _out((0 if is_rms else M,), torch.float32, x.device)
@@ -510,7 +511,7 @@ def add_norm_bwd(
     grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     launch_grid = grid * -(-N // cfg.block_n) if cfg.col_split else grid
     # the chunked kernel accumulates in place, the others write each partial row once
-    in_place = cfg.chunked and not cfg.col_split
+    in_place = cfg.chunked and not cfg.col_split and not cfg.split_params
     wants = (want_dweight, want_dbias, want_dpre_bias)
     # one buffer for all wanted partials: every tensor op costs host time (run 2's H200
     # host: ~10-30 us each), the backward's dominant cost at small sizes

@@ -15,9 +15,12 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   persistent): 16 elements per thread, 16 warps per SM, PREFETCH: H=1024 2 rows x 4 warps x
   4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
-  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). So 16384
-  splits the work (`split_params`): the row kernel writes dx only, a column-parallel pass
-  re-reads dy and s for dweight/dbias (6 tensor passes instead of 4, none of them spilling).
+  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). So rows
+  wider than 8192 split the work (`split_params`): the chunked kernel writes dx only (two
+  passes per row, the second from L2), a column-parallel pass re-reads dy and s for
+  dweight/dbias: 6 tensor passes instead of 4, none spilling; 0.537 at 16384 (run 9).
+- A plain norm (2 streams: x in, y out) has its own shapes where they measured better
+  (`LIGHT_FWD`).
 """
 
 from __future__ import annotations
@@ -27,17 +30,15 @@ from dataclasses import dataclass
 
 import torch
 
-FUSED_MAX_N = 16384
-#: the forward's one-tile limit (the backward keeps FUSED_MAX_N: run 2's chunked/colsplit
-#: backward variants at 16384 were all slower than its one-tile kernel). 8192 goes chunked
-#: too: its one-tile kernel (16 warps, 16 elements/thread) measured 0.64 in run 2, the
-#: chunked one 0.73 at 16384 with the same per-program work per chunk (run 3 checks 8192)
+#: the forward's one-tile limit (wider rows take the chunked kernel)
 FWD_FUSED_MAX_N = 16384
 #: widest row (in storage bytes) for the forward's one-tile kernel: run 7 at 16384 in fp32
 #: (64 KB) measured 0.59 of copy, spilling; 32 KB rows (bf16 16384, fp32 8192) 0.87-0.89
 FWD_ONE_TILE_MAX_BYTES = 32768
-#: chunk width of the chunked backward (rows wider than FUSED_MAX_N)
-CHUNK_N = 4096
+#: chunk width of the split backward's row pass for rows wider than 8192 (run 9, H=16384:
+#: 8192 x 16 warps x 2/SM 0.537 of copy for the whole backward; 4096-wide chunks 0.48-0.49;
+#: the one-tile 32-warp row kernel 0.445)
+BWD_SPLIT_CHUNK_N = 8192
 #: (chunk width, warps, programs per SM) of the chunked forward (run 4 at H=16384:
 #: 2048 x 8 x 8 0.782 of copy by GPU time, 4096 x 8 x 8 0.727, 4096 x 16 x 4 0.726)
 FWD_CHUNK_N, FWD_CHUNK_WARPS, FWD_CHUNK_PPS = 2048, 8, 8
@@ -74,6 +75,15 @@ class LaunchConfig:
     split_params: bool = False
 
 
+#: plain norms (2 streams) where the fused op's shape is not the best (run 9, LayerNorm alone,
+#: GPU time): 4096 2 rows x 16 warps x 2/SM + prefetch 0.856 (fused shape 0.763), 8192
+#: 1 x 16 warps x 2/SM 0.780 (0.754); at 1024, 2048 and 16384 the fused shapes were best
+LIGHT_FWD = {
+    4096: LaunchConfig(2, 4096, 16, False, 2, prefetch=True),
+    8192: LaunchConfig(1, 8192, 16, False, 2),
+}
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -87,10 +97,13 @@ def _tile(rows: int, block_n: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def fwd_config(rows: int, hidden: int, elem_bytes: int = 2) -> LaunchConfig:
+def fwd_config(rows: int, hidden: int, elem_bytes: int = 2, streams: int = 4) -> LaunchConfig:
     """`elem_bytes`: the widest storage dtype among x and residual (the prefetched raw
-    values of a 32-warp row live in registers next to the fp32 ones)."""
+    values of a 32-warp row live in registers next to the fp32 ones). `streams`: row-sized
+    tensors moved (4 = x, residual, y, s; 2 = a plain norm, x and y)."""
     block_n = max(8, _next_pow2(hidden))
+    if streams <= 2 and block_n in LIGHT_FWD:  # a plain norm: half the bytes per row
+        return LIGHT_FWD[block_n]
     if block_n <= 4096:  # one tile per program, 16 elements per thread
         block_m, warps = _tile(rows, block_n)
         return LaunchConfig(block_m, block_n, warps, False, 0)
@@ -106,15 +119,15 @@ def bwd_config(rows: int, hidden: int) -> LaunchConfig:
     if BWD_COLSPLIT is not None and hidden >= BWD_COLSPLIT[0]:
         _, cb, warps, pps = BWD_COLSPLIT
         return LaunchConfig(1, cb, warps, True, pps, col_split=True)
-    if block_n > FUSED_MAX_N:
-        return LaunchConfig(1, CHUNK_N, 8, True, 4)
-    if block_n <= 8192:  # 16 elements per thread, 16 warps per SM, prefetching
-        block_m, warps = _tile(rows, block_n)
-        return LaunchConfig(block_m, block_n, warps, False, max(1, 16 // warps), prefetch=True)
-    # 16384: the row and two N-wide fp32 accumulators would fill an SM's registers (one
-    # program per SM: 0.36 of copy in run 4, whatever the variant); split instead: the row
-    # kernel keeps no accumulators, a second pass re-reads dy and s for dweight/dbias
-    return LaunchConfig(1, block_n, 32, False, 0, split_params=True)
+    if block_n > 8192:
+        # 16384+: the row and two N-wide fp32 accumulators would fill an SM's registers (one
+        # program per SM: 0.36 of copy in run 4, whatever the variant). Split instead: the
+        # chunked kernel makes two passes over each row (the second from L2) with no
+        # accumulators, a column-parallel pass re-reads dy and s for dweight/dbias
+        return LaunchConfig(1, BWD_SPLIT_CHUNK_N, 16, True, 2, split_params=True)
+    # up to 8192: 16 elements per thread, 16 warps per SM, prefetching
+    block_m, warps = _tile(rows, block_n)
+    return LaunchConfig(block_m, block_n, warps, False, max(1, 16 // warps), prefetch=True)
 
 
 @functools.lru_cache(maxsize=16)
