@@ -46,6 +46,20 @@ def test_svg_is_valid_and_labels_ridges_and_points(tmp_path):
     assert "FLOP/byte" in text
 
 
+def test_labels_of_coinciding_points_do_not_overprint():
+    pts = [
+        {"label": "LN bf16", "intensity": 2.0, "achieved_flops": 5.3e12},
+        {"label": "fused", "intensity": 2.8, "achieved_flops": 5.4e12},  # 0.15 decade right
+        {"label": "far", "intensity": 200.0, "achieved_flops": 5e14},
+    ]
+    ax = draw(CEIL, pts).axes[0]
+    offsets = {
+        t.get_text(): t.xyann for t in ax.texts if t.get_text() in ("LN bf16", "fused", "far")
+    }
+    assert offsets["LN bf16"] != offsets["fused"]  # stacked, not on top of each other
+    assert offsets["far"] == offsets["LN bf16"]  # lone points keep the default offset
+
+
 def test_roofs_meet_at_the_ridge():
     fig = draw(CEIL)
     ax = fig.axes[0]

@@ -122,6 +122,7 @@ def draw(
     if points:
         sizes = [float(_get(p, "size", default=1.0)) for p in points]
         biggest = max(sizes) or 1.0
+        placed: list[tuple[float, float]] = []  # (log10 x, log10 y) of points labelled so far
         for p, s in zip(points, sizes, strict=True):
             x, y = _get(p, "intensity"), _get(p, "achieved_flops")
             area = 20 + 400 * (s / biggest)  # area ∝ time, with a floor so small ops stay visible
@@ -135,11 +136,17 @@ def draw(
                 linewidths=0.5,
                 zorder=3,
             )
+            # labels run to the right of their point: one whose point sits at about the same
+            # height as an earlier one and less than ~0.8 decade beside it (two variants
+            # moving similar bytes at similar speed) is stacked below instead of overprinted
+            lx, ly = math.log10(x), math.log10(y)
+            near = sum(abs(lx - px) < 0.8 and abs(ly - py) < 0.08 for px, py in placed)
+            placed.append((lx, ly))
             ax.annotate(
                 str(_get(p, "label", "name", default="")),
                 (x, y),
                 textcoords="offset points",
-                xytext=(6, -3),
+                xytext=(6, -3 - 11 * near),
                 fontsize=8,
             )
 
