@@ -66,12 +66,9 @@ def analyze_trace(trace, ceilings=None) -> Analysis:
     source, note = None, None
     if trace.has_gpu:
         if ceilings is None and trace.device_name:
-            try:
-                from membound.device import ceilings_for_name
+            from membound.device import ceilings_for_name
 
-                ceilings = ceilings_for_name(trace.device_name)
-            except ImportError:
-                ceilings = None
+            ceilings = ceilings_for_name(trace.device_name)
         if ceilings is not None:
             source = getattr(ceilings, "source", "measured")
             if source == "datasheet":

@@ -82,13 +82,10 @@ def storage_dtype(dims: Any, types: Any) -> str | None:
 
 
 def _cost_fn():
-    try:
-        from membound.cost import cost_of  # type: ignore[attr-defined]
-    except ImportError:
-        try:
-            from membound.cost.trace_args import cost_of
-        except ImportError:
-            return None
+    """The cost model (`membound.cost.cost_of`), imported on first use: its formulas
+    register on import. Tests replace this seam with a stub."""
+    from membound.cost import cost_of
+
     return cost_of
 
 
@@ -107,7 +104,7 @@ class _Costs:
         return self.cache[key]
 
     def _compute(self, name_id: int, shape_id: int):
-        if self.fn is None or shape_id < 0:
+        if shape_id < 0:
             return None
         dims, types, concrete = self.trace.shapes[shape_id]
         try:
@@ -347,36 +344,10 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
 
 
 def place(flops: float, nbytes: float, seconds: float, ceilings, compute: str | None):
-    """`membound.roofline.place` when present; the same math here otherwise."""
-    try:
-        from membound.roofline import place as _place  # type: ignore[import-not-found]
+    """`membound.roofline.place` (imported on use: roofline imports this module)."""
+    from membound.roofline import place as _place
 
-        return _place(flops, nbytes, seconds, ceilings, compute)
-    except ImportError:
-        pass
-    peak = ceilings.peak_flops(compute)
-    bw = ceilings.memory_bandwidth
-    intensity = flops / nbytes if nbytes else float("inf")
-    attainable_s = max(flops / peak if peak else 0.0, nbytes / bw if bw else 0.0)
-    bound = "memory" if intensity < ceilings.ridge(compute) else "compute"
-    return _Placement(
-        intensity=intensity,
-        bound=bound,
-        attainable_seconds=attainable_s,
-        fraction=attainable_s / seconds if seconds else None,
-        achieved_bandwidth_fraction=nbytes / seconds / bw if seconds and bw else None,
-        achieved_flops_fraction=flops / seconds / peak if seconds and peak else None,
-    )
-
-
-@dataclass
-class _Placement:
-    intensity: float
-    bound: str
-    attainable_seconds: float
-    fraction: float | None
-    achieved_bandwidth_fraction: float | None
-    achieved_flops_fraction: float | None
+    return _place(flops, nbytes, seconds, ceilings, compute)
 
 
 def op_rows(calls: list[OpCall], ceilings, gpu_time_us: float) -> list[OpRow]:
