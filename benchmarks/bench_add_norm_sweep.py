@@ -83,6 +83,10 @@ def _cands_bwd(N):
                 if w * pps > 32:
                     continue
                 out[f"bm{bm}_w{w}_p{pps}"] = LaunchConfig(bm, bn, w, False, pps)
+    if bn >= 16384:  # the fused chunked kernel: its partial rows read-modify-written in L2
+        for cn, w, pps in ((4096, 8, 1), (8192, 16, 1), (2048, 8, 1), (4096, 16, 1),
+                           (4096, 8, 2), (8192, 16, 2)):  # fmt: skip
+            out[f"rmwchunk{cn}_w{w}_p{pps}"] = LaunchConfig(1, cn, w, True, pps)
     if bn >= 16384:  # split, with the chunked kernel (two passes per row) as the row pass
         for cn, w, pps in ((4096, 8, 1), (4096, 8, 2), (4096, 8, 4), (4096, 16, 1), (4096, 16, 2),
                            (2048, 8, 2), (2048, 8, 4), (2048, 4, 4), (2048, 4, 8), (8192, 16, 1),
