@@ -78,9 +78,18 @@ def test_matmul_compute_key(dtype, tf32, key):
     assert R.matmul_compute_key(dtype, tf32) == key
 
 
-def test_matmul_compute_key_reads_torch_setting(monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
-    assert R.matmul_compute_key(torch.float32) == "tf32"
+def test_matmul_compute_key_reads_torch_setting():
+    # set and restore through torch's own setter: monkeypatch (pytest >= 9.2) treats this
+    # module attribute as absent and tries to delete it at teardown
+    matmul = torch.backends.cuda.matmul
+    old = matmul.allow_tf32
+    try:
+        matmul.allow_tf32 = True
+        assert R.matmul_compute_key(torch.float32) == "tf32"
+        matmul.allow_tf32 = False
+        assert R.matmul_compute_key(torch.float32) == "fp32"
+    finally:
+        matmul.allow_tf32 = old
 
 
 def test_measure_aggregates_per_op_per_call(monkeypatch):
