@@ -125,7 +125,8 @@ def eager_add_norm(x, weight, bias, residual, pre_bias, p, is_rms, eps, s_dtype,
     if p > 0.0:
         h = F.dropout(h, p, training=True)
     s = h if residual is None else h + residual
-    s = s.to(s_dtype)
+    if s.dtype != s_dtype:  # a same-dtype .to() still costs a dispatcher call of host time
+        s = s.to(s_dtype)
     n = (x.shape[-1],)
     same = all(t is None or t.dtype == s.dtype for t in (weight, bias))
     if not is_rms and same:  # one fused ATen kernel, fp32 statistics
@@ -140,4 +141,4 @@ def eager_add_norm(x, weight, bias, residual, pre_bias, p, is_rms, eps, s_dtype,
             y = y * weight.float()
         if bias is not None:
             y = y + bias.float()
-    return y.to(out_dtype), s
+    return (y if y.dtype == out_dtype else y.to(out_dtype)), s
