@@ -18,7 +18,13 @@ import triton
 import triton.language as tl
 
 from membound.kernels._launch import launch
-from membound.kernels.add_norm_config import LaunchConfig, bwd_config, fwd_config, grid_size
+from membound.kernels.add_norm_config import (
+    LaunchConfig,
+    _next_pow2,
+    bwd_config,
+    fwd_config,
+    grid_size,
+)
 
 # the pure-PyTorch reference lives apart so the fallback path never imports triton
 from membound.kernels.add_norm_ref import add_norm_bwd_ref, add_norm_ref, dropout_keep_ref
@@ -522,8 +528,10 @@ def add_norm_bwd(
     p_rows = min(SPLIT_ROW_PROGRAMS, M) if split else grid
     if k:
         buf = (torch.zeros if in_place else _out)((k, p_rows, N), dtype=torch.float32, device=dev)
-    it = iter(buf.unbind(0)) if buf is not None and not split else iter(())
-    parts = [next(it) if w and not split else None for w in wants]
+    parts = [None, None, None]  # the row kernel's own partial rows (not with split)
+    if buf is not None and not split:
+        it = iter(buf.unbind(0))
+        parts = [next(it) if w else None for w in wants]
     dropout = dropout_p > 0.0
     threshold, scale = _dropout_args(dropout_p)
     ds_arg = ds if ds is not None else dy
@@ -564,7 +572,7 @@ def add_norm_bwd(
         outs = [_out((N,), dt, dev) for dt, w in zip(param_dtypes, wants, strict=True) if w]
         # ~128 programs over the columns; plain int arithmetic (triton.cdiv is a JIT
         # function: calling it on the host costs microseconds)
-        block_n = min(128, max(16, 1 << (-(-N // 128) - 1).bit_length()))
+        block_n = min(128, max(16, _next_pow2(-(-N // 128))))
         launch(
             _sum_partials_kernel, (-(-N // block_n),),
             (buf, *(outs + [outs[0]] * (3 - k)), p_rows, N),

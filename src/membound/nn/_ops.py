@@ -271,6 +271,24 @@ def _(dy, ds, src, mean, rstd, weight, seed, dropout_p, is_rms, want_dres, want_
     )
 
 
+def _param_dtypes(weight, bias, pre_bias) -> tuple:
+    """(weight, bias, pre_bias) dtypes, None for an absent one: what both backward paths
+    need to know which parameter gradients exist and in which dtype they go back."""
+    return tuple(t.dtype if t is not None else None for t in (weight, bias, pre_bias))
+
+
+def _wanted(need, has_r: bool, dtypes) -> tuple[bool, bool, bool, bool]:
+    """(dres, dweight, dbias, dpre_bias) to compute, from autograd's needs_input_grad over
+    (x, residual, pre_bias, weight, bias, ...) and the parameters present."""
+    w_dt, b_dt, pb_dt = dtypes
+    return (
+        has_r and need[1],
+        w_dt is not None and need[3],
+        b_dt is not None and need[4],
+        pb_dt is not None and need[2],
+    )
+
+
 def _setup_context(ctx, inputs, output):
     x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype = (
         inputs
@@ -283,27 +301,24 @@ def _setup_context(ctx, inputs, output):
     ctx.dropout_p, ctx.is_rms = dropout_p, is_rms
     ctx.x_dtype = x.dtype
     ctx.res_dtype = residual.dtype if residual is not None else x.dtype
-    ctx.has = (residual is not None, pre_bias is not None, weight is not None, bias is not None)
-    params = [t for t in (weight, bias, pre_bias) if t is not None]
-    ctx.param_dtype = params[0].dtype if params else torch.float32
-    ctx.dtypes = tuple(t.dtype if t is not None else None for t in (weight, bias, pre_bias))
+    ctx.has_r = residual is not None
+    ctx.dtypes = _param_dtypes(weight, bias, pre_bias)
 
 
 def _backward(ctx, dy, ds, dmean, drstd, dseed):
     src, mean, rstd, weight, seed = ctx.saved_tensors
-    has_r, has_pb, has_w, has_b = ctx.has
     need = ctx.needs_input_grad
-    want_w, want_b, want_pb = has_w and need[3], has_b and need[4], has_pb and need[2]
+    want_r, want_w, want_b, want_pb = _wanted(need, ctx.has_r, ctx.dtypes)
     if dy is None:
         dy = torch.zeros_like(src)
     # parameters may differ in dtype (rare): reduce in fp32 and cast each one below
     dx, dr, dw, db, dpb = add_norm_bwd_op(
         dy, ds if (ds is not None and ds.numel() > 0) else None, src, mean, rstd, weight, seed,
-        ctx.dropout_p, ctx.is_rms, has_r and need[1], want_w, want_b, want_pb, ctx.x_dtype,
+        ctx.dropout_p, ctx.is_rms, want_r, want_w, want_b, want_pb, ctx.x_dtype,
         ctx.res_dtype, torch.float32,
     )  # fmt: skip
     dres = None
-    if has_r and need[1]:
+    if want_r:
         dres = dr if dr.numel() > 0 or dx.numel() == 0 else dx
     w_dt, b_dt, pb_dt = ctx.dtypes
     return (
@@ -340,7 +355,7 @@ class AddNormFunction(torch.autograd.Function):
         ctx.meta = (
             seed, triton_path, dropout_p, is_rms, x.dtype,
             residual.dtype if residual is not None else x.dtype, residual is not None,
-            tuple(t.dtype if t is not None else None for t in (weight, bias, pre_bias)),
+            _param_dtypes(weight, bias, pre_bias),
         )  # fmt: skip
         return (y, s) if store_s else y
 
@@ -350,14 +365,12 @@ class AddNormFunction(torch.autograd.Function):
         mean, rstd = ctx.stats
         seed, triton_path, p, is_rms, x_dtype, res_dtype, has_r, dtypes = ctx.meta
         need = ctx.needs_input_grad
-        w_dt, b_dt, pb_dt = dtypes
-        want_w, want_b, want_pb = w_dt and need[3], b_dt and need[4], pb_dt and need[2]
+        want_r, want_w, want_b, want_pb = _wanted(need, has_r, dtypes)
         if dy is None:
             dy = torch.zeros_like(src)
         dx, dr, dw, db, dpb = _bwd_core(
-            dy, ds, src, mean, rstd, weight, seed, triton_path, p, is_rms, has_r and need[1],
-            bool(want_w), bool(want_b), bool(want_pb), x_dtype, res_dtype,
-            tuple(dt or torch.float32 for dt in dtypes),
+            dy, ds, src, mean, rstd, weight, seed, triton_path, p, is_rms, want_r, want_w,
+            want_b, want_pb, x_dtype, res_dtype, tuple(dt or torch.float32 for dt in dtypes),
         )  # fmt: skip
-        dres = (dr if dr is not None else dx) if has_r and need[1] else None
+        dres = (dr if dr is not None else dx) if want_r else None
         return (dx if need[0] else None, dres, dpb, dw, db) + (None,) * 6
