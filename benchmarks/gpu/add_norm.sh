@@ -2,7 +2,8 @@
 # add_norm on the H200 (~5 min): GPU tests; host-time split of one fwd+bwd; launch-config
 # sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default none); eager / compile /
 # membound by GPU time (CUDA-graph replay) and by do_bench (host included); the main
-# benchmark CSV (bf16 --lean, incl. liger LN); the precision experiment.
+# benchmark CSV (bf16 --lean, incl. liger LN; off with SKIP_BENCH=1); the precision
+# experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant name prefixes to sweep.
 # Run from anywhere: PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/add_norm.sh
 set +e
 cd "$(dirname "$0")/../.."
@@ -25,22 +26,28 @@ timeout 45 python $SW --host --csv "$OUTDIR/host.csv" 2>&1 | grep -E "^  host"
 
 if [ -n "$SWEEP_FWD$SWEEP_BWD" ]; then
   echo "=== launch-config sweep by GPU time (fwd: $SWEEP_FWD; bwd: $SWEEP_BWD)"
-  timeout 120 python $SW --sweep --fwd-widths "${SWEEP_FWD:-0}" --bwd-widths "${SWEEP_BWD:-0}" \
-    --csv "$OUTDIR/sweep.csv" > "$OUTDIR/sweep.log" 2>&1
+  timeout "${SWEEP_TIMEOUT:-120}" python $SW --sweep --fwd-widths "${SWEEP_FWD:-0}" \
+    --bwd-widths "${SWEEP_BWD:-0}" --only "${SWEEP_ONLY:-}" --csv "$OUTDIR/sweep.csv" \
+    > "$OUTDIR/sweep.log" 2>&1
   echo "sweep rc=$? $(el)"; grep -vE "Error" "$OUTDIR/sweep.log" | grep -vE "^copy"
 fi
 
 echo "=== GPU time (graph replay) vs do_bench (host included), bf16, fraction of copy"
-timeout 110 python $SW --kernel-only --csv "$OUTDIR/kernel_only.csv" > "$OUTDIR/kernel_only.log" 2>&1
+timeout "${KO_TIMEOUT:-160}" python $SW --kernel-only --csv "$OUTDIR/kernel_only.csv" > "$OUTDIR/kernel_only.log" 2>&1
 echo "kernel-only rc=$? $(el)"; grep -vE "^copy" "$OUTDIR/kernel_only.log"
 
+if [ -z "$SKIP_BENCH" ]; then
 echo "=== bench_add_norm bf16 --lean (CSV; LN-only fwd vs liger)"
 timeout 90 python benchmarks/bench_add_norm.py --dtypes bf16 --lean \
   --csv "$OUTDIR/bench_add_norm.csv" > "$OUTDIR/bench_add_norm.log" 2>&1
 echo "bench rc=$? $(el)"; grep -E "^(SKIP|FAIL|copy|liger|layernorm)" "$OUTDIR/bench_add_norm.log" | cut -c1-200
 
+fi
+
+if [ -z "$SKIP_PRECISION" ]; then
 echo "=== precision experiment (LN 32768x4096)"
 timeout 60 python benchmarks/bench_precision.py --csv "$OUTDIR/bench_precision.csv" \
   > "$OUTDIR/precision.log" 2>&1
 echo "precision rc=$? $(el)"; tail -n 14 "$OUTDIR/precision.log" | cut -c1-160
+fi
 echo "total $(el)"

@@ -186,3 +186,65 @@ def test_gpu_direct_launch_is_taken_and_matches_normal():
         assert _launch.stats["direct"] >= 2
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b)
+
+
+def _plan(k, key=("p",), grid=(2,)):
+    return _launch.Plan(key, k, grid, {"C2": 20, "C1": 10}, 4, 1, (0,))
+
+
+def test_planned_launch_caches_by_the_callers_key(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
+    c = _FakeCompiled()
+    k = _FakeKernel(compiled=c)
+    t = torch.zeros(4)
+    for _ in range(3):
+        _launch.launch_planned(_plan(k), (t, 5))
+    # one compile (normal), then direct calls with the constexprs in signature order
+    assert len(k.normal) == 1 and c.direct == [((2, 1, 1), (t, 5, 10, 20))] * 2
+    assert _launch.stats == {"direct": 2, "normal": 1}
+    # another plan key is another specialization: normal path first
+    _launch.launch_planned(_plan(k, key=("q",)), (t, 1))
+    assert len(k.normal) == 2
+
+
+def test_planned_launch_with_a_misaligned_tensor_takes_the_keyed_path(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
+    c = _FakeCompiled()
+    k = _FakeKernel(compiled=c)
+    aligned, odd = torch.zeros(4), torch.zeros(8)[1:]
+    _launch.launch_planned(_plan(k), (aligned, 5))
+    # same plan, misaligned pointer: must not reuse the aligned specialization's launcher
+    _launch.launch_planned(_plan(k), (odd, 5))
+    assert len(k.normal) == 2 and not c.direct
+    _launch.launch_planned(_plan(k), (odd, 5))  # the generic key caches the misaligned one
+    assert len(k.normal) == 2 and c.direct[-1][1][0] is odd
+    _launch.launch_planned(_plan(k), (aligned, 5))
+    assert c.direct[-1][1][0] is aligned and len(k.normal) == 2
+
+
+def test_planned_launch_without_direct_path_always_launches_normally():
+    k = _FakeKernel(compiled=None)
+    for _ in range(3):
+        _launch.launch_planned(_plan(k), (torch.zeros(4), 5))
+    assert len(k.normal) == 3 and _launch.stats == {"direct": 0, "normal": 3}
+
+
+def test_num_ctas_reaches_triton_only_when_not_one(monkeypatch):
+    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
+    k = _FakeKernel(compiled=_FakeCompiled())
+    t = torch.zeros(4)
+    _launch.launch_planned(_launch.Plan(("a",), k, (2,), {"C1": 1, "C2": 2}, 4, 1, (0,)), (t, 5))
+    _launch.launch_planned(
+        _launch.Plan(("b",), k, (2,), {"C1": 1, "C2": 2}, 4, 1, (0,), num_ctas=2), (t, 5)
+    )
+    assert "num_ctas" not in k.normal[0][2] and k.normal[1][2]["num_ctas"] == 2
+
+
+def test_cluster_programs_share_the_persistent_grid():
+    from membound.kernels.add_norm_config import LaunchConfig, grid_size
+
+    cpu = torch.device("cpu")  # 4 "SMs" off the GPU
+    one = LaunchConfig(1, 16384, 16, False, 2)
+    two = LaunchConfig(1, 16384, 16, False, 2, num_ctas=2)
+    assert grid_size(one, 1000, cpu) == 8 and grid_size(two, 1000, cpu) == 4
+    assert grid_size(two, 3, cpu) == 3

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass
 
 import torch
 
@@ -56,15 +57,17 @@ def _spec(v):
     return t  # anything else (bool, ...): its type
 
 
-def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int):
+def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int,
+           num_ctas: int = 1):  # fmt: skip
     """`kernel[grid](*args, **constexprs, num_warps=, num_stages=)`, direct when possible.
 
-    `args` are the leading non-constexpr parameters, `constexprs` the rest (by name)."""
+    `args` are the leading non-constexpr parameters, `constexprs` the rest (by name). Returns
+    the cached (launcher, constexpr names in order) used or made for this call, or None."""
     key = None
     if ENABLED:
         # the device too: a compiled kernel is loaded per device (multi-GPU processes)
         dev = args[0].get_device() if isinstance(args[0], torch.Tensor) else -1
-        key = (id(kernel), dev, grid, num_warps, num_stages, *constexprs.values())
+        key = (id(kernel), dev, grid, num_warps, num_stages, num_ctas, *constexprs.values())
         key += tuple(map(_spec, args))
         entry = _RUNNERS.get(key)
         if entry is not None:
@@ -72,17 +75,73 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
             try:
                 runner(*args, *[constexprs[n] for n in order])
                 stats["direct"] += 1
-                return
+                return entry
             except Exception:  # noqa: BLE001 - launcher convention differs: never again
                 _disable()
     stats["normal"] += 1
-    compiled = kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
-    if key is not None:
-        entry = _make_runner(kernel, compiled, grid, len(args), constexprs)
+    extra = {"num_ctas": num_ctas} if num_ctas != 1 else {}  # the interpreter knows no CTAs
+    compiled = kernel[grid](
+        *args, **constexprs, num_warps=num_warps, num_stages=num_stages, **extra
+    )
+    if key is None:
+        return None
+    entry = _make_runner(kernel, compiled, grid, len(args), constexprs)
+    if entry is not None:
+        _store(key, entry)
+    return entry
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One launch whose specialization the caller has fixed: `key` (hashable, unique to the
+    caller) must determine every int argument's value class, every tensor's dtype, the
+    constexprs, grid, warps, stages and device; only pointer alignment is left, checked per
+    call over the tensors at `tensor_pos`. The hot path is then one dict lookup."""
+
+    key: tuple
+    kernel: object
+    grid: tuple
+    constexprs: dict
+    num_warps: int
+    num_stages: int
+    tensor_pos: tuple
+    num_ctas: int = 1
+
+
+def launch_planned(plan: Plan, args: tuple) -> None:
+    """`launch` for a `Plan`: no per-argument key when every tensor is 16-byte aligned."""
+    ptrs = 0
+    for i in plan.tensor_pos:
+        ptrs |= args[i].data_ptr()
+    aligned = not ptrs & 15
+    if ENABLED and aligned:
+        entry = _RUNNERS.get(plan.key)
         if entry is not None:
-            if len(_RUNNERS) >= _MAX_RUNNERS:  # many distinct shapes: start over, stay bounded
-                _RUNNERS.clear()
-            _RUNNERS[key] = entry
+            runner, values = entry
+            try:
+                runner(*args, *values)
+                stats["direct"] += 1
+                return
+            except Exception:  # noqa: BLE001 - launcher convention differs: never again
+                _disable()
+    entry = launch(
+        plan.kernel,
+        plan.grid,
+        args,
+        plan.constexprs,
+        plan.num_warps,
+        plan.num_stages,
+        plan.num_ctas,
+    )
+    if entry is not None and aligned and ENABLED:
+        runner, order = entry
+        _store(plan.key, (runner, tuple(plan.constexprs[n] for n in order)))
+
+
+def _store(key, entry) -> None:
+    if len(_RUNNERS) >= _MAX_RUNNERS:  # many distinct shapes: start over, stay bounded
+        _RUNNERS.clear()
+    _RUNNERS[key] = entry
 
 
 def _make_runner(kernel, compiled, grid, n_args, constexprs):

@@ -13,11 +13,13 @@ Rows that fit one register tile take one pass; wider rows are processed in chunk
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
 
-from membound.kernels._launch import launch
+from membound.kernels._launch import Plan, launch_planned
 from membound.kernels.add_norm_config import (
     LaunchConfig,
     _next_pow2,
@@ -431,6 +433,26 @@ def dropout_mask(seed: int, rows: int, cols: int, p: float, device) -> torch.Ten
     return keep.bool()
 
 
+def _dt(t: torch.Tensor | None):
+    return t.dtype if t is not None else None
+
+
+#: launch plans per problem (shape, strides, dtypes, flags): config, grid, constexprs and the
+#: direct-launch key computed once, so a repeated call costs a dict lookup, its allocations
+#: and the launch itself (host time is what small and mid-size calls are made of)
+_PLANS: dict = {}
+_MAX_PLANS = 1024
+
+
+def _plan(key, make):
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = make()
+    return plan
+
+
 def add_norm_fwd(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -453,27 +475,44 @@ def add_norm_fwd(
     writing s when it equals x (no residual, bias or dropout): the backward then reads x.
     """
     M, N = x.shape
-    el = x.element_size() if residual is None else max(x.element_size(), residual.element_size())
-    streams = 2 + (residual is not None) + bool(store_s)  # row-sized tensors moved
-    cfg = config or fwd_config(M, N, el, streams)
-    y = _out((M, N), out_dtype or x.dtype, x.device)
-    s = _out((M, N), s_dtype or x.dtype, x.device) if store_s else None
-    mean = _out((0 if is_rms else M,), torch.float32, x.device)
-    rstd = _out((M,), torch.float32, x.device)
-    dropout = dropout_p > 0.0
-    threshold, scale = _dropout_args(dropout_p)
+    s_dtype = s_dtype or x.dtype
+    out_dtype = out_dtype or x.dtype
+    r_stride = residual.stride(0) if residual is not None else x.stride(0)
+    key = (
+        "fwd", M, N, x.stride(0), r_stride, x.dtype, _dt(residual), _dt(pre_bias), _dt(weight),
+        _dt(bias), s_dtype, out_dtype, store_s, is_rms, dropout_p, x.get_device(), config,
+    )  # fmt: skip
+    plan, threshold, scale = _plan(
+        key, lambda: _fwd_plan(key, x, residual, store_s, dropout_p, is_rms, config)
+    )
+    dev = x.device
+    y = _out((M, N), out_dtype, dev)
+    s = _out((M, N), s_dtype, dev) if store_s else None
+    mean = _out((0 if is_rms else M,), torch.float32, dev)
+    rstd = _out((M,), torch.float32, dev)
     s_arg = s if s is not None else y
     r_arg = residual if residual is not None else x
-    common = dict(
-        HAS_R=residual is not None, HAS_PB=pre_bias is not None, HAS_W=weight is not None,
-        HAS_B=bias is not None, DROPOUT=dropout, IS_RMS=is_rms, STORE_S=store_s,
-    )  # fmt: skip
     args = (
         x, r_arg, pre_bias if pre_bias is not None else x, weight if weight is not None else x,
         bias if bias is not None else x, y, s_arg, mean if not is_rms else rstd, rstd, M, N,
-        x.stride(0), r_arg.stride(0), y.stride(0), s_arg.stride(0), seed, threshold, scale, eps,
+        x.stride(0), r_arg.stride(0), N, N, seed, threshold, scale, eps,
     )  # fmt: skip
-    grid = (grid_size(cfg, M, x.device),)
+    launch_planned(plan, args)
+    return y, s, mean, rstd
+
+
+def _fwd_plan(key, x, residual, store_s, dropout_p, is_rms, config):
+    """(Plan, dropout threshold, scale) of a forward problem (see `add_norm_fwd`'s key)."""
+    M, N = x.shape
+    _, _, _, _, _, _, r_dt, pb_dt, w_dt, b_dt, *_ = key
+    el = x.element_size() if residual is None else max(x.element_size(), residual.element_size())
+    streams = 2 + (residual is not None) + bool(store_s)  # row-sized tensors moved
+    cfg = config or fwd_config(M, N, el, streams)
+    threshold, scale = _dropout_args(dropout_p)
+    common = dict(
+        HAS_R=r_dt is not None, HAS_PB=pb_dt is not None, HAS_W=w_dt is not None,
+        HAS_B=b_dt is not None, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms, STORE_S=store_s,
+    )  # fmt: skip
     if cfg.chunked:
         from membound.kernels.add_norm_chunked import _add_norm_fwd_chunked_kernel as kernel
     else:
@@ -482,8 +521,11 @@ def add_norm_fwd(
         common["BLOCK_M"] = cfg.block_m
         common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n
-    launch(kernel, grid, args, common, cfg.num_warps, cfg.num_stages)
-    return y, s, mean, rstd
+    grid = (grid_size(cfg, M, x.device),)
+    plan = Plan(
+        key, kernel, grid, common, cfg.num_warps, cfg.num_stages, tuple(range(9)), cfg.num_ctas
+    )
+    return plan, threshold, scale
 
 
 def add_norm_bwd(
@@ -510,42 +552,81 @@ def add_norm_bwd(
     dresidual is not written separately (no residual, or it equals dx). The parameter
     gradients come in `param_dtypes` (weight, bias, pre_bias), from one reduction launch."""
     M, N = dy.shape
-    cfg = config or bwd_config(M, N)
+    dx_dtype = dx_dtype or dy.dtype
+    wants = (want_dweight, want_dbias, want_dpre_bias)
+    key = (
+        "bwd", M, N, dy.stride(0), ds.stride(0) if ds is not None else 0, src.stride(0),
+        dy.dtype, _dt(ds), src.dtype, _dt(weight), dx_dtype, dres_dtype, param_dtypes, wants,
+        is_rms, dropout_p, dy.get_device(), config,
+    )  # fmt: skip
+    bp = _plan(key, lambda: _bwd_plan(key, M, N, dy.device, wants, dropout_p, is_rms, config))
     dev = dy.device
-    dx = _out((M, N), dx_dtype or dy.dtype, dev)
+    dx = _out((M, N), dx_dtype, dev)
     dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
+    k = bp.k
+    buf = None
+    if k:  # one buffer for all wanted partials: each allocation costs host time
+        alloc = torch.zeros if bp.in_place else _out
+        buf = alloc((k, bp.p_rows, N), dtype=torch.float32, device=dev)
+    parts = [None, None, None]  # the row kernel's own partial rows (not with split)
+    if buf is not None and not bp.split:
+        it = iter(buf.unbind(0))
+        parts = [next(it) if w else None for w in wants]
+    ds_arg = ds if ds is not None else dy
+    dr_arg = dr if dr is not None else dx
+    stat = mean if not is_rms else rstd
+    args = (
+        dy, ds_arg, src, stat, rstd, weight if weight is not None else dy,
+        dx, dr_arg, *(p if p is not None else rstd for p in parts), M, N,
+        dy.stride(0), ds_arg.stride(0), src.stride(0), N, N, seed, bp.threshold, bp.scale,
+    )  # fmt: skip
+    launch_planned(bp.row, args)
+    if bp.params is not None:
+        launch_planned(
+            bp.params,
+            (dy, src, dx, stat, rstd, buf, M, N, -(-M // bp.p_rows), dy.stride(0),
+             src.stride(0), N),
+        )  # fmt: skip
+    if not k:
+        return dx, dr, None, None, None
+    # the one deterministic reduction of the per-program partials, one launch for all
+    outs = [_out((N,), dt, dev) for dt, w in zip(param_dtypes, wants, strict=True) if w]
+    launch_planned(bp.reduce, (buf, *(outs + [outs[0]] * (3 - k)), bp.p_rows, N))
+    it = iter(outs)
+    return dx, dr, *(next(it) if w else None for w in wants)
+
+
+@dataclass(frozen=True)
+class _BwdPlan:
+    row: Plan
+    params: Plan | None  # the split backward's parameter pass
+    reduce: Plan | None
+    k: int  # parameter gradients wanted
+    p_rows: int  # partial rows per parameter
+    in_place: bool  # partial buffer accumulated in place (zero-initialised)
+    split: bool
+    threshold: int
+    scale: float
+
+
+def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
+    """Launch plans of a backward problem (see `add_norm_bwd`'s key)."""
+    _, _, _, _, _, _, _, ds_dt, _, w_dt, _, dres_dtype, _, _, *_ = key
+    want_dweight, want_dbias, want_dpre_bias = wants
+    cfg = config or bwd_config(M, N)
     grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     launch_grid = grid * -(-N // cfg.block_n) if cfg.col_split else grid
     # the chunked kernel accumulates in place, the others write each partial row once
     in_place = cfg.chunked and not cfg.col_split and not cfg.split_params
-    wants = (want_dweight, want_dbias, want_dpre_bias)
-    # one buffer for all wanted partials: every tensor op costs host time (run 2's H200
-    # host: ~10-30 us each), the backward's dominant cost at small sizes
     k = sum(wants)
-    buf = None
     split = cfg.split_params and k > 0
     # split: the first kernel writes dx (and dres) only; a second pass reduces the parameters
     p_rows = min(SPLIT_ROW_PROGRAMS, M) if split else grid
-    if k:
-        buf = (torch.zeros if in_place else _out)((k, p_rows, N), dtype=torch.float32, device=dev)
-    parts = [None, None, None]  # the row kernel's own partial rows (not with split)
-    if buf is not None and not split:
-        it = iter(buf.unbind(0))
-        parts = [next(it) if w else None for w in wants]
-    dropout = dropout_p > 0.0
     threshold, scale = _dropout_args(dropout_p)
-    ds_arg = ds if ds is not None else dy
-    dr_arg = dr if dr is not None else dx
-    args = (
-        dy, ds_arg, src, mean if not is_rms else rstd, rstd, weight if weight is not None else dy,
-        dx, dr_arg, *(p if p is not None else rstd for p in parts), M, N,
-        dy.stride(0), ds_arg.stride(0), src.stride(0), dx.stride(0), dr_arg.stride(0),
-        seed, threshold, scale,
-    )  # fmt: skip
     common = dict(
-        HAS_DS=ds is not None, HAS_W=weight is not None, HAS_DW=want_dweight and not split,
+        HAS_DS=ds_dt is not None, HAS_W=w_dt is not None, HAS_DW=want_dweight and not split,
         HAS_DB=want_dbias and not split, HAS_DPB=want_dpre_bias and not split,
-        STORE_DR=dr is not None, DROPOUT=dropout, IS_RMS=is_rms,
+        STORE_DR=dres_dtype is not None, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms,
     )  # fmt: skip
     if cfg.col_split:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_colsplit_kernel as kernel
@@ -557,27 +638,25 @@ def add_norm_bwd(
         common["BLOCK_M"] = cfg.block_m
         common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n
-    launch(kernel, (launch_grid,), args, common, cfg.num_warps, cfg.num_stages)
+    row = Plan(
+        key + ("row",), kernel, (launch_grid,), common, cfg.num_warps, cfg.num_stages,
+        tuple(range(11)), cfg.num_ctas,
+    )  # fmt: skip
+    params = None
     if split:
         bn = SPLIT_BLOCK_N
-        launch(
-            _param_partials_kernel, (-(-N // bn), p_rows),
-            (dy, src, dx, mean if not is_rms else rstd, rstd, buf, M, N, -(-M // p_rows),
-             dy.stride(0), src.stride(0), dx.stride(0)),
+        params = Plan(
+            key + ("params",), _param_partials_kernel, (-(-N // bn), p_rows),
             dict(HAS_DW=want_dweight, HAS_DB=want_dbias, HAS_DPB=want_dpre_bias, IS_RMS=is_rms,
-                 BLOCK_M=SPLIT_BLOCK_M, BLOCK_N=bn), SPLIT_WARPS, 1,
+                 BLOCK_M=SPLIT_BLOCK_M, BLOCK_N=bn), SPLIT_WARPS, 1, tuple(range(6)),
         )  # fmt: skip
-    grads = [None, None, None]
-    if k:  # the one deterministic reduction of the per-program partials, one launch for all
-        outs = [_out((N,), dt, dev) for dt, w in zip(param_dtypes, wants, strict=True) if w]
+    reduce = None
+    if k:
         # ~128 programs over the columns; plain int arithmetic (triton.cdiv is a JIT
         # function: calling it on the host costs microseconds)
         block_n = min(128, max(16, _next_pow2(-(-N // 128))))
-        launch(
-            _sum_partials_kernel, (-(-N // block_n),),
-            (buf, *(outs + [outs[0]] * (3 - k)), p_rows, N),
-            dict(K=k, BLOCK_P=32, BLOCK_N=block_n), 4, 1,
+        reduce = Plan(
+            key + ("reduce",), _sum_partials_kernel, (-(-N // block_n),),
+            dict(K=k, BLOCK_P=32, BLOCK_N=block_n), 4, 1, tuple(range(4)),
         )  # fmt: skip
-        it = iter(outs)
-        grads = [next(it) if w else None for w in wants]
-    return dx, dr, *grads
+    return _BwdPlan(row, params, reduce, k, p_rows, in_place, split, threshold, scale)

@@ -20,7 +20,9 @@ _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _NORMS = {"layer": False, "rms": True}  # name -> is_rms
 
 
-def _check(name: str, t: torch.Tensor | None, x: torch.Tensor, shape) -> None:
+def _check(name: str, t: torch.Tensor | None, x: torch.Tensor, shape, dev) -> None:
+    """Raise BadInput unless `t` is None or a float tensor of `shape` on `dev` (x's device).
+    Cheap on purpose: it runs on every call, and small calls are host-bound."""
     if t is None:
         return
     if not isinstance(t, torch.Tensor):
@@ -30,12 +32,12 @@ def _check(name: str, t: torch.Tensor | None, x: torch.Tensor, shape) -> None:
             f"add_norm: {name} has dtype {t.dtype}; use float32, float16 or bfloat16 "
             "(cast it with .float() first)."
         )
-    if tuple(t.shape) != tuple(shape):
+    if t.shape != shape:  # torch.Size is a tuple: no conversion needed
         raise BadInput(
             f"add_norm: {name} has shape {tuple(t.shape)} but must be {tuple(shape)} to match "
             f"x of shape {tuple(x.shape)}."
         )
-    if t.device != x.device:
+    if t.device != dev:
         raise BadInput(
             f"add_norm: {name} is on {t.device} but x is on {x.device}; move both to one device."
         )
@@ -71,11 +73,13 @@ def add_norm(
         raise BadInput(f"add_norm: norm must be one of {sorted(_NORMS)}, got {norm!r}.")
     if not 0.0 <= float(dropout_p) <= 1.0:
         raise BadInput(f"add_norm: dropout_p must be in [0, 1], got {dropout_p}.")
-    _check("x", x, x, x.shape)
+    dev = x.device
+    _check("x", x, x, x.shape, dev)
     hidden = x.shape[-1]
-    _check("residual", residual, x, x.shape)
-    for name, t in (("weight", weight), ("bias", bias), ("pre_bias", pre_bias)):
-        _check(name, t, x, (hidden,))
+    _check("residual", residual, x, x.shape, dev)
+    _check("weight", weight, x, (hidden,), dev)
+    _check("bias", bias, x, (hidden,), dev)
+    _check("pre_bias", pre_bias, x, (hidden,), dev)
     for name, dt in (("residual_dtype", residual_dtype), ("out_dtype", out_dtype)):
         if dt is not None and dt not in _FLOAT_DTYPES:
             raise BadInput(f"add_norm: {name} must be float32, float16 or bfloat16, got {dt}.")
