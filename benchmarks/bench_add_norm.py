@@ -151,8 +151,9 @@ def bench_shape(out: CsvRows, copy_bw, dev, dtype_name, M, N, compiled, liger, t
             groups.append(
                 (f"{norm}norm", plain_fns(norm, compiled and norm == "layer", liger), True)
             )
-    elif dtype_name == "bf16" and liger is not None:  # lean: LN-only vs liger, forward
-        groups.append(("layernorm", plain_fns("layer", False, liger), True))
+    elif dtype_name == "bf16" and liger is not None:  # lean: plain LN / RMSNorm vs liger, fwd
+        for norm in ("layer", "rms"):
+            groups.append((f"{norm}norm", plain_fns(norm, False, liger), True))
     for op, fns, plain in groups:
         args = (x, w, b) if plain else (x, r, w, b)
         problem = _verify(fns, args, plain)
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile baselines")
     ap.add_argument("--configs", action="store_true", help="also time launch-config variants")
     ap.add_argument(
-        "--lean", action="store_true", help="GPU-script mode: fused op + LN-only fwd vs liger"
+        "--lean", action="store_true", help="GPU-script mode: fused op + plain LN/RMSNorm fwd vs liger"
     )
     ap.add_argument("--csv", default=str(RESULTS_DIR / "bench_add_norm.csv"))
     args = ap.parse_args(argv)

@@ -2,7 +2,7 @@
 # add_norm on the H200 (~5 min): GPU tests; host-time split of one fwd+bwd; launch-config
 # sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default none); eager / compile /
 # membound by GPU time (CUDA-graph replay) and by do_bench (host included); the main
-# benchmark CSV (bf16 --lean, incl. liger LN; off with SKIP_BENCH=1); the precision
+# benchmark CSV (bf16 --lean, incl. LN/RMSNorm vs liger; off with SKIP_BENCH=1); the precision
 # experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant name prefixes to sweep.
 # Run from anywhere: PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/add_norm.sh
 set +e
@@ -37,10 +37,10 @@ timeout "${KO_TIMEOUT:-160}" python $SW --kernel-only --csv "$OUTDIR/kernel_only
 echo "kernel-only rc=$? $(el)"; grep -vE "^copy" "$OUTDIR/kernel_only.log"
 
 if [ -z "$SKIP_BENCH" ]; then
-echo "=== bench_add_norm bf16 --lean (CSV; LN-only fwd vs liger)"
+echo "=== bench_add_norm bf16 --lean (CSV; plain LN and RMSNorm fwd vs liger)"
 timeout 90 python benchmarks/bench_add_norm.py --dtypes bf16 --lean \
   --csv "$OUTDIR/bench_add_norm.csv" > "$OUTDIR/bench_add_norm.log" 2>&1
-echo "bench rc=$? $(el)"; grep -E "^(SKIP|FAIL|copy|liger|layernorm)" "$OUTDIR/bench_add_norm.log" | cut -c1-200
+echo "bench rc=$? $(el)"; grep -E "^(SKIP|FAIL|copy|liger|layernorm|rmsnorm)" "$OUTDIR/bench_add_norm.log" | cut -c1-200
 
 fi
 

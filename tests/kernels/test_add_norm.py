@@ -148,9 +148,9 @@ def test_colsplit_switch_in_bwd_config(monkeypatch):
 @pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
 def test_wide_tile_reloads_parameters(is_rms):
     """N = 9000 -> 16384-wide tiles by default: the forward's one tile re-reads weight/bias
-    per tile instead of holding them, the backward splits off the parameter pass."""
+    per tile instead of holding them, the backward pairs two programs per row."""
     assert fwd_config(3, 9000).block_n == 16384 and not fwd_config(3, 9000).chunked
-    assert bwd_config(3, 9000).split_params and bwd_config(3, 9000).chunked
+    assert bwd_config(3, 9000).pair and bwd_config(3, 9000).block_n == 16384
     _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2)
 
 
@@ -181,6 +181,50 @@ def test_split_parameter_backward(dtype, is_rms):
     # the row pass may be the chunked kernel (two passes over 16-wide chunks, no accumulators)
     chunked = LaunchConfig(1, 16, 1, True, programs_per_sm=1, split_params=True)
     _run_case(19, 41, dtype, is_rms, ALL, 0.2, bwd_cfg=chunked)
+
+
+@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
+@pytest.mark.parametrize("dtype,p", [(torch.float32, 0.2), (torch.bfloat16, 0.0)])
+def test_pair_backward_matches(is_rms, dtype, p):
+    """The SM-pair backward: two programs per row, one per column half (32 of 64; N = 41
+    leaves the second half partial), 2 pairs over 7 rows (uneven), row sums exchanged through
+    tagged slots. The interpreter runs programs one by one: even programs find no partner
+    sums and compute them from the other half, odd ones take the published ones; both must
+    give every gradient against float64 and dx equal to the one-tile kernel's."""
+    cfg = LaunchConfig(1, 64, 1, False, programs_per_sm=1, pair=True)
+    _, dx = _run_case(7, 41, dtype, is_rms, ALL, p, bwd_cfg=cfg)
+    _, dx_tiled = _run_case(7, 41, dtype, is_rms, ALL, p)
+    torch.testing.assert_close(dx, dx_tiled, rtol=1e-2, atol=1e-2)
+    _run_case(1, 9, dtype, is_rms, ("weight",), p, bwd_cfg=LaunchConfig(1, 16, 1, False, 1,
+                                                                          pair=True))  # fmt: skip
+
+
+def test_pair_exchange_slots_end_tagged_and_partials_cover_both_halves():
+    """After a paired backward every published slot carries its row's tag (row + 1) in the
+    high 32 bits; slots of never-published parities stay 0."""
+    from membound.kernels.add_norm_pair import SLOTS_PER_PAIR, _add_norm_bwd_pair_kernel
+
+    M, N, half = 6, 64, 32
+    g = torch.Generator().manual_seed(0)
+    s, dy = (torch.randn(M, N, generator=g) for _ in range(2))
+    mean, rstd = s.mean(1), torch.rsqrt(s.var(1, unbiased=False) + 1e-5)
+    dx, dr = torch.empty_like(s), torch.empty_like(s)
+    dw, db = torch.zeros(2, N), torch.zeros(2, N)
+    ex = torch.zeros(2 * SLOTS_PER_PAIR, dtype=torch.int64)
+    _add_norm_bwd_pair_kernel[(4,)](
+        dy, dy, s, mean, rstd, dy, dx, dr, dw, db, rstd, ex, M, N, N, N, N, N, N, 0, 0, 1.0, 0,
+        HAS_DS=False, HAS_W=False, HAS_DW=True, HAS_DB=True, HAS_DPB=False, STORE_DR=False,
+        DROPOUT=False, IS_RMS=False, HALF_N=half,
+    )  # fmt: skip
+    slots = ex.view(2, 4, 2, 4)  # pair, row parity, half, sum
+    for pair in range(2):
+        for j in range(3):  # rows pair, pair + 2, pair + 4
+            tags = slots[pair, j % 4, :, :3] >> 32
+            assert (tags == pair + 2 * j + 1).all()
+        assert (slots[pair, 3] == 0).all()
+    xhat = (s - mean[:, None]) * rstd[:, None]
+    torch.testing.assert_close(db.sum(0), dy.sum(0))
+    torch.testing.assert_close(dw.sum(0), (dy * xhat).sum(0), rtol=1e-5, atol=1e-5)
 
 
 def test_dropout_keep_rate_seeds_and_backward_mask():
@@ -277,7 +321,8 @@ def test_launch_configs_by_size():
     assert fwd_config(32768, 16384, 4).chunked and not fwd_config(32768, 8192, 4).chunked
     assert bwd_config(32768, 1024) == LaunchConfig(2, 1024, 4, False, 4, prefetch=True)
     assert bwd_config(32768, 4096) == LaunchConfig(1, 4096, 8, False, 2, prefetch=True)
-    assert bwd_config(32768, 16384) == LaunchConfig(1, 8192, 16, True, 2, split_params=True)
+    assert bwd_config(32768, 16384) == LaunchConfig(1, 16384, 16, False, 1, pair=True)
+    assert bwd_config(32768, 16385) == LaunchConfig(1, 8192, 16, True, 2, split_params=True)
     assert bwd_config(8, 65536).chunked and bwd_config(8, 65536).split_params
     # a plain norm (x in, y out) where its own shapes measured better; elsewhere the fused one
     assert fwd_config(32768, 4096, 2, 2) == LaunchConfig(2, 4096, 16, False, 2, prefetch=True)
@@ -309,6 +354,35 @@ def test_gpu_colsplit_backward_full_width(dtype):
     cfg = LaunchConfig(block_m=1, block_n=4096, num_warps=8, chunked=True, programs_per_sm=2,
                        col_split=True)  # fmt: skip
     _run_case(2048, 16384, dtype, False, ALL, p=0.1, bwd_cfg=cfg, dev="cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_pair_backward_exchange_and_fallback_agree_bitwise(monkeypatch):
+    """The SM-pair backward at full width (the default at 16384): identical bit for bit
+    across repeated calls (deterministic under normal scheduling), and the fallback (each
+    program computing its partner's sums itself, PAIR_SPIN = 0) agrees to rounding: the same
+    reductions of the same data, compiled in another place (run 22: not bit-identical, the
+    compiler contracts the two copies differently)."""
+    assert bwd_config(4096, 16384).pair
+    M, N = 4096, 16384
+    g = torch.Generator(device="cuda").manual_seed(3)
+    s, dy = (torch.randn(M, N, device="cuda", generator=g).bfloat16() for _ in range(2))
+    w = torch.randn(N, device="cuda", generator=g).bfloat16()
+    sf = s.float()
+    mean, rstd = sf.mean(1), torch.rsqrt(sf.var(1, unbiased=False) + 1e-5)
+
+    def run():
+        K._PLANS.clear()
+        return K.add_norm_bwd(dy, None, s, mean, rstd, w, is_rms=False, dropout_p=0.1, seed=5,
+                              want_dweight=True, want_dbias=True, dres_dtype=torch.bfloat16)  # fmt: skip
+
+    first, again = run(), run()
+    monkeypatch.setattr(K, "PAIR_SPIN", 0)
+    alone = run()
+    for a, b, c in zip(first, again, alone, strict=True):
+        if a is not None:
+            assert torch.equal(a, b)
+            torch.testing.assert_close(c.float(), a.float(), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.gpu

@@ -23,6 +23,7 @@ from membound.kernels._launch import Plan, launch_planned
 from membound.kernels.add_norm_config import (
     LaunchConfig,
     _next_pow2,
+    _sm_count,
     bwd_config,
     fwd_config,
     grid_size,
@@ -403,6 +404,12 @@ def _param_partials_kernel(
 
 #: tests set this to fill every output with NaN before a launch, so unwritten elements fail
 POISON_OUTPUTS = False
+#: the SM-pair backward: reloads of the partner's exchange slots before a program computes
+#: the partner's row sums itself (see add_norm_pair.py)
+PAIR_SPIN = 256
+#: 1: a program computes missing partner sums itself after PAIR_SPIN reloads (0: waits
+#: forever; measurements only)
+PAIR_FALLBACK = 1
 #: the split backward's parameter pass: row programs (x N / SPLIT_BLOCK_N column blocks),
 #: rows x columns per tile, warps
 SPLIT_ROW_PROGRAMS, SPLIT_BLOCK_M, SPLIT_BLOCK_N, SPLIT_WARPS = 32, 32, 128, 4
@@ -575,10 +582,13 @@ def add_norm_bwd(
     ds_arg = ds if ds is not None else dy
     dr_arg = dr if dr is not None else dx
     stat = mean if not is_rms else rstd
+    # the paired kernel's exchange slots: zeroed per call (stream-ordered, graph-safe)
+    ex = (torch.zeros(bp.ex_size, dtype=torch.int64, device=dev),) if bp.ex_size else ()
     args = (
         dy, ds_arg, src, stat, rstd, weight if weight is not None else dy,
-        dx, dr_arg, *(p if p is not None else rstd for p in parts), M, N,
+        dx, dr_arg, *(p if p is not None else rstd for p in parts), *ex, M, N,
         dy.stride(0), ds_arg.stride(0), src.stride(0), N, N, seed, bp.threshold, bp.scale,
+        *bp.extra,
     )  # fmt: skip
     launch_planned(bp.row, args)
     if bp.params is not None:
@@ -607,6 +617,8 @@ class _BwdPlan:
     split: bool
     threshold: int
     scale: float
+    ex_size: int  # int64 exchange slots of the paired kernel (0: not paired)
+    extra: tuple  # the row kernel's trailing arguments (the paired kernel's SPIN)
 
 
 def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
@@ -616,6 +628,16 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
     cfg = config or bwd_config(M, N)
     grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     launch_grid = grid * -(-N // cfg.block_n) if cfg.col_split else grid
+    ex_size, extra = 0, ()
+    if cfg.pair:  # one program per SM at most: both programs of a pair must be resident
+        from membound.kernels.add_norm_pair import SLOTS_PER_PAIR
+
+        grid = max(1, min(M, _sm_count(dev) * cfg.programs_per_sm // 2))
+        launch_grid = 2 * grid
+        ex_size = SLOTS_PER_PAIR * grid
+        # reloads of the partner's slots before computing its sums here: ~1 us each on the
+        # H200; the CPU interpreter runs programs one by one, waiting there is pointless
+        extra = (PAIR_SPIN if dev.type == "cuda" else 0,)
     # the chunked kernel accumulates in place, the others write each partial row once
     in_place = cfg.chunked and not cfg.col_split and not cfg.split_params
     k = sum(wants)
@@ -632,15 +654,21 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_colsplit_kernel as kernel
     elif cfg.chunked:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel as kernel
+    elif cfg.pair:
+        from membound.kernels.add_norm_pair import _add_norm_bwd_pair_kernel as kernel
+
+        common["HALF_N"] = cfg.block_n // 2
+        common["FALLBACK"] = PAIR_FALLBACK
     else:
         kernel = _add_norm_bwd_kernel
         common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192
         common["BLOCK_M"] = cfg.block_m
         common["PREFETCH"] = cfg.prefetch
-    common["BLOCK_N"] = cfg.block_n
+    if not cfg.pair:
+        common["BLOCK_N"] = cfg.block_n
     row = Plan(
         key + ("row",), kernel, (launch_grid,), common, cfg.num_warps, cfg.num_stages,
-        tuple(range(11)), cfg.num_ctas,
+        tuple(range(12 if cfg.pair else 11)), cfg.num_ctas,
     )  # fmt: skip
     params = None
     if split:
@@ -659,4 +687,6 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
             key + ("reduce",), _sum_partials_kernel, (-(-N // block_n),),
             dict(K=k, BLOCK_P=32, BLOCK_N=block_n), 4, 1, tuple(range(4)),
         )  # fmt: skip
-    return _BwdPlan(row, params, reduce, k, p_rows, in_place, split, threshold, scale)
+    return _BwdPlan(
+        row, params, reduce, k, p_rows, in_place, split, threshold, scale, ex_size, extra
+    )

@@ -15,10 +15,12 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   persistent): 16 elements per thread, 16 warps per SM, PREFETCH: H=1024 2 rows x 4 warps x
   4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
-  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). So rows
-  wider than 8192 split the work (`split_params`): the chunked kernel writes dx only (two
-  passes per row, the second from L2), a column-parallel pass re-reads dy and s for
-  dweight/dbias: 6 tensor passes instead of 4, none spilling; 0.537 at 16384 (run 9).
+  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). Rows of
+  16384 take the SM-pair kernel (`add_norm_pair.py`, run 21: 0.63 of copy for the 4 tensors):
+  two programs per row, one per column half, exchanging the row sums through memory, each
+  holding half the accumulators. Wider rows split the work (`split_params`): the chunked
+  kernel writes dx only (two passes per row, the second from L2), a column-parallel pass
+  re-reads dy and s for dweight/dbias: 6 tensor passes instead of 4; 0.537 at 16384 (run 9).
 - A plain norm (2 streams: x in, y out) has its own shapes where they measured better
   (`LIGHT_FWD`).
 """
@@ -50,6 +52,12 @@ ELEMS_PER_THREAD = 16
 #: shows it beating the one-tile kernel, which spills at 16384 (run 1: 0.29 of copy);
 #: e.g. (16384, 4096, 8, 2) to switch it on for H = 16384.
 BWD_COLSPLIT: tuple[int, int, int, int] | None = None
+#: None, or (warps, programs per SM) of the SM-pair backward (`add_norm_pair.py`) for rows
+#: wider than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
+#: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU time:
+#: 16 warps x 1/SM 1.56-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms)
+BWD_PAIR: tuple[int, int] | None = (16, 1)
+BWD_PAIR_MAX_N = 16384
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,9 @@ class LaunchConfig:
     #: CTAs per program (a Hopper thread-block cluster, Triton's `num_ctas`): Triton may
     #: spread one program's tile over the cluster's SMs (registers of 2 SMs for one row)
     num_ctas: int = 1
+    #: backward only, one tile per row: two programs (on two SMs) share each row, one per
+    #: column half, exchanging row sums (`add_norm_pair.py`); CUDA only
+    pair: bool = False
 
 
 #: plain norms (2 streams) where the fused op's shape is not the best (run 9, LayerNorm alone,
@@ -122,6 +133,9 @@ def bwd_config(rows: int, hidden: int) -> LaunchConfig:
     if BWD_COLSPLIT is not None and hidden >= BWD_COLSPLIT[0]:
         _, cb, warps, pps = BWD_COLSPLIT
         return LaunchConfig(1, cb, warps, True, pps, col_split=True)
+    if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None:
+        warps, pps = BWD_PAIR
+        return LaunchConfig(1, block_n, warps, False, pps, pair=True)
     if block_n > 8192:
         # 16384+: the row and two N-wide fp32 accumulators would fill an SM's registers (one
         # program per SM: 0.36 of copy in run 4, whatever the variant). Split instead: the
