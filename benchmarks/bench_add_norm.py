@@ -284,7 +284,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile baselines")
     ap.add_argument("--configs", action="store_true", help="also time launch-config variants")
     ap.add_argument(
-        "--lean", action="store_true", help="GPU-script mode: fused op + plain LN/RMSNorm fwd vs liger"
+        "--lean",
+        action="store_true",
+        help="GPU-script mode: fused op + plain LN/RMSNorm fwd vs liger",
     )
     ap.add_argument("--csv", default=str(RESULTS_DIR / "bench_add_norm.csv"))
     args = ap.parse_args(argv)

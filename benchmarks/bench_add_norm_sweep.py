@@ -353,6 +353,42 @@ def kernel_only(csv, copy_bw, shapes, compile_h, dtype=torch.bfloat16):
         torch.cuda.empty_cache()
 
 
+def nograd_small(csv, copy_bw, shapes=((2048, 4096), (256, 4096), (64, 1024), (8, 1024))):
+    """Inference (no grad) at small sizes: eager's ops, the fused kernels (what add_norm runs
+    without grad), and the eager-ops path (what the size rule runs with grad), by GPU time
+    and by do_bench (best of 3 interleaved rounds: host-bound)."""
+    from bench_add_norm import eager_fused
+    from membound.nn.functional import add_norm, eager_add_norm
+
+    print(f"{'shape':<11}{'variant':<12}{'gpu ms':>8}{'bench ms':>10}{'frac(bench)':>12}")
+    for m, n in shapes:
+        x, r = (torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        a = (x, r, w, b)
+        fns = {
+            "eager": lambda a=a: eager_fused(*a, P),
+            "membound": lambda a=a: add_norm(
+                a[0], a[2], a[3], residual=a[1], dropout_p=P, prenorm=True
+            ),  # fmt: skip
+            "eager_path": lambda a=a: eager_add_norm(
+                a[0], a[2], a[3], a[1], None, P, False, 1e-5, a[0].dtype, a[0].dtype
+            ),  # fmt: skip
+        }
+        nb = 4 * m * n * 2
+        best = {}
+        with torch.no_grad():
+            gpu = {k: _gpu_ms(f) for k, f in fns.items()}
+            for _ in range(3):
+                for k, f in fns.items():
+                    ms = bench_ms(f, warmup_ms=3, rep_ms=10)
+                    best[k] = min(best.get(k, ms), ms)
+        for k in fns:
+            frac = nb / (best[k] / 1e3) / copy_bw
+            print(f"{m}x{n:<6}{k:<12}{gpu[k]:8.4f}{best[k]:10.4f}{frac:12.3f}", flush=True)
+            csv.add(part="nograd_small", rows=m, hidden=n, variant=k, gpu_ms=round(gpu[k], 4),
+                    bench_ms=round(best[k], 4), fraction_of_copy=round(frac, 3))  # fmt: skip
+
+
 def host(csv, n_iter=200):
     """Split one fwd+bwd's host time at our backward's entry and exit."""
     from membound.nn import _ops
@@ -443,6 +479,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ln-widths", default="", help="LayerNorm-alone forward sweep widths")
     ap.add_argument("--kernel-only", action="store_true")
     ap.add_argument("--host", action="store_true")
+    ap.add_argument("--nograd", action="store_true", help="inference at small sizes")
     ap.add_argument("--split", action="store_true", help="tune the split backward (16384)")
     ap.add_argument("--ko-hidden", default="", help="kernel-only widths (default: all)")
     ap.add_argument("--ko-dtype", choices=["bf16", "fp32"], default="bf16")
@@ -460,6 +497,8 @@ def main(argv=None) -> int:
     csv = CsvRows(args.csv)
     if args.host:
         host(csv)
+    if args.nograd:
+        nograd_small(csv, copy_bw)
     if args.split:
         split_pass(csv, copy_bw)
     if args.kernel_only:

@@ -183,14 +183,18 @@ def test_split_parameter_backward(dtype, is_rms):
     _run_case(19, 41, dtype, is_rms, ALL, 0.2, bwd_cfg=chunked)
 
 
+@pytest.mark.parametrize("fallback", [None, 2], ids=["vectorized", "per-thread"])
 @pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
 @pytest.mark.parametrize("dtype,p", [(torch.float32, 0.2), (torch.bfloat16, 0.0)])
-def test_pair_backward_matches(is_rms, dtype, p):
+def test_pair_backward_matches(is_rms, dtype, p, fallback, monkeypatch):
     """The SM-pair backward: two programs per row, one per column half (32 of 64; N = 41
     leaves the second half partial), 2 pairs over 7 rows (uneven), row sums exchanged through
     tagged slots. The interpreter runs programs one by one: even programs find no partner
     sums and compute them from the other half, odd ones take the published ones; both must
-    give every gradient against float64 and dx equal to the one-tile kernel's."""
+    give every gradient against float64 and dx equal to the one-tile kernel's. `per-thread`:
+    the GPU's fallback (the partner's sums element by element, no barrier) in its place."""
+    monkeypatch.setattr(K, "PAIR_FALLBACK", fallback)
+    monkeypatch.setattr(K, "_PLANS", {})
     cfg = LaunchConfig(1, 64, 1, False, programs_per_sm=1, pair=True)
     _, dx = _run_case(7, 41, dtype, is_rms, ALL, p, bwd_cfg=cfg)
     _, dx_tiled = _run_case(7, 41, dtype, is_rms, ALL, p)
@@ -359,10 +363,9 @@ def test_gpu_colsplit_backward_full_width(dtype):
 @pytest.mark.gpu
 def test_gpu_pair_backward_exchange_and_fallback_agree_bitwise(monkeypatch):
     """The SM-pair backward at full width (the default at 16384): identical bit for bit
-    across repeated calls (deterministic under normal scheduling), and the fallback (each
-    program computing its partner's sums itself, PAIR_SPIN = 0) agrees to rounding: the same
-    reductions of the same data, compiled in another place (run 22: not bit-identical, the
-    compiler contracts the two copies differently)."""
+    across repeated calls (deterministic under normal scheduling), and the fallback (threads
+    that find no partner sums at once sum the partner's half themselves, PAIR_SPIN = 0)
+    agrees to rounding."""
     assert bwd_config(4096, 16384).pair
     M, N = 4096, 16384
     g = torch.Generator(device="cuda").manual_seed(3)
@@ -448,6 +451,29 @@ def test_gpu_small_inputs_take_plain_eager_ops():
     assert 0.4 < kept.float().mean().item() < 0.6
     (gw,) = torch.autograd.grad(y.float().sum(), (w,))
     assert torch.isfinite(gw).all()
+
+
+@pytest.mark.gpu
+def test_gpu_small_inputs_without_grad_take_the_kernels():
+    """Inference: the size rule's threshold is lower without grad (EAGER_MAX_ELEMS_NOGRAD):
+    from 2**20 elements the fused kernel runs (one launch, no autograd), with the values of
+    the eager-ops path; below it the eager ops."""
+    from membound.kernels import _launch
+    from membound.nn import _ops
+    from membound.nn.functional import add_norm, eager_add_norm
+
+    assert _ops.EAGER_MAX_ELEMS_NOGRAD < 256 * 4096 <= _ops.EAGER_MAX_ELEMS
+    x, r = (torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    w, b = (torch.randn(4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    calls = _launch.stats["direct"] + _launch.stats["normal"]
+    with torch.no_grad():
+        y = add_norm(x, w, b, residual=r, norm="rms")
+        y_ref, _ = eager_add_norm(x, w, b, r, None, 0.0, True, 1e-5, x.dtype, x.dtype)
+    assert _launch.stats["direct"] + _launch.stats["normal"] == calls + 1
+    torch.testing.assert_close(y.float(), y_ref.float(), rtol=2e-2, atol=2e-2)
+    with torch.no_grad():
+        add_norm(x[:8], w, b, residual=r[:8], norm="rms")  # 32768 elements: eager ops
+    assert _launch.stats["direct"] + _launch.stats["normal"] == calls + 1
 
 
 @pytest.mark.gpu

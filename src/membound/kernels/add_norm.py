@@ -406,10 +406,10 @@ def _param_partials_kernel(
 POISON_OUTPUTS = False
 #: the SM-pair backward: reloads of the partner's exchange slots before a program computes
 #: the partner's row sums itself (see add_norm_pair.py)
-PAIR_SPIN = 256
-#: 1: a program computes missing partner sums itself after PAIR_SPIN reloads (0: waits
-#: forever; measurements only)
-PAIR_FALLBACK = 1
+PAIR_SPIN = 1 << 14
+#: None: the fallback for the device (a thread sums the partner's half alone on the GPU,
+#: vectorized in the one-thread interpreter); 0: wait forever (measurements only)
+PAIR_FALLBACK = None
 #: the split backward's parameter pass: row programs (x N / SPLIT_BLOCK_N column blocks),
 #: rows x columns per tile, warps
 SPLIT_ROW_PROGRAMS, SPLIT_BLOCK_M, SPLIT_BLOCK_N, SPLIT_WARPS = 32, 32, 128, 4
@@ -635,8 +635,8 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
         grid = max(1, min(M, _sm_count(dev) * cfg.programs_per_sm // 2))
         launch_grid = 2 * grid
         ex_size = SLOTS_PER_PAIR * grid
-        # reloads of the partner's slots before computing its sums here: ~1 us each on the
-        # H200; the CPU interpreter runs programs one by one, waiting there is pointless
+        # reloads of the partner's slots (~1 us each on the H200) before a thread sums the
+        # partner's half itself; the CPU interpreter runs programs one by one: no waiting
         extra = (PAIR_SPIN if dev.type == "cuda" else 0,)
     # the chunked kernel accumulates in place, the others write each partial row once
     in_place = cfg.chunked and not cfg.col_split and not cfg.split_params
@@ -658,7 +658,9 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
         from membound.kernels.add_norm_pair import _add_norm_bwd_pair_kernel as kernel
 
         common["HALF_N"] = cfg.block_n // 2
-        common["FALLBACK"] = PAIR_FALLBACK
+        common["FALLBACK"] = (
+            PAIR_FALLBACK if PAIR_FALLBACK is not None else 2 if dev.type == "cuda" else 1
+        )
     else:
         kernel = _add_norm_bwd_kernel
         common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192

@@ -15,10 +15,11 @@ row j - 1 with its partner's sums (published an iteration ago) while they are in
 then sums and publishes row j.
 
 Both programs of a pair normally run concurrently (the grid is at most one program per SM,
-pairs have adjacent ids, dispatched together). Nothing depends on it: a program that waits
+pairs have adjacent ids, dispatched together). Nothing depends on it: a thread that waits
 SPIN reloads without its partner's sums computes them itself from the partner's half of the
-row (more reads, same result), so the kernel cannot hang, and it runs under Triton's CPU
-interpreter (one program at a time: even programs fall back, odd ones find the sums).
+row (more reads, the same sums up to rounding), so the kernel cannot hang, and it runs under
+Triton's CPU interpreter (one program at a time: even programs fall back, odd ones find the
+sums).
 """
 
 from __future__ import annotations
@@ -74,13 +75,21 @@ def _load_half(A, B, row, M, stride_a, stride_b, cols, ok):
 
 @triton.jit
 def _partner_sums(EX, slot, tag, e0, e1, e2, SRC, DY, W, row, m0, stride_src, stride_dy, cols,
-                  N, SPIN, HAS_W: tl.constexpr, FALLBACK: tl.constexpr):  # fmt: skip
+                  col0, N, SPIN, HALF_N: tl.constexpr, HAS_W: tl.constexpr,
+                  FALLBACK: tl.constexpr):  # fmt: skip
     """The partner's three sums of `row`: from its exchange slots (spinning up to SPIN
     reloads for them to carry `tag`), else computed here from its half of the row. Either
     way the result is right: a slot is accepted only with the exact tag, so scheduling (a
     partner not yet resident, the CPU interpreter running programs one by one) only decides
-    which of the two ways is taken. FALLBACK 0 (measurements only): wait forever. e0..e2:
-    the slots' first reads, issued by the caller early so their latency overlaps its work."""
+    which of the two ways is taken. e0..e2: the slots' first reads, issued by the caller
+    early so their latency overlaps its work.
+
+    Each thread spins on its own loads, so near the SPIN limit some threads of a program
+    may have the partner's sums and others not: a fallback with a block-wide reduction
+    (barriers) would then hang or mix partial results. On the GPU (FALLBACK 2) a thread
+    that gave up therefore sums the partner's half alone, element by element (slow, only
+    when a partner is not running); the interpreter (one thread, FALLBACK 1) may use the
+    vectorized sums. FALLBACK 0 (measurements only): wait forever."""
     tries = 0
     limit = SPIN
     if FALLBACK == 0:
@@ -93,10 +102,35 @@ def _partner_sums(EX, slot, tag, e0, e1, e2, SRC, DY, W, row, m0, stride_src, st
     og = _f32(e0)
     ogd = _f32(e1)
     od = _f32(e2)
-    if FALLBACK != 0:
+    if FALLBACK == 1:  # one thread (the interpreter): the block reduction is safe
         if ((e0 >> 32) != tag) | ((e1 >> 32) != tag) | ((e2 >> 32) != tag):
             og, ogd, od = _sums_here(SRC, DY, W, row, m0, stride_src, stride_dy, cols, N, HAS_W)
+    if FALLBACK == 2:  # GPU: each thread decides alone, so no barrier may follow
+        if ((e0 >> 32) != tag) | ((e1 >> 32) != tag) | ((e2 >> 32) != tag):
+            og, ogd, od = _sums_alone(SRC, DY, W, row, m0, stride_src, stride_dy, col0, N, HALF_N,
+                                      HAS_W)  # fmt: skip
     return og, ogd, od
+
+
+@triton.jit
+def _sums_alone(SRC, DY, W, row, m0, stride_src, stride_dy, col0, N, HALF_N: tl.constexpr,
+                HAS_W: tl.constexpr):  # fmt: skip
+    """The partner's sums (its columns start at col0) computed by one thread, element by
+    element: scalar loads and arithmetic only, no barrier."""
+    r64 = row.to(tl.int64)
+    sg = m0 * 0.0
+    sgd = m0 * 0.0
+    sd = m0 * 0.0
+    for c in range(col0, tl.minimum(col0 + HALF_N, N)):
+        s = tl.load(SRC + r64 * stride_src + c).to(tl.float32)
+        g = tl.load(DY + r64 * stride_dy + c).to(tl.float32)
+        if HAS_W:
+            g = g * tl.load(W + c).to(tl.float32)
+        d = s - m0
+        sg += g
+        sgd += g * d
+        sd += d
+    return sg, sgd, sd
 
 
 @triton.jit
@@ -161,7 +195,8 @@ def _add_norm_bwd_pair_kernel(
             )
         og, ogd, od = _partner_sums(
             EX, slot, (prow + 1).to(tl.int64), e0, e1, e2, SRC, DY, W, prow, m0_p,
-            stride_src_row, stride_dy_row, other, N, SPIN, HAS_W, FALLBACK,
+            stride_src_row, stride_dy_row, other, (1 - half) * HALF_N, N, SPIN, HALF_N, HAS_W,
+            FALLBACK,
         )  # fmt: skip
         tg = sg_p + og
         tgd = sgd_p + ogd

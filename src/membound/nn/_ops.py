@@ -27,13 +27,18 @@ from membound import _env
 
 _EMPTY = (0,)
 
-#: on CUDA, at most this many elements run plain PyTorch ops instead of the kernels
-#: (`membound.nn.functional.eager_add_norm` in eager mode, the composite below for direct
-#: custom-op calls). Run 2 (H200 host): the kernels' grad forward costs ~108 us of host time
-#: per call vs ~30 us for eager's 3 ops, and saves ~2 ps of GPU time per element, so eager
-#: wins below ~35M elements forward; 2**23 (= 2048 x 4096) keeps 32768 x 1024 on the kernels.
-#: benchmarks/bench_add_norm_launch.py re-derives it from the host costs it measures.
+#: on CUDA, when autograd is involved, at most this many elements run plain PyTorch ops
+#: instead of the kernels (`membound.nn.functional.eager_add_norm` in eager mode, the
+#: composite below for direct custom-op calls): our backward is a Python autograd Function,
+#: whose host cost (run 23 on the H200 host: ~0.34 ms per fwd+bwd at 2048 x 4096) exceeds
+#: eager's at that size (0.16 ms), although the kernels' GPU time is half.
+#: 2**23 (= 2048 x 4096) keeps 32768 x 1024 on the kernels.
 EAGER_MAX_ELEMS = 1 << 23
+#: the same without grad (inference), where the kernels' path has no autograd: run 26 on the
+#: H200 (do_bench, host in the loop): 8 x 1024 and 64 x 1024 0.019-0.021 ms vs eager's
+#: 0.012 (host-bound: our Python costs more than eager's 3 ops), 256 x 4096 (2**20) 0.0188 vs
+#: 0.0199, 2048 x 4096 0.0257 vs 0.0489 (GPU time 0.020 vs 0.047)
+EAGER_MAX_ELEMS_NOGRAD = (1 << 20) - 1
 
 
 def use_triton(t: torch.Tensor) -> bool:
@@ -68,14 +73,14 @@ def _rows(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def _fwd_core(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype,
-              out_dtype):  # fmt: skip
+              out_dtype, size_rule=True):  # fmt: skip
     """The forward both paths share: (y, s or None, mean, rstd, seed, triton_path).
 
     y and s have x's shape; mean is empty for RMSNorm; `seed` (an int, 0 without dropout) and
     `triton_path` are what the backward needs to regenerate the same mask on the same path."""
     seed = int(torch.randint(2**62, (1,), dtype=torch.int64).item()) if dropout_p > 0.0 else 0
     x2, r2 = _rows(x), _rows(residual)
-    triton_path = use_triton(x) and not (x.is_cuda and x.numel() <= EAGER_MAX_ELEMS)
+    triton_path = use_triton(x) and not (size_rule and x.is_cuda and x.numel() <= EAGER_MAX_ELEMS)
     if triton_path:
         from membound.kernels.add_norm import add_norm_fwd
 

@@ -95,9 +95,14 @@ def add_norm(
 
     from membound.nn import _ops
 
-    if x.is_cuda and x.numel() <= _ops.EAGER_MAX_ELEMS and _ops.use_triton(x):
-        # size rule: tiny CUDA inputs are host-bound; the plain PyTorch ops (autograd does the
-        # backward, no custom Function) cost what eager costs (see _ops.EAGER_MAX_ELEMS)
+    needs_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
+    )
+    small = _ops.EAGER_MAX_ELEMS if needs_grad else _ops.EAGER_MAX_ELEMS_NOGRAD
+    if x.is_cuda and x.numel() <= small and _ops.use_triton(x):
+        # size rule: small CUDA inputs are host-bound; the plain PyTorch ops (autograd does
+        # the backward, no Python Function) cost what eager costs. Without grad the kernels'
+        # one launch wins from ~2**20 elements on (run 26), with grad from 2**23
         y, s = eager_add_norm(
             x, weight, bias, residual, pre_bias, p, is_rms, float(eps), s_dtype,
             out_dtype or x.dtype,
@@ -109,22 +114,21 @@ def add_norm(
     )  # fmt: skip
     if _ops.is_compiling():  # tracing: the custom op (opaque to the compiler, with autograd)
         y, s, _, _, _ = _ops.add_norm_fwd_op(*args)
-    elif torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
-    ):  # eager training: the lean autograd.Function (cheapest dispatch)
+    elif needs_grad:  # eager training: the lean autograd.Function (cheapest dispatch)
         out = _ops.AddNormFunction.apply(*args)
         y, s = out if store_s else (out, None)
-    else:  # nothing needs a gradient (inference): no autograd at all
-        y, s = _ops._fwd_core(*args)[:2]
+    else:  # nothing needs a gradient (inference): no autograd
+        y, s = _ops._fwd_core(*args, size_rule=False)[:2]
     if not prenorm:
         return y
     return y, (s if store_s else x)
 
 
 def eager_add_norm(x, weight, bias, residual, pre_bias, p, is_rms, eps, s_dtype, out_dtype):
-    """add_norm as the plain PyTorch ops a user would write (the small-input path): dropout
-    from torch's generator (F.dropout), norm statistics in fp32 (F.layer_norm does that
-    internally on CUDA for 16-bit inputs; RMSNorm is written out in fp32). Returns (y, s)."""
+    """add_norm as the plain PyTorch ops a user would write (the small-input training path):
+    dropout from torch's generator (F.dropout), norm statistics in fp32 (F.layer_norm and
+    F.rms_norm do that internally on CUDA for 16-bit inputs; with mixed parameter dtypes the
+    math is written out in fp32). Returns (y, s)."""
     h = x if pre_bias is None else x + pre_bias
     if p > 0.0:
         h = F.dropout(h, p, training=True)
@@ -135,7 +139,12 @@ def eager_add_norm(x, weight, bias, residual, pre_bias, p, is_rms, eps, s_dtype,
     same = all(t is None or t.dtype == s.dtype for t in (weight, bias))
     if not is_rms and same:  # one fused ATen kernel, fp32 statistics
         y = F.layer_norm(s, n, weight, bias, eps)
-    else:  # mixed parameter dtypes or RMSNorm: fp32 math, then the output dtype
+    elif same and hasattr(F, "rms_norm"):  # torch >= 2.4: one ATen op (fused on CUDA, fp32
+        # statistics); written out below it was ~8 kernels, 9x eager's time (run 23)
+        y = F.rms_norm(s, n, weight, eps)
+        if bias is not None:
+            y = y + bias
+    else:  # mixed parameter dtypes (or an old torch): fp32 math, then the output dtype
         sf = s.float()
         if is_rms:
             y = sf * torch.rsqrt(sf.square().mean(-1, keepdim=True) + eps)
