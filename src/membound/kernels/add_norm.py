@@ -566,7 +566,13 @@ def add_norm_bwd(
         dy.dtype, _dt(ds), src.dtype, _dt(weight), dx_dtype, dres_dtype, param_dtypes, wants,
         is_rms, dropout_p, dy.get_device(), config,
     )  # fmt: skip
-    bp = _plan(key, lambda: _bwd_plan(key, M, N, dy.device, wants, dropout_p, is_rms, config))
+    bp = _plan(
+        key,
+        lambda: _bwd_plan(
+            key, M, N, dy.device, wants, dropout_p, is_rms, config,
+            max(dy.element_size(), src.element_size()),
+        ),
+    )  # fmt: skip
     dev = dy.device
     dx = _out((M, N), dx_dtype, dev)
     dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
@@ -621,11 +627,11 @@ class _BwdPlan:
     extra: tuple  # the row kernel's trailing arguments (the paired kernel's SPIN)
 
 
-def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config) -> _BwdPlan:
+def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes) -> _BwdPlan:
     """Launch plans of a backward problem (see `add_norm_bwd`'s key)."""
     _, _, _, _, _, _, _, ds_dt, _, w_dt, _, dres_dtype, _, _, *_ = key
     want_dweight, want_dbias, want_dpre_bias = wants
-    cfg = config or bwd_config(M, N)
+    cfg = config or bwd_config(M, N, elem_bytes)
     grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     launch_grid = grid * -(-N // cfg.block_n) if cfg.col_split else grid
     ex_size, extra = 0, ()

@@ -15,8 +15,8 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   persistent): 16 elements per thread, 16 warps per SM, PREFETCH: H=1024 2 rows x 4 warps x
   4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
-  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). Rows of
-  16384 take the SM-pair kernel (`add_norm_pair.py`, run 21: 0.63 of copy for the 4 tensors):
+  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). 16-bit rows
+  of 16384 take the SM-pair kernel (`add_norm_pair.py`, run 21: 0.63 of copy for the 4 tensors):
   two programs per row, one per column half, exchanging the row sums through memory, each
   holding half the accumulators. Wider rows split the work (`split_params`): the chunked
   kernel writes dx only (two passes per row, the second from L2), a column-parallel pass
@@ -55,7 +55,8 @@ BWD_COLSPLIT: tuple[int, int, int, int] | None = None
 #: None, or (warps, programs per SM) of the SM-pair backward (`add_norm_pair.py`) for rows
 #: wider than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
 #: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU time:
-#: 16 warps x 1/SM 1.56-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms)
+#: 16 warps x 1/SM 1.49-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms). 16-bit
+#: storage only: fp32 rows (twice the registers) keep the split, not measured paired
 BWD_PAIR: tuple[int, int] | None = (16, 1)
 BWD_PAIR_MAX_N = 16384
 
@@ -128,12 +129,14 @@ def fwd_config(rows: int, hidden: int, elem_bytes: int = 2, streams: int = 4) ->
 
 
 @functools.lru_cache(maxsize=4096)
-def bwd_config(rows: int, hidden: int) -> LaunchConfig:
+def bwd_config(rows: int, hidden: int, elem_bytes: int = 2) -> LaunchConfig:
+    """`elem_bytes`: the widest storage dtype among dy and s (the SM-pair kernel holds two
+    raw half rows in registers: measured for 16-bit storage only)."""
     block_n = max(8, _next_pow2(hidden))
     if BWD_COLSPLIT is not None and hidden >= BWD_COLSPLIT[0]:
         _, cb, warps, pps = BWD_COLSPLIT
         return LaunchConfig(1, cb, warps, True, pps, col_split=True)
-    if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None:
+    if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None and elem_bytes <= 2:
         warps, pps = BWD_PAIR
         return LaunchConfig(1, block_n, warps, False, pps, pair=True)
     if block_n > 8192:
