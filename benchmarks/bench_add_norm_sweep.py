@@ -123,10 +123,6 @@ def _cands_bwd(N):
             out[f"split_w{w}_p{pps}{'_pf' if pf else ''}"] = LaunchConfig(
                 1, bn, w, False, pps, prefetch=pf, split_params=True
             )
-    if N >= 8192:
-        for cb, w, pps in ((4096, 8, 2), (2048, 8, 4), (2048, 4, 8), (8192, 16, 1), (8192, 32, 1),
-                           (8192, 16, 2), (8192, 32, 2), (8192, 8, 2)):  # fmt: skip
-            out[f"colsplit{cb}_w{w}_p{pps}"] = LaunchConfig(1, cb, w, True, pps, col_split=True)
     if bn >= 16384:  # fused (parameter partials in the row pass) over a 2-CTA cluster
         out.update(_cluster_cands(bn))
     if bn >= 16384:  # fused, two programs (SMs) per row exchanging the row sums

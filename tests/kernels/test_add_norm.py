@@ -120,32 +120,6 @@ def test_chunked_kernels_match(is_rms, p):
 
 
 @pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
-@pytest.mark.parametrize("dtype,p", [(torch.float32, 0.3), (torch.bfloat16, 0.0)])
-def test_colsplit_backward_matches(is_rms, dtype, p):
-    """The 2-D column-split backward: 6 column blocks (the last partial), 4 row programs for
-    5 rows (one program takes two rows), every gradient against float64, dx equal to the
-    one-tile kernel's up to rounding."""
-    cfg = LaunchConfig(block_m=1, block_n=64, num_warps=1, chunked=True, programs_per_sm=1,
-                       col_split=True)  # fmt: skip
-    _, dx = _run_case(5, 341, dtype, is_rms, ALL, p, bwd_cfg=cfg)
-    _, dx_tiled = _run_case(5, 341, dtype, is_rms, ALL, p)
-    torch.testing.assert_close(dx, dx_tiled, rtol=1e-2, atol=1e-2)
-
-
-def test_colsplit_switch_in_bwd_config(monkeypatch):
-    import membound.kernels.add_norm_config as C
-
-    monkeypatch.setattr(C, "BWD_COLSPLIT", (300, 64, 1, 1))
-    C.bwd_config.cache_clear()
-    try:
-        cfg = C.bwd_config(5, 341)
-        assert cfg.col_split and cfg.block_n == 64 and not C.bwd_config(5, 200).col_split
-        _run_case(5, 341, torch.float16, False, ALL, p=0.2)  # default configs: colsplit bwd
-    finally:
-        C.bwd_config.cache_clear()
-
-
-@pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
 def test_wide_tile_reloads_parameters(is_rms):
     """N = 9000 -> 16384-wide tiles by default: the forward's one tile re-reads weight/bias
     per tile instead of holding them; the backward pairs two programs per row (16-bit) or
@@ -354,14 +328,6 @@ def test_launch_configs_by_size():
 )
 def test_gpu_full_size_against_float64(M, N, dtype, is_rms):
     _run_case(M, N, dtype, is_rms, ALL, p=0.1, dev="cuda")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16])  # a variant only (run 2: slower): one dtype
-def test_gpu_colsplit_backward_full_width(dtype):
-    cfg = LaunchConfig(block_m=1, block_n=4096, num_warps=8, chunked=True, programs_per_sm=2,
-                       col_split=True)  # fmt: skip
-    _run_case(2048, 16384, dtype, False, ALL, p=0.1, bwd_cfg=cfg, dev="cuda")
 
 
 @pytest.mark.gpu

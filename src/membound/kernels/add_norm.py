@@ -633,7 +633,7 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes) -> _
     want_dweight, want_dbias, want_dpre_bias = wants
     cfg = config or bwd_config(M, N, elem_bytes)
     grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
-    launch_grid = grid * -(-N // cfg.block_n) if cfg.col_split else grid
+    launch_grid = grid
     ex_size, extra = 0, ()
     if cfg.pair:  # one program per SM at most: both programs of a pair must be resident
         from membound.kernels.add_norm_pair import SLOTS_PER_PAIR
@@ -645,7 +645,7 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes) -> _
         # partner's half itself; the CPU interpreter runs programs one by one: no waiting
         extra = (PAIR_SPIN if dev.type == "cuda" else 0,)
     # the chunked kernel accumulates in place, the others write each partial row once
-    in_place = cfg.chunked and not cfg.col_split and not cfg.split_params
+    in_place = cfg.chunked and not cfg.split_params
     k = sum(wants)
     split = cfg.split_params and k > 0
     # split: the first kernel writes dx (and dres) only; a second pass reduces the parameters
@@ -656,9 +656,7 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes) -> _
         HAS_DB=want_dbias and not split, HAS_DPB=want_dpre_bias and not split,
         STORE_DR=dres_dtype is not None, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms,
     )  # fmt: skip
-    if cfg.col_split:
-        from membound.kernels.add_norm_chunked import _add_norm_bwd_colsplit_kernel as kernel
-    elif cfg.chunked:
+    if cfg.chunked:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel as kernel
     elif cfg.pair:
         from membound.kernels.add_norm_pair import _add_norm_bwd_pair_kernel as kernel

@@ -47,11 +47,6 @@ FWD_CHUNK_N, FWD_CHUNK_WARPS, FWD_CHUNK_PPS = 2048, 8, 8
 #: a tile holds at least this many elements (whole rows): 2 rows of 1024, 4 of 512, ...
 MIN_TILE_ELEMS = 2048
 ELEMS_PER_THREAD = 16
-#: None, or (min hidden, column block, warps, programs per SM): rows at least that wide use
-#: the 2-D column-split backward. Off until the H200 config table (variants `colsplit*`)
-#: shows it beating the one-tile kernel, which spills at 16384 (run 1: 0.29 of copy);
-#: e.g. (16384, 4096, 8, 2) to switch it on for H = 16384.
-BWD_COLSPLIT: tuple[int, int, int, int] | None = None
 #: None, or (warps, programs per SM) of the SM-pair backward (`add_norm_pair.py`) for rows
 #: wider than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
 #: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU time:
@@ -72,10 +67,6 @@ class LaunchConfig:
     #: 1 = no software pipelining of the tile loop (it would stage loads through shared
     #: memory and cut occupancy); >1 lets a persistent program prefetch its next tile
     num_stages: int = 1
-    #: backward only, with chunked: 2-D split, each program owns a block_n-wide column block
-    #: of its rows and keeps that block's dweight/dbias partials in registers
-    #: (`_add_norm_bwd_colsplit_kernel`); grid = row programs x column blocks
-    col_split: bool = False
     #: one-tile kernels of a persistent grid: load the next tile while computing this one
     prefetch: bool = False
     #: backward only: the row kernel writes dx (and dresidual) without parameter
@@ -133,9 +124,6 @@ def bwd_config(rows: int, hidden: int, elem_bytes: int = 2) -> LaunchConfig:
     """`elem_bytes`: the widest storage dtype among dy and s (the SM-pair kernel holds two
     raw half rows in registers: measured for 16-bit storage only)."""
     block_n = max(8, _next_pow2(hidden))
-    if BWD_COLSPLIT is not None and hidden >= BWD_COLSPLIT[0]:
-        _, cb, warps, pps = BWD_COLSPLIT
-        return LaunchConfig(1, cb, warps, True, pps, col_split=True)
     if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None and elem_bytes <= 2:
         warps, pps = BWD_PAIR
         return LaunchConfig(1, block_n, warps, False, pps, pair=True)

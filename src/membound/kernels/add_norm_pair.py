@@ -154,12 +154,13 @@ def _add_norm_bwd_pair_kernel(
     """Program 2p + h owns columns [h * HALF_N, +HALF_N) of rows p, p + P, p + 2P, ...
     (P = programs / 2); it writes dx/dresidual for its half and its half of partial row p of
     dweight/dbias/dpre_bias. Iteration j: issue the loads of row j and of the partner's sums
-    of row j - 1; wait for those sums (at most SPIN reloads, then compute them here);
-    finish row j - 1 (its loads landed an iteration ago); sum and publish row j. Exchange slots of (pair, row j mod 4,
-    half, sum k): pair * 32 + (j % 4) * 8 + half * 4 + k; a slot is rewritten 4 rows later,
-    after the partner has read it (we have waited for the partner's row j - 2, which it
-    publishes after reading our row j - 4). Same math as the colsplit kernel: sums relative
-    to the forward's saved mean, corrected to the mean of the stored s."""
+    of row j - 1; wait for those sums (at most SPIN reloads, then compute them here); finish
+    row j - 1 (its loads landed an iteration ago); sum and publish row j. Exchange slots of
+    (pair, row j mod 4, half, sum k): pair * 32 + (j % 4) * 8 + half * 4 + k; a slot is
+    rewritten 4 rows later, after the partner has read it (we have waited for the partner's
+    row j - 2, which it publishes after reading our row j - 4). Sums are taken relative to
+    the forward's saved mean (no cancellation when |mean| >> std) and corrected to the mean
+    of the stored s."""
     pid = tl.program_id(0)
     half = pid % 2
     pair = pid // 2
