@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# add_norm on the H200 (~5 min): GPU tests; host-time split of one fwd+bwd; launch-config
-# sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default none); eager / compile /
-# membound by GPU time (CUDA-graph replay) and by do_bench (host included); the main
-# benchmark CSV (bf16 --lean, incl. LN/RMSNorm vs liger; off with SKIP_BENCH=1); the precision
+# add_norm on the H200 (~5 min): GPU tests; host-time split of one fwd+bwd; inference at
+# small sizes; launch-config sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default
+# none); eager / compile / membound by GPU time (CUDA-graph replay) and by do_bench (host
+# included); the main benchmark CSV (bf16 --lean, incl. LN/RMSNorm vs liger; off with SKIP_BENCH=1); the precision
 # experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant name prefixes to sweep.
 # Run from anywhere: PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/add_norm.sh
 set +e
@@ -23,6 +23,9 @@ tail -n 1 "$OUTDIR/tests.log" | cut -c1-200
 
 echo "=== host time of one fwd+bwd (8x1024 bf16), split at our backward's entry and exit"
 timeout 45 python $SW --host --csv "$OUTDIR/host.csv" 2>&1 | grep -E "^  host"
+
+echo "=== inference (no grad) at small sizes: eager ops vs the kernels vs the eager-ops path"
+timeout 45 python $SW --nograd --csv "$OUTDIR/nograd.csv" 2>&1 | grep -vE "^copy"
 
 if [ -n "$SWEEP_FWD$SWEEP_BWD" ]; then
   echo "=== launch-config sweep by GPU time (fwd: $SWEEP_FWD; bwd: $SWEEP_BWD)"
