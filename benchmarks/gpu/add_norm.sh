@@ -2,8 +2,9 @@
 # add_norm on the H200 (~5 min): GPU tests; host-time split of one fwd+bwd; inference at
 # small sizes; launch-config sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default
 # none); eager / compile / membound by GPU time (CUDA-graph replay) and by do_bench (host
-# included); the main benchmark CSV (bf16 --lean, incl. LN/RMSNorm vs liger; off with SKIP_BENCH=1); the precision
-# experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant name prefixes to sweep.
+# included); the main benchmark CSV (bf16 --lean, incl. LN/RMSNorm vs liger; off with
+# SKIP_BENCH=1); the precision experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant
+# name prefixes to sweep.
 # Run from anywhere: PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/add_norm.sh
 set +e
 cd "$(dirname "$0")/../.."
