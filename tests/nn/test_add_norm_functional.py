@@ -129,6 +129,18 @@ def test_fp32_residual_stream_with_bf16_activations(path):
 
 
 @pytest.mark.parametrize("path", PATHS, indirect=True)
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("res_dtype", [None, torch.float32], ids=["bf16-stream", "fp32-stream"])
+def test_wide_rows_through_autograd(path, norm, res_dtype):
+    """9000-wide bf16 rows behind the autograd Function, every part: on the kernel path the
+    SM-pair backward (16-bit s) or the split one (an fp32 residual stream)."""
+    from membound.kernels.add_norm_config import bwd_config
+
+    assert bwd_config(2, 9000, 2).pair and bwd_config(2, 9000, 4).split_params
+    _check(path, (2, 9000), torch.bfloat16, norm, ALL, 0.1, True, residual_dtype=res_dtype)
+
+
+@pytest.mark.parametrize("path", PATHS, indirect=True)
 def test_parameter_grads_come_in_each_parameters_dtype(path):
     """weight bf16, bias fp32, pre_bias fp16 next to fp32 activations: each gradient in its
     parameter's dtype (one reduction launch writes all three on the kernel path), values

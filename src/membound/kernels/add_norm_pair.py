@@ -67,7 +67,7 @@ def _half_sums(S_raw, DY_raw, W, cols, m0, ok, HAS_W: tl.constexpr):
 def _load_half(A, B, row, M, stride_a, stride_b, cols, ok):
     """Raw values of this half of `row` in A and B (zeros past M)."""
     r64 = row.to(tl.int64)
-    m = ok & (row < M)
+    m = ok & ((cols * 0 + row) < M)  # a bool tensor (Triton 3.9's interpreter wants one)
     a = tl.load(A + r64 * stride_a + cols, mask=m, other=0.0, eviction_policy="evict_first")
     b = tl.load(B + r64 * stride_b + cols, mask=m, other=0.0, eviction_policy="evict_first")
     return a, b
