@@ -490,7 +490,10 @@ def add_norm_fwd(
         _dt(bias), s_dtype, out_dtype, store_s, is_rms, dropout_p, x.get_device(), config,
     )  # fmt: skip
     plan, threshold, scale = _plan(
-        key, lambda: _fwd_plan(key, x, residual, store_s, dropout_p, is_rms, config)
+        key,
+        lambda: _fwd_plan(
+            key, x, residual, (pre_bias, weight, bias), store_s, dropout_p, is_rms, config
+        ),
     )
     dev = x.device
     y = _out((M, N), out_dtype, dev)
@@ -508,17 +511,18 @@ def add_norm_fwd(
     return y, s, mean, rstd
 
 
-def _fwd_plan(key, x, residual, store_s, dropout_p, is_rms, config):
-    """(Plan, dropout threshold, scale) of a forward problem (see `add_norm_fwd`'s key)."""
+def _fwd_plan(key, x, residual, params, store_s, dropout_p, is_rms, config):
+    """(Plan, dropout threshold, scale) of a forward problem (see `add_norm_fwd`'s key);
+    `params`: (pre_bias, weight, bias), each a tensor or None."""
     M, N = x.shape
-    _, _, _, _, _, _, r_dt, pb_dt, w_dt, b_dt, *_ = key
+    pre_bias, weight, bias = params
     el = x.element_size() if residual is None else max(x.element_size(), residual.element_size())
     streams = 2 + (residual is not None) + bool(store_s)  # row-sized tensors moved
     cfg = config or fwd_config(M, N, el, streams)
     threshold, scale = _dropout_args(dropout_p)
     common = dict(
-        HAS_R=r_dt is not None, HAS_PB=pb_dt is not None, HAS_W=w_dt is not None,
-        HAS_B=b_dt is not None, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms, STORE_S=store_s,
+        HAS_R=residual is not None, HAS_PB=pre_bias is not None, HAS_W=weight is not None,
+        HAS_B=bias is not None, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms, STORE_S=store_s,
     )  # fmt: skip
     if cfg.chunked:
         from membound.kernels.add_norm_chunked import _add_norm_fwd_chunked_kernel as kernel
@@ -570,7 +574,8 @@ def add_norm_bwd(
         key,
         lambda: _bwd_plan(
             key, M, N, dy.device, wants, dropout_p, is_rms, config,
-            max(dy.element_size(), src.element_size()),
+            max(dy.element_size(), src.element_size()), ds is not None, weight is not None,
+            dres_dtype is not None,
         ),
     )  # fmt: skip
     dev = dy.device
@@ -627,13 +632,12 @@ class _BwdPlan:
     extra: tuple  # the row kernel's trailing arguments (the paired kernel's SPIN)
 
 
-def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes) -> _BwdPlan:
+def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes, has_ds, has_w,
+              store_dr) -> _BwdPlan:  # fmt: skip
     """Launch plans of a backward problem (see `add_norm_bwd`'s key)."""
-    _, _, _, _, _, _, _, ds_dt, _, w_dt, _, dres_dtype, _, _, *_ = key
     want_dweight, want_dbias, want_dpre_bias = wants
     cfg = config or bwd_config(M, N, elem_bytes)
-    grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
-    launch_grid = grid
+    grid = launch_grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     ex_size, extra = 0, ()
     if cfg.pair:  # one program per SM at most: both programs of a pair must be resident
         from membound.kernels.add_norm_pair import SLOTS_PER_PAIR
@@ -652,9 +656,9 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes) -> _
     p_rows = min(SPLIT_ROW_PROGRAMS, M) if split else grid
     threshold, scale = _dropout_args(dropout_p)
     common = dict(
-        HAS_DS=ds_dt is not None, HAS_W=w_dt is not None, HAS_DW=want_dweight and not split,
+        HAS_DS=has_ds, HAS_W=has_w, HAS_DW=want_dweight and not split,
         HAS_DB=want_dbias and not split, HAS_DPB=want_dpre_bias and not split,
-        STORE_DR=dres_dtype is not None, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms,
+        STORE_DR=store_dr, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms,
     )  # fmt: skip
     if cfg.chunked:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel as kernel
