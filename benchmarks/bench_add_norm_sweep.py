@@ -66,28 +66,7 @@ def _cands_fwd(N):
     if bn >= 16384:  # one tile of the whole row, 32 warps (16 elements per thread)
         for pps in (1, 2):
             out[f"one_w32_p{pps}"] = LaunchConfig(1, bn, 32, False, pps)
-        out.update(_cluster_cands(bn))
     return out
-
-
-def _cluster_cands(bn):
-    """One tile of the whole row per 2-CTA cluster (`num_ctas=2`): if Triton spreads the
-    tile over both SMs, each holds half the row (and, backward, half the accumulators)."""
-    from membound.kernels.add_norm_config import LaunchConfig
-
-    return {
-        f"cta2_w{w}_p{pps}{'_pf' if pf else ''}": LaunchConfig(
-            1, bn, w, False, pps, prefetch=pf, num_ctas=2
-        )
-        for w, pps, pf in (
-            (16, 1, True),
-            (16, 2, True),
-            (32, 1, True),
-            (16, 1, False),
-            (32, 1, False),
-            (8, 2, True),
-        )  # fmt: skip
-    }
 
 
 def _cands_bwd(N):
@@ -123,8 +102,6 @@ def _cands_bwd(N):
             out[f"split_w{w}_p{pps}{'_pf' if pf else ''}"] = LaunchConfig(
                 1, bn, w, False, pps, prefetch=pf, split_params=True
             )
-    if bn >= 16384:  # fused (parameter partials in the row pass) over a 2-CTA cluster
-        out.update(_cluster_cands(bn))
     if bn >= 16384:  # fused, two programs (SMs) per row exchanging the row sums
         for w, pps in ((16, 1), (32, 1), (8, 2)):
             out[f"pair_w{w}_p{pps}"] = LaunchConfig(1, bn, w, False, pps, pair=True)

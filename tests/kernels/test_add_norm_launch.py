@@ -227,24 +227,3 @@ def test_planned_launch_without_direct_path_always_launches_normally():
     for _ in range(3):
         _launch.launch_planned(_plan(k), (torch.zeros(4), 5))
     assert len(k.normal) == 3 and _launch.stats == {"direct": 0, "normal": 3}
-
-
-def test_num_ctas_reaches_triton_only_when_not_one(monkeypatch):
-    monkeypatch.setattr(_launch, "launcher_takes_all_args", lambda: True)
-    k = _FakeKernel(compiled=_FakeCompiled())
-    t = torch.zeros(4)
-    _launch.launch_planned(_launch.Plan(("a",), k, (2,), {"C1": 1, "C2": 2}, 4, 1, (0,)), (t, 5))
-    _launch.launch_planned(
-        _launch.Plan(("b",), k, (2,), {"C1": 1, "C2": 2}, 4, 1, (0,), num_ctas=2), (t, 5)
-    )
-    assert "num_ctas" not in k.normal[0][2] and k.normal[1][2]["num_ctas"] == 2
-
-
-def test_cluster_programs_share_the_persistent_grid():
-    from membound.kernels.add_norm_config import LaunchConfig, grid_size
-
-    cpu = torch.device("cpu")  # 4 "SMs" off the GPU
-    one = LaunchConfig(1, 16384, 16, False, 2)
-    two = LaunchConfig(1, 16384, 16, False, 2, num_ctas=2)
-    assert grid_size(one, 1000, cpu) == 8 and grid_size(two, 1000, cpu) == 4
-    assert grid_size(two, 3, cpu) == 3

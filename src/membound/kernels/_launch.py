@@ -57,8 +57,7 @@ def _spec(v):
     return t  # anything else (bool, ...): its type
 
 
-def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int,
-           num_ctas: int = 1):  # fmt: skip
+def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int):
     """`kernel[grid](*args, **constexprs, num_warps=, num_stages=)`, direct when possible.
 
     `args` are the leading non-constexpr parameters, `constexprs` the rest (by name). Returns
@@ -67,7 +66,7 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
     if ENABLED:
         # the device too: a compiled kernel is loaded per device (multi-GPU processes)
         dev = args[0].get_device() if isinstance(args[0], torch.Tensor) else -1
-        key = (id(kernel), dev, grid, num_warps, num_stages, num_ctas, *constexprs.values())
+        key = (id(kernel), dev, grid, num_warps, num_stages, *constexprs.values())
         key += tuple(map(_spec, args))
         entry = _RUNNERS.get(key)
         if entry is not None:
@@ -79,10 +78,7 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
             except Exception:  # noqa: BLE001 - launcher convention differs: never again
                 _disable()
     stats["normal"] += 1
-    extra = {"num_ctas": num_ctas} if num_ctas != 1 else {}  # the interpreter knows no CTAs
-    compiled = kernel[grid](
-        *args, **constexprs, num_warps=num_warps, num_stages=num_stages, **extra
-    )
+    compiled = kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
     if key is None:
         return None
     entry = _make_runner(kernel, compiled, grid, len(args), constexprs)
@@ -105,7 +101,6 @@ class Plan:
     num_warps: int
     num_stages: int
     tensor_pos: tuple
-    num_ctas: int = 1
 
 
 def launch_planned(plan: Plan, args: tuple) -> None:
@@ -124,15 +119,7 @@ def launch_planned(plan: Plan, args: tuple) -> None:
                 return
             except Exception:  # noqa: BLE001 - launcher convention differs: never again
                 _disable()
-    entry = launch(
-        plan.kernel,
-        plan.grid,
-        args,
-        plan.constexprs,
-        plan.num_warps,
-        plan.num_stages,
-        plan.num_ctas,
-    )
+    entry = launch(plan.kernel, plan.grid, args, plan.constexprs, plan.num_warps, plan.num_stages)
     if entry is not None and aligned and ENABLED:
         runner, order = entry
         _store(plan.key, (runner, tuple(plan.constexprs[n] for n in order)))

@@ -407,8 +407,8 @@ POISON_OUTPUTS = False
 #: the SM-pair backward: reloads of the partner's exchange slots before a program computes
 #: the partner's row sums itself (see add_norm_pair.py)
 PAIR_SPIN = 1 << 14
-#: None: the fallback for the device (a thread sums the partner's half alone on the GPU,
-#: vectorized in the one-thread interpreter); 0: wait forever (measurements only)
+#: None: the fallback for the device (a thread sums the partner's half alone on the GPU (2),
+#: vectorized in the one-thread interpreter (1)); tests force 2 on the CPU
 PAIR_FALLBACK = None
 #: the split backward's parameter pass: row programs (x N / SPLIT_BLOCK_N column blocks),
 #: rows x columns per tile, warps
@@ -533,9 +533,7 @@ def _fwd_plan(key, x, residual, params, store_s, dropout_p, is_rms, config):
         common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n
     grid = (grid_size(cfg, M, x.device),)
-    plan = Plan(
-        key, kernel, grid, common, cfg.num_warps, cfg.num_stages, tuple(range(9)), cfg.num_ctas
-    )
+    plan = Plan(key, kernel, grid, common, cfg.num_warps, cfg.num_stages, tuple(range(9)))
     return plan, threshold, scale
 
 
@@ -678,7 +676,7 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes, has_
         common["BLOCK_N"] = cfg.block_n
     row = Plan(
         key + ("row",), kernel, (launch_grid,), common, cfg.num_warps, cfg.num_stages,
-        tuple(range(12 if cfg.pair else 11)), cfg.num_ctas,
+        tuple(range(12 if cfg.pair else 11)),
     )  # fmt: skip
     params = None
     if split:

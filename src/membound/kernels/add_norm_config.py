@@ -73,9 +73,6 @@ class LaunchConfig:
     #: accumulators; a second pass (`_param_partials_kernel`) re-reads dy and s for
     #: dweight/dbias (and dx for dpre_bias): more bytes, but no register spills
     split_params: bool = False
-    #: CTAs per program (a Hopper thread-block cluster, Triton's `num_ctas`): Triton may
-    #: spread one program's tile over the cluster's SMs (registers of 2 SMs for one row)
-    num_ctas: int = 1
     #: backward only, one tile per row: two programs (on two SMs) share each row, one per
     #: column half, exchanging row sums (`add_norm_pair.py`); CUDA only
     pair: bool = False
@@ -149,4 +146,4 @@ def grid_size(cfg: LaunchConfig, rows: int, device: torch.device) -> int:
     tiles = -(-rows // cfg.block_m)
     if cfg.programs_per_sm <= 0:
         return max(1, tiles)
-    return max(1, min(tiles, _sm_count(device) * cfg.programs_per_sm // cfg.num_ctas))
+    return max(1, min(tiles, _sm_count(device) * cfg.programs_per_sm))

@@ -89,12 +89,9 @@ def _partner_sums(EX, slot, tag, e0, e1, e2, SRC, DY, W, row, m0, stride_src, st
     (barriers) would then hang or mix partial results. On the GPU (FALLBACK 2) a thread
     that gave up therefore sums the partner's half alone, element by element (slow, only
     when a partner is not running); the interpreter (one thread, FALLBACK 1) may use the
-    vectorized sums. FALLBACK 0 (measurements only): wait forever."""
+    vectorized sums."""
     tries = 0
-    limit = SPIN
-    if FALLBACK == 0:
-        limit = 2147483647
-    while (((e0 >> 32) != tag) | ((e1 >> 32) != tag) | ((e2 >> 32) != tag)) & (tries < limit):
+    while (((e0 >> 32) != tag) | ((e1 >> 32) != tag) | ((e2 >> 32) != tag)) & (tries < SPIN):
         e0 = tl.load(EX + slot, volatile=True)
         e1 = tl.load(EX + slot + 1, volatile=True)
         e2 = tl.load(EX + slot + 2, volatile=True)
