@@ -444,6 +444,50 @@ def host(csv, n_iter=200):
     _ops.EAGER_MAX_ELEMS = old
 
 
+def pair_vs_split(csv, copy_bw, N=16384):
+    """The wide-row backwards at 32768 x N by GPU time, bf16 and fp32, with and without
+    dropout: the SM-pair kernel (2 programs per row exchanging the row sums) against the
+    split one (row kernel without accumulators + parameter pass). Outputs are checked against
+    the default's."""
+    from membound.kernels import add_norm as K
+    from membound.kernels.add_norm_config import LaunchConfig, bwd_config
+
+    for dtype in (torch.bfloat16, torch.float32):
+        x, r, dy = (torch.randn(M, N, device="cuda", dtype=dtype) for _ in range(3))
+        w, b = (torch.randn(N, device="cuda", dtype=dtype) for _ in range(2))
+        _, s, mean, rstd = K.add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False,
+                                          dropout_p=P, seed=1)  # fmt: skip
+        nb = 4 * M * N * dy.element_size()
+
+        def bwd(cfg, p, dy=dy, s=s, mean=mean, rstd=rstd, w=w):
+            return lambda: K.add_norm_bwd(
+                dy, None, s, mean, rstd, w, is_rms=False, dropout_p=p, seed=1,
+                want_dweight=True, want_dbias=True, dres_dtype=dy.dtype,
+                param_dtypes=(w.dtype, w.dtype, torch.float32), config=cfg,
+            )  # fmt: skip
+
+        default = bwd_config(M, N)
+        variants = {"DEFAULT": default, "pair_w16_p1": LaunchConfig(1, N, 16, False, 1, pair=True),
+                    "split": bwd_config(M, 2 * N)}  # fmt: skip
+        for p in (P, 0.0):
+            ref = bwd(default, p)()
+            for name, cfg in variants.items():
+                try:
+                    ok = _same(bwd(cfg, p)(), ref)
+                    ms = _gpu_ms(bwd(cfg, p))
+                except Exception as e:  # noqa: BLE001 - one variant failing must not stop
+                    print(f"  bwd {name}: {type(e).__name__}: {str(e)[:100]}")
+                    continue
+                frac = nb / ms / 1e-3 / copy_bw
+                tag = "" if ok else "  WRONG"
+                print(f"  bwd {str(dtype)[6:]:<9} p={p:<4} {name:<14}{ms:8.4f} ms {frac:6.3f}{tag}")
+                csv.add(part="pair_vs_split", dtype=str(dtype)[6:], hidden=N, dropout=p,
+                        variant=name + tag.strip(), ms=round(ms, 4),
+                        fraction_of_copy=round(frac, 3))  # fmt: skip
+        del x, r, dy, s
+        torch.cuda.empty_cache()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", action="store_true")
@@ -454,6 +498,7 @@ def main(argv=None) -> int:
     ap.add_argument("--host", action="store_true")
     ap.add_argument("--nograd", action="store_true", help="inference at small sizes")
     ap.add_argument("--split", action="store_true", help="tune the split backward (16384)")
+    ap.add_argument("--pair", action="store_true", help="SM-pair vs split backward (16384)")
     ap.add_argument("--ko-hidden", default="", help="kernel-only widths (default: all)")
     ap.add_argument("--ko-dtype", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--no-compile", action="store_true", help="kernel-only without compile")
@@ -474,6 +519,8 @@ def main(argv=None) -> int:
         nograd_small(csv, copy_bw)
     if args.split:
         split_pass(csv, copy_bw)
+    if args.pair:
+        pair_vs_split(csv, copy_bw)
     if args.kernel_only:
         shapes = [(2048, 4096)] + [(M, h) for h in (1024, 2048, 4096, 8192, 16384)]
         if args.ko_hidden:

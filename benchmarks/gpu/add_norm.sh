@@ -25,6 +25,9 @@ tail -n 1 "$OUTDIR/tests.log" | cut -c1-200
 echo "=== host time of one fwd+bwd (8x1024 bf16), split at our backward's entry and exit"
 timeout 45 python $SW --host --csv "$OUTDIR/host.csv" 2>&1 | grep -E "^  host"
 
+echo "=== 16384 backward: SM-pair vs split, bf16 and fp32, dropout 0.1 and 0 (GPU time)"
+timeout 90 python $SW --pair --csv "$OUTDIR/pair.csv" 2>&1 | grep -E "^  bwd"
+
 echo "=== inference (no grad) at small sizes: eager ops vs the kernels vs the eager-ops path"
 timeout 45 python $SW --nograd --csv "$OUTDIR/nograd.csv" 2>&1 | grep -vE "^copy"
 

@@ -122,13 +122,15 @@ def test_chunked_kernels_match(is_rms, p):
 @pytest.mark.parametrize("is_rms", [False, True], ids=["layer", "rms"])
 def test_wide_tile_reloads_parameters(is_rms):
     """N = 9000 -> 16384-wide tiles by default: the forward's one tile re-reads weight/bias
-    per tile instead of holding them; the backward pairs two programs per row (16-bit) or
-    splits off the parameter pass (fp32)."""
+    per tile instead of holding them; the backward pairs two programs per row (the default)
+    or splits off the parameter pass (the default above 16384, forced here)."""
     assert fwd_config(3, 9000).block_n == 16384 and not fwd_config(3, 9000).chunked
     assert bwd_config(3, 9000).pair and bwd_config(3, 9000).block_n == 16384
-    assert bwd_config(3, 9000, 4).split_params
-    _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2)  # split backward
-    _run_case(3, 9000, torch.bfloat16, is_rms, ALL, p=0.2)  # SM-pair backward
+    split = bwd_config(3, 16385)
+    assert split.split_params and split.chunked
+    _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2, bwd_cfg=split)
+    _run_case(3, 9000, torch.float32, is_rms, ALL, p=0.2)  # SM-pair backward
+    _run_case(3, 9000, torch.bfloat16, is_rms, ALL, p=0.2)
 
 
 def test_persistent_forward_grid_and_multi_row_tiles():
@@ -303,7 +305,6 @@ def test_launch_configs_by_size():
     assert bwd_config(32768, 1024) == LaunchConfig(2, 1024, 4, False, 4, prefetch=True)
     assert bwd_config(32768, 4096) == LaunchConfig(1, 4096, 8, False, 2, prefetch=True)
     assert bwd_config(32768, 16384) == LaunchConfig(1, 16384, 16, False, 1, pair=True)
-    assert bwd_config(32768, 16384, 4).split_params  # fp32: not measured paired
     assert bwd_config(32768, 16385) == LaunchConfig(1, 8192, 16, True, 2, split_params=True)
     assert bwd_config(8, 65536).chunked and bwd_config(8, 65536).split_params
     # a plain norm (x in, y out) where its own shapes measured better; elsewhere the fused one

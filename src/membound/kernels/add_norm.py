@@ -571,9 +571,8 @@ def add_norm_bwd(
     bp = _plan(
         key,
         lambda: _bwd_plan(
-            key, M, N, dy.device, wants, dropout_p, is_rms, config,
-            max(dy.element_size(), src.element_size()), ds is not None, weight is not None,
-            dres_dtype is not None,
+            key, M, N, dy.device, wants, dropout_p, is_rms, config, ds is not None,
+            weight is not None, dres_dtype is not None,
         ),
     )  # fmt: skip
     dev = dy.device
@@ -630,11 +629,11 @@ class _BwdPlan:
     extra: tuple  # the row kernel's trailing arguments (the paired kernel's SPIN)
 
 
-def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, elem_bytes, has_ds, has_w,
+def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, has_ds, has_w,
               store_dr) -> _BwdPlan:  # fmt: skip
     """Launch plans of a backward problem (see `add_norm_bwd`'s key)."""
     want_dweight, want_dbias, want_dpre_bias = wants
-    cfg = config or bwd_config(M, N, elem_bytes)
+    cfg = config or bwd_config(M, N)
     grid = launch_grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     ex_size, extra = 0, ()
     if cfg.pair:  # one program per SM at most: both programs of a pair must be resident

@@ -15,10 +15,10 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   persistent): 16 elements per thread, 16 warps per SM, PREFETCH: H=1024 2 rows x 4 warps x
   4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
-  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). 16-bit rows
-  of 16384 take the SM-pair kernel (`add_norm_pair.py`, run 21: 0.63 of copy for the 4 tensors):
-  two programs per row, one per column half, exchanging the row sums through memory, each
-  holding half the accumulators. Wider rows split the work (`split_params`): the chunked
+  per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). Rows of
+  9000-16384 take the SM-pair kernel (`add_norm_pair.py`; bf16 0.65-0.71 of copy for the 4
+  tensors, fp32 0.69, runs 25-28): two programs per row, one per column half, exchanging the
+  row sums through memory, each holding half the accumulators. Wider rows split the work (`split_params`): the chunked
   kernel writes dx only (two passes per row, the second from L2), a column-parallel pass
   re-reads dy and s for dweight/dbias: 6 tensor passes instead of 4; 0.537 at 16384 (run 9).
 - A plain norm (2 streams: x in, y out) has its own shapes where they measured better
@@ -50,8 +50,8 @@ ELEMS_PER_THREAD = 16
 #: None, or (warps, programs per SM) of the SM-pair backward (`add_norm_pair.py`) for rows
 #: wider than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
 #: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU time:
-#: 16 warps x 1/SM 1.49-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms). 16-bit
-#: storage only: fp32 rows (twice the registers) keep the split, not measured paired
+#: 16 warps x 1/SM 1.49-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms). fp32 rows
+#: too (run 28: 2.94 ms vs the split's 3.89, although twice the registers spill some)
 BWD_PAIR: tuple[int, int] | None = (16, 1)
 BWD_PAIR_MAX_N = 16384
 
@@ -117,11 +117,10 @@ def fwd_config(rows: int, hidden: int, elem_bytes: int = 2, streams: int = 4) ->
 
 
 @functools.lru_cache(maxsize=4096)
-def bwd_config(rows: int, hidden: int, elem_bytes: int = 2) -> LaunchConfig:
-    """`elem_bytes`: the widest storage dtype among dy and s (the SM-pair kernel holds two
-    raw half rows in registers: measured for 16-bit storage only)."""
+def bwd_config(rows: int, hidden: int) -> LaunchConfig:
+    """The backward's launch shape (see the module docstring for the measurements)."""
     block_n = max(8, _next_pow2(hidden))
-    if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None and elem_bytes <= 2:
+    if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None:
         warps, pps = BWD_PAIR
         return LaunchConfig(1, block_n, warps, False, pps, pair=True)
     if block_n > 8192:
