@@ -63,9 +63,9 @@ def _cands_fwd(N):
         chunks += [(2048, 4, 16), (1024, 4, 16), (2048, 16, 4), (1024, 8, 8)]
         for cn, w, pps in chunks:
             out[f"chunk{cn}_w{w}_p{pps}"] = LaunchConfig(1, cn, w, True, pps)
-    if bn >= 16384:  # one tile of the whole row, 32 warps (16 elements per thread)
-        for pps in (1, 2):
-            out[f"one_w32_p{pps}"] = LaunchConfig(1, bn, 32, False, pps)
+    if bn >= 16384:  # one tile of the whole row (16 or 32 elements per thread)
+        for w, pps in ((32, 1), (32, 2), (32, 0), (16, 0), (16, 1), (16, 2)):
+            out[f"one_w{w}_p{pps}"] = LaunchConfig(1, bn, w, False, pps)
     return out
 
 
@@ -116,12 +116,16 @@ def _same(out, ref) -> bool:
                 return False
             continue
         a, b = a.float(), b.float()
+        if a.shape != b.shape:
+            return False
+        if a.numel() == 0:  # RMSNorm's mean
+            continue
         if not torch.isfinite(a).all() or (a - b).abs().max() > 2e-2 * (b.abs().max() + 1):
             return False
     return True
 
 
-def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd, do_ln=False):
+def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd, do_ln=False, do_rms=False):
     from dataclasses import replace
 
     from membound.kernels.add_norm import add_norm_bwd, add_norm_fwd
@@ -150,10 +154,22 @@ def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd, do_ln=False):
             x, w, b, None, None, eps=1e-5, is_rms=False, store_s=False, config=cfg
         )
 
+    def rms(cfg, p=0.0):  # RMSNorm alone (weight, no bias): reads x, writes y
+        return lambda: add_norm_fwd(
+            x, w, None, None, None, eps=1e-5, is_rms=True, store_s=False, config=cfg
+        )
+
     for direction, make, cands, default, nbytes in (
         ("fwd", fwd, _cands_fwd(N) if do_fwd else None, fwd_config(M, N), 4 * M * N * 2),
         ("bwd", bwd, _cands_bwd(N) if do_bwd else None, bwd_config(M, N), 4 * M * N * 2),
-        ("ln-fwd", ln, _cands_fwd(N) if do_ln else None, fwd_config(M, N), 2 * M * N * 2),
+        ("ln-fwd", ln, _cands_fwd(N) if do_ln else None, fwd_config(M, N, 2, 2), 2 * M * N * 2),
+        (
+            "rms-fwd",
+            rms,
+            _cands_fwd(N) if do_rms else None,
+            fwd_config(M, N, 2, 2, True),
+            2 * M * N * 2,
+        ),
     ):
         if cands is None:
             continue
@@ -184,6 +200,9 @@ def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd, do_ln=False):
         for name, cfg in cands.items():
             if cfg != default and (not ONLY or name.startswith(ONLY)):
                 time_one(name, cfg)
+        if not res:
+            print(f"{direction} H={N}: no variant ran")
+            continue
         ranked = sorted(res.items(), key=lambda kv: kv[1][0])
         for name, (_, cfg) in ranked[:3]:
             if not cfg.chunked and cfg.programs_per_sm > 0:
@@ -199,9 +218,10 @@ def _sweep_width(csv, copy_bw, N, do_fwd, do_bwd, do_ln=False):
             print(f"    {name:<24}{ms:8.4f} ms {nbytes / ms / 1e-3 / copy_bw:6.3f}")
 
 
-def sweep(csv, copy_bw, fwd_widths, bwd_widths, ln_widths=()):
-    for N in sorted(set(fwd_widths) | set(bwd_widths) | set(ln_widths)):
-        _sweep_width(csv, copy_bw, N, N in fwd_widths, N in bwd_widths, N in ln_widths)
+def sweep(csv, copy_bw, fwd_widths, bwd_widths, ln_widths=(), rms_widths=()):
+    for N in sorted(set(fwd_widths) | set(bwd_widths) | set(ln_widths) | set(rms_widths)):
+        _sweep_width(csv, copy_bw, N, N in fwd_widths, N in bwd_widths, N in ln_widths,
+                     N in rms_widths)  # fmt: skip
         torch.cuda.empty_cache()
 
 
@@ -494,6 +514,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fwd-widths", default="1024,2048,4096,8192,16384")
     ap.add_argument("--bwd-widths", default="1024,4096,16384")
     ap.add_argument("--ln-widths", default="", help="LayerNorm-alone forward sweep widths")
+    ap.add_argument("--rms-widths", default="", help="RMSNorm-alone forward sweep widths")
     ap.add_argument("--kernel-only", action="store_true")
     ap.add_argument("--host", action="store_true")
     ap.add_argument("--nograd", action="store_true", help="inference at small sizes")
@@ -534,6 +555,7 @@ def main(argv=None) -> int:
             csv, copy_bw, [int(v) for v in args.fwd_widths.split(",") if int(v) > 0],
             [int(v) for v in args.bwd_widths.split(",") if int(v) > 0],
             [int(v) for v in args.ln_widths.split(",") if v and int(v) > 0],
+            [int(v) for v in args.rms_widths.split(",") if v and int(v) > 0],
         )  # fmt: skip
     return 0
 

@@ -133,6 +133,15 @@ def test_wide_tile_reloads_parameters(is_rms):
     _run_case(3, 9000, torch.bfloat16, is_rms, ALL, p=0.2)
 
 
+@pytest.mark.parametrize("N", [3000, 5000, 9000])
+def test_plain_norms_take_their_own_shapes(N):
+    """x in, y out (no residual, no dropout): RMSNorm and LayerNorm use their own launch
+    shapes at 4096/8192/16384-wide tiles (`LIGHT_FWD_RMS`, `LIGHT_FWD`); same results."""
+    assert fwd_config(2, N, 2, 2, True) != fwd_config(2, N, 2, 2)
+    _run_case(2, N, torch.bfloat16, True, ("weight",), 0.0)
+    _run_case(2, N, torch.float16, False, ("weight", "bias"), 0.0)
+
+
 def test_persistent_forward_grid_and_multi_row_tiles():
     cfg = LaunchConfig(block_m=4, block_n=64, num_warps=1, chunked=False, programs_per_sm=1)
     _run_case(19, 41, torch.float32, False, ALL, 0.2, fwd_cfg=cfg, bwd_cfg=cfg)
@@ -310,6 +319,9 @@ def test_launch_configs_by_size():
     # a plain norm (x in, y out) where its own shapes measured better; elsewhere the fused one
     assert fwd_config(32768, 4096, 2, 2) == LaunchConfig(2, 4096, 16, False, 2, prefetch=True)
     assert fwd_config(32768, 1024, 2, 2) == fwd_config(32768, 1024)
+    # RMSNorm alone has its own; a 64 KB fp32 row of 16384 keeps the fused (chunked) shape
+    assert fwd_config(32768, 16384, 2, 2, True) == LaunchConfig(1, 16384, 16, False, 0)
+    assert fwd_config(32768, 16384, 4, 2, True) == fwd_config(32768, 16384, 4)
     assert fwd_config(1, 1).block_n == 8  # one Philox call covers 8 columns
     for n in (1, 7, 64, 300, 1024, 4096, 8192, 16384, 65536):
         for rows in (1, 5, 32768):

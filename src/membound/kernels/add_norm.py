@@ -518,7 +518,7 @@ def _fwd_plan(key, x, residual, params, store_s, dropout_p, is_rms, config):
     pre_bias, weight, bias = params
     el = x.element_size() if residual is None else max(x.element_size(), residual.element_size())
     streams = 2 + (residual is not None) + bool(store_s)  # row-sized tensors moved
-    cfg = config or fwd_config(M, N, el, streams)
+    cfg = config or fwd_config(M, N, el, streams, is_rms)
     threshold, scale = _dropout_args(dropout_p)
     common = dict(
         HAS_R=residual is not None, HAS_PB=pre_bias is not None, HAS_W=weight is not None,
