@@ -2,9 +2,9 @@
 # add_norm on the H200 (~5 min): GPU tests; host-time split of one fwd+bwd; inference at
 # small sizes; launch-config sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default
 # none); eager / compile / membound by GPU time (CUDA-graph replay) and by do_bench (host
-# included); the main benchmark CSV (bf16 --lean, incl. LN/RMSNorm vs liger; off with
-# SKIP_BENCH=1); the precision experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant
-# name prefixes to sweep.
+# included); the main benchmark CSV (bf16 and fp32 or $BENCH_DTYPES, --lean: plain
+# LN/RMSNorm fwd vs liger; off with SKIP_BENCH=1); SM-pair vs split backward at 16384;
+# the precision experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant name prefixes.
 # Run from anywhere: PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/add_norm.sh
 set +e
 cd "$(dirname "$0")/../.."
@@ -44,10 +44,10 @@ timeout "${KO_TIMEOUT:-160}" python $SW --kernel-only --csv "$OUTDIR/kernel_only
 echo "kernel-only rc=$? $(el)"; grep -vE "^copy" "$OUTDIR/kernel_only.log"
 
 if [ -z "$SKIP_BENCH" ]; then
-echo "=== bench_add_norm bf16 --lean (CSV; plain LN and RMSNorm fwd vs liger)"
-timeout 90 python benchmarks/bench_add_norm.py --dtypes bf16 --lean \
+echo "=== bench_add_norm ${BENCH_DTYPES:=bf16,fp32} --lean (CSV; plain LN and RMSNorm fwd vs liger)"
+timeout 200 python benchmarks/bench_add_norm.py --dtypes "$BENCH_DTYPES" --lean \
   --csv "$OUTDIR/bench_add_norm.csv" > "$OUTDIR/bench_add_norm.log" 2>&1
-echo "bench rc=$? $(el)"; grep -E "^(SKIP|FAIL|copy|liger|layernorm|rmsnorm)" "$OUTDIR/bench_add_norm.log" | cut -c1-200
+echo "bench rc=$? $(el)"; grep -E "^(SKIP|FAIL|copy|liger|add|layernorm|rmsnorm)" "$OUTDIR/bench_add_norm.log" | sort -u | cut -c1-200
 
 fi
 
