@@ -508,6 +508,72 @@ def pair_vs_split(csv, copy_bw, N=16384):
         torch.cuda.empty_cache()
 
 
+def contention(csv, N=16384, hogs=8, hog_ms=(0.2, 2.0, 20.0)):
+    """The 16384 backward while other kernels hold SMs (as NCCL's do during a DDP backward):
+    `hogs` one-thread sleep kernels on side streams, launched just before it, each holding
+    an SM's slot for `hog_ms`. The SM-pair kernel needs both programs of a pair resident;
+    a program whose partner waits behind a hog spins, then sums the partner's half itself.
+    Wall time of the call (events) for: the pair kernel (default spin, and 2**20 reloads
+    before the fallback) and the split backward (no pairing), each alone and behind hogs.
+    Run 33: pair 1.70 -> 3.03-3.11 ms behind 8 hogs of 2 or 20 ms, split 1.97 -> 2.30-2.34;
+    a cooperative launch (tried in run 32-33) changed nothing."""
+    from membound.kernels import add_norm as K
+    from membound.kernels.add_norm_config import bwd_config
+
+    x, r, dy = (torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    _, s, mean, rstd = K.add_norm_fwd(x, w, None, r, None, eps=1e-5, is_rms=False,
+                                      dropout_p=P, seed=1)  # fmt: skip
+
+    def call(cfg):
+        return K.add_norm_bwd(dy, None, s, mean, rstd, w, is_rms=False, dropout_p=P, seed=1,
+                              want_dweight=True, want_dbias=True, dres_dtype=dy.dtype,
+                              config=cfg)  # fmt: skip
+
+    # calibrate the sleep kernel: cycles per ms of wall time
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1000)
+    a.record()
+    torch.cuda._sleep(10_000_000)
+    b.record()
+    torch.cuda.synchronize()
+    cycles_per_ms = 10_000_000 / a.elapsed_time(b)
+    print(f"  sleep kernel: {cycles_per_ms / 1e3:.0f} M cycles per s")
+    streams = [torch.cuda.Stream() for _ in range(hogs)]
+    ref = call(None)
+    spin = K.PAIR_SPIN
+    for name, cfg, sp in (("pair", None, spin), ("pair spin20", None, 1 << 20),
+                          ("split", bwd_config(M, 2 * N), spin)):  # fmt: skip
+        K.PAIR_SPIN = sp
+        K._PLANS.clear()
+        try:
+            ok = _same(call(cfg), ref)
+        except Exception as e:  # noqa: BLE001 - one variant failing must not stop
+            print(f"  contention {name}: {type(e).__name__}: {str(e)[:120]}")
+            continue
+        for hog in (0.0, *hog_ms):
+            times = []
+            for _ in range(3):
+                torch.cuda.synchronize()
+                if hog:
+                    for st in streams:
+                        with torch.cuda.stream(st):
+                            torch.cuda._sleep(int(hog * cycles_per_ms))
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                call(cfg)
+                b.record()
+                torch.cuda.synchronize()
+                times.append(a.elapsed_time(b))
+            ms = statistics.median(times)
+            print(f"  contention {name:<10} hogs {hogs} x {hog:4.0f} ms: {ms:8.3f} ms"
+                  f"{'' if ok else '  WRONG'}")  # fmt: skip
+            csv.add(part="contention", variant=name, hogs=hogs, hog_ms=hog, ms=round(ms, 3),
+                    correct=ok)  # fmt: skip
+    K.PAIR_SPIN = spin
+    K._PLANS.clear()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", action="store_true")
@@ -520,6 +586,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nograd", action="store_true", help="inference at small sizes")
     ap.add_argument("--split", action="store_true", help="tune the split backward (16384)")
     ap.add_argument("--pair", action="store_true", help="SM-pair vs split backward (16384)")
+    ap.add_argument("--contention", action="store_true", help="16384 backward behind hogs")
     ap.add_argument("--ko-hidden", default="", help="kernel-only widths (default: all)")
     ap.add_argument("--ko-dtype", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--no-compile", action="store_true", help="kernel-only without compile")
@@ -542,6 +609,8 @@ def main(argv=None) -> int:
         split_pass(csv, copy_bw)
     if args.pair:
         pair_vs_split(csv, copy_bw)
+    if args.contention:
+        contention(csv)
     if args.kernel_only:
         shapes = [(2048, 4096)] + [(M, h) for h in (1024, 2048, 4096, 8192, 16384)]
         if args.ko_hidden:

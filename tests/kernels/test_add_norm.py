@@ -142,6 +142,19 @@ def test_plain_norms_take_their_own_shapes(N):
     _run_case(2, N, torch.float16, False, ("weight", "bias"), 0.0)
 
 
+def test_pair_backward_can_be_switched_off(monkeypatch):
+    """`BWD_PAIR = None` (the README's switch for GPUs shared with other kernels) gives rows
+    of 9000-16384 the two-pass backward."""
+    import membound.kernels.add_norm_config as C
+
+    monkeypatch.setattr(C, "BWD_PAIR", None)
+    C.bwd_config.cache_clear()
+    try:
+        assert bwd_config(32768, 16384).split_params and not bwd_config(32768, 16384).pair
+    finally:
+        C.bwd_config.cache_clear()
+
+
 def test_persistent_forward_grid_and_multi_row_tiles():
     cfg = LaunchConfig(block_m=4, block_n=64, num_warps=1, chunked=False, programs_per_sm=1)
     _run_case(19, 41, torch.float32, False, ALL, 0.2, fwd_cfg=cfg, bwd_cfg=cfg)
