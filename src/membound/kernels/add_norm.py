@@ -93,6 +93,39 @@ def _load_pair(A, B, tile, M, stride_a, stride_b, cols, col_ok, HAS_B: tl.conste
     return a, b
 
 
+@triton.jit
+def _row_grads(g, xhat, c_g, c_gx, rstd, keep, DS, DR, row64, cols, ok, stride_ds_row,
+               stride_dr_row, drop_scale, HAS_DS: tl.constexpr, STORE_DR: tl.constexpr,
+               DROPOUT: tl.constexpr, IS_RMS: tl.constexpr):  # fmt: skip
+    """The columns `cols` of one row of the backward, given the row's sums (c_g = mean of g,
+    c_gx = mean of g * xhat): ds (plus the incoming gradient of s, DS) is stored as
+    dresidual; returns dx, ds through the dropout mask `keep` (the caller stores it)."""
+    if IS_RMS:
+        ds = (g - xhat * c_gx) * rstd
+    else:
+        ds = (g - c_g - xhat * c_gx) * rstd
+    if HAS_DS:
+        ds += tl.load(DS + row64 * stride_ds_row + cols, mask=ok, other=0.0).to(tl.float32)
+    if STORE_DR:
+        tl.store(DR + row64 * stride_dr_row + cols, ds.to(DR.dtype.element_ty), mask=ok)
+    dx = ds
+    if DROPOUT:
+        dx = tl.where(keep, ds * drop_scale, 0.0)
+    return dx
+
+
+@triton.jit
+def _store_partials(DW_PART, DB_PART, DPB_PART, offs, dw, db, dpb, mask, HAS_DW: tl.constexpr,
+                    HAS_DB: tl.constexpr, HAS_DPB: tl.constexpr):  # fmt: skip
+    """A program's partial row of each wanted parameter gradient (at `offs` in each buffer)."""
+    if HAS_DW:
+        tl.store(DW_PART + offs, dw, mask=mask)
+    if HAS_DB:
+        tl.store(DB_PART + offs, db, mask=mask)
+    if HAS_DPB:
+        tl.store(DPB_PART + offs, dpb, mask=mask)
+
+
 # SEED is random per call: never specialize on it (seed % 16 == 0 would compile a new variant)
 @triton.jit(do_not_specialize=["SEED"])
 def _dropout_mask_kernel(
@@ -303,13 +336,8 @@ def _add_norm_bwd_kernel(
             dx.to(DX.dtype.element_ty),
             mask=mask,
         )
-    part = pid.to(tl.int64) * N + cols
-    if HAS_DW:
-        tl.store(DW_PART + part, dw_acc, mask=col_ok)
-    if HAS_DB:
-        tl.store(DB_PART + part, db_acc, mask=col_ok)
-    if HAS_DPB:
-        tl.store(DPB_PART + part, dpb_acc, mask=col_ok)
+    _store_partials(DW_PART, DB_PART, DPB_PART, pid.to(tl.int64) * N + cols, dw_acc, db_acc,
+                    dpb_acc, col_ok, HAS_DW, HAS_DB, HAS_DPB)  # fmt: skip
 
 
 @triton.jit

@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from membound.kernels.add_norm import _dropout_keep
+from membound.kernels.add_norm import _dropout_keep, _row_grads
 
 
 @triton.jit(do_not_specialize=["SEED"])
@@ -130,20 +130,14 @@ def _add_norm_bwd_chunked_kernel(
             g = dy
             if HAS_W:
                 g = dy * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
-            if IS_RMS:
-                ds = (g - xhat * c_gx) * rstd
-            else:
-                ds = (g - c_g - xhat * c_gx) * rstd
-            if HAS_DS:
-                ds += tl.load(DS + row64 * stride_ds_row + cols, mask=ok, other=0.0).to(tl.float32)
-            if STORE_DR:
-                tl.store(DR + row64 * stride_dr_row + cols, ds.to(DR.dtype.element_ty), mask=ok)
-            dx = ds
+            keep = ok
             if DROPOUT:
                 keep = tl.reshape(
                     _dropout_keep(SEED, rows, c0, 1, BLOCK_N, DROP_THRESHOLD), (BLOCK_N,)
                 )
-                dx = tl.where(keep, ds * drop_scale, 0.0)
+            dx = _row_grads(g, xhat, c_g, c_gx, rstd, keep, DS, DR, row64, cols, ok,
+                            stride_ds_row, stride_dr_row, drop_scale, HAS_DS, STORE_DR,
+                            DROPOUT, IS_RMS)  # fmt: skip
             tl.store(DX + row64 * stride_dx_row + cols, dx.to(DX.dtype.element_ty), mask=ok)
             if HAS_DW:
                 p = DW_PART + part0 + cols

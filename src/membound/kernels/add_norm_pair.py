@@ -27,7 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from membound.kernels.add_norm import _dropout_keep
+from membound.kernels.add_norm import _dropout_keep, _row_grads, _store_partials
 
 
 @triton.jit
@@ -221,17 +221,11 @@ def _add_norm_bwd_pair_kernel(
             dw_acc += dy * xhat
         if HAS_DB:
             db_acc += dy
-        if IS_RMS:
-            ds = (g - xhat * c_gx) * rstd
-        else:
-            ds = (g - c_g - xhat * c_gx) * rstd
-        if HAS_DS:
-            ds += tl.load(DS + prow64 * stride_ds_row + cols, mask=ok, other=0.0).to(tl.float32)
-        if STORE_DR:
-            tl.store(DR + prow64 * stride_dr_row + cols, ds.to(DR.dtype.element_ty), mask=ok)
-        dx = ds
-        if DROPOUT:
-            dx = tl.where(keep, ds * drop_scale, 0.0)
+        if not DROPOUT:
+            keep = ok
+        dx = _row_grads(g, xhat, c_g, c_gx, rstd, keep, DS, DR, prow64, cols, ok,
+                        stride_ds_row, stride_dr_row, drop_scale, HAS_DS, STORE_DR, DROPOUT,
+                        IS_RMS)  # fmt: skip
         if HAS_DPB:
             dpb_acc += tl.where(ok, dx, 0.0)
         tl.store(DX + prow64 * stride_dx_row + cols, dx.to(DX.dtype.element_ty), mask=ok)
@@ -244,13 +238,8 @@ def _add_norm_bwd_pair_kernel(
             _publish(EX, mine + (j % 4) * 8, crow + 1, sg_c, sgd_c, sd_c)
         s_p, dy_p, m0_p = s_c, dy_c, m0_c
         sg_p, sgd_p, sd_p = sg_c, sgd_c, sd_c
-    part = pair.to(tl.int64) * N + cols
-    if HAS_DW:
-        tl.store(DW_PART + part, dw_acc, mask=ok)
-    if HAS_DB:
-        tl.store(DB_PART + part, db_acc, mask=ok)
-    if HAS_DPB:
-        tl.store(DPB_PART + part, dpb_acc, mask=ok)
+    _store_partials(DW_PART, DB_PART, DPB_PART, pair.to(tl.int64) * N + cols, dw_acc, db_acc,
+                    dpb_acc, ok, HAS_DW, HAS_DB, HAS_DPB)  # fmt: skip
 
 
 #: int64 exchange slots per pair: 4 row parities x 2 halves x 4 (3 sums + 1 unused)
