@@ -51,7 +51,8 @@ ELEMS_PER_THREAD = 16
 #: wider than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
 #: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU time:
 #: 16 warps x 1/SM 1.49-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms). fp32 rows
-#: too (run 28: 2.94 ms vs the split's 3.89, although twice the registers spill some)
+#: too (runs 28-35, dropout 0.1: 2.94-3.40 ms vs the split's 3.89-4.10, although twice the
+#: registers spill some)
 BWD_PAIR: tuple[int, int] | None = (16, 1)
 BWD_PAIR_MAX_N = 16384
 
