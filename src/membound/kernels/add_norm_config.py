@@ -17,9 +17,9 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
   per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). Rows of
   9000-16384 take the SM-pair kernel (`add_norm_pair.py`; bf16 0.65-0.71 of copy for the 4
-  tensors, fp32 0.69, runs 25-28): two programs per row, one per column half, exchanging the
-  row sums through memory, each holding half the accumulators. Wider rows split the work (`split_params`): the chunked
-  kernel writes dx only (two passes per row, the second from L2), a column-parallel pass
+  tensors, fp32 0.59-0.69, runs 25-35): two programs per row, one per column half,
+  exchanging the row sums through memory, each holding half the accumulators. Wider rows
+  split the work (`split_params`): the chunked kernel writes dx only (two passes per row, the second from L2), a column-parallel pass
   re-reads dy and s for dweight/dbias: 6 tensor passes instead of 4; 0.537 at 16384 (run 9).
 - A plain norm (2 streams: x in, y out) has its own shapes where they measured better
   (`LIGHT_FWD`).
@@ -114,7 +114,8 @@ def fwd_config(
 ) -> LaunchConfig:
     """`elem_bytes`: the widest storage dtype among x and residual (the prefetched raw
     values of a 32-warp row live in registers next to the fp32 ones). `streams`: row-sized
-    tensors moved (4 = x, residual, y, s; 2 = a plain norm, x and y)."""
+    tensors moved (4 = x, residual, y, s; 2 = a plain norm, x and y). `is_rms`: a plain
+    RMSNorm has shapes of its own (`LIGHT_FWD_RMS`)."""
     block_n = max(8, _next_pow2(hidden))
     light = LIGHT_FWD_RMS if is_rms else LIGHT_FWD
     if streams <= 2 and block_n in light and block_n * elem_bytes <= FWD_ONE_TILE_MAX_BYTES:
