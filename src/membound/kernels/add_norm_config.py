@@ -19,10 +19,11 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   9000-16384 take the SM-pair kernel (`add_norm_pair.py`; bf16 0.65-0.71 of copy for the 4
   tensors, fp32 0.59-0.69, runs 25-35): two programs per row, one per column half,
   exchanging the row sums through memory, each holding half the accumulators. Wider rows
-  split the work (`split_params`): the chunked kernel writes dx only (two passes per row, the second from L2), a column-parallel pass
-  re-reads dy and s for dweight/dbias: 6 tensor passes instead of 4; 0.537 at 16384 (run 9).
+  split the work (`split_params`): the chunked kernel writes dx only (two passes per row, the
+  second from L2), a column-parallel pass re-reads dy and s for dweight/dbias: 6 tensor passes
+  instead of 4; 0.537 at 16384 (run 9).
 - A plain norm (2 streams: x in, y out) has its own shapes where they measured better
-  (`LIGHT_FWD`).
+  (`LIGHT_FWD`, and `LIGHT_FWD_RMS` for RMSNorm).
 """
 
 from __future__ import annotations
