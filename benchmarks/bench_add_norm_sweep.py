@@ -54,7 +54,7 @@ def _cands_fwd(N):
                 continue
             for w in (4, 8, 16, 32):
                 per = bm * bn // (32 * w)
-                if not 4 <= per <= 16:
+                if not 4 <= per <= 32:
                     continue
                 for pps in (0, 2, 4):
                     out[f"bm{bm}_w{w}_p{pps}"] = LaunchConfig(bm, bn, w, False, pps)

@@ -87,12 +87,13 @@ LIGHT_FWD = {
     4096: LaunchConfig(2, 4096, 16, False, 2, prefetch=True),
     8192: LaunchConfig(1, 8192, 16, False, 2),
 }
-#: RMSNorm alone (run 30, GPU time, bf16, 32768 rows; the LayerNorm shapes in brackets):
-#: 4096 1 row x 8 warps, not persistent 0.930 (0.885); 8192 1 x 16 warps x 2/SM + prefetch
-#: 0.893 (0.832); 16384 1 x 16 warps, not persistent 0.926 (the fused 32-warp shape 0.866)
+#: RMSNorm alone (runs 30 and 36, GPU time, bf16, 32768 rows; the LayerNorm shapes in
+#: brackets): one row per program, not persistent: 4096 x 8 warps 0.930-0.933 (0.885);
+#: 8192 x 8 warps (32 elements per thread) 0.943 (0.832; 16 warps x 2/SM + prefetch 0.894);
+#: 16384 x 16 warps 0.926 (the fused 32-warp shape 0.866)
 LIGHT_FWD_RMS = {
     4096: LaunchConfig(1, 4096, 8, False, 0),
-    8192: LaunchConfig(1, 8192, 16, False, 2, prefetch=True),
+    8192: LaunchConfig(1, 8192, 8, False, 0),
     16384: LaunchConfig(1, 16384, 16, False, 0),
 }
 
