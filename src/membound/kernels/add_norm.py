@@ -74,20 +74,15 @@ def _dropout_keep(SEED, rows, col0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
 def _load_pair(A, B, tile, M, stride_a, stride_b, cols, col_ok, HAS_B: tl.constexpr,
                BLOCK_M: tl.constexpr):  # fmt: skip
     """Rows [tile * BLOCK_M, +BLOCK_M) of A and (if HAS_B) B, in their storage dtype; rows at
-    or past M read as 0 (a prefetch past the last tile is masked off entirely). Streamed
-    once: evict_first keeps L2 for the parameters."""
+    or past M read as 0 (a prefetch past the last tile is masked off entirely). No cache
+    hint: `evict_first` on these streams cost 2-4% (run 38: forward 16384 0.890 -> 0.921 of
+    copy without it, 4096 0.908 -> 0.927, backward 4096 0.826 -> 0.856)."""
     rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
     rows64 = rows.to(tl.int64)
     mask = (rows < M)[:, None] & col_ok[None, :]
-    a = tl.load(
-        A + rows64[:, None] * stride_a + cols[None, :], mask=mask, other=0.0,
-        eviction_policy="evict_first",
-    )  # fmt: skip
+    a = tl.load(A + rows64[:, None] * stride_a + cols[None, :], mask=mask, other=0.0)
     if HAS_B:
-        b = tl.load(
-            B + rows64[:, None] * stride_b + cols[None, :], mask=mask, other=0.0,
-            eviction_policy="evict_first",
-        )  # fmt: skip
+        b = tl.load(B + rows64[:, None] * stride_b + cols[None, :], mask=mask, other=0.0)
     else:
         b = a
     return a, b
