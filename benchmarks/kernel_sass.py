@@ -46,7 +46,7 @@ def capture_launches(fn) -> list:
     return seen
 
 
-def signature(kernel, args, constexprs) -> tuple[dict, dict]:
+def signature(kernel, args) -> tuple[dict, dict]:
     """(signature, attrs) for `triton.compile` as a launch with `args` would specialize them:
     pointers by dtype, ints by width, 16-byte divisibility where the launch would find it
     (meta tensors count as aligned; ints divisible by 16)."""
@@ -99,7 +99,7 @@ def compile_stats(plan, args, arch: int = 90, save: Path | None = None, label: s
     from triton.compiler import ASTSource
 
     kernel = plan.kernel
-    sig, attrs = signature(kernel, args, plan.constexprs)
+    sig, attrs = signature(kernel, args)
     names = kernel.arg_names
     src = ASTSource(kernel, sig, constexprs={(names.index(k),): v for k, v in
                                              plan.constexprs.items()}, attrs=attrs)  # fmt: skip

@@ -43,7 +43,7 @@ def test_signature_specializes_like_a_launch():
             x, w, None, r, None, eps=1e-5, is_rms=False, dropout_p=0.1, seed=3
         )  # fmt: skip
     )
-    sig, attrs = kernel_sass.signature(plan.kernel, args, plan.constexprs)
+    sig, attrs = kernel_sass.signature(plan.kernel, args)
     names = plan.kernel.arg_names
     assert sig["X"] == "*bf16" and sig["RSTD"] == "*fp32" and sig["eps"] == "fp32"
     assert sig["M"] == "i32" and (names.index("N"),) in attrs  # 1024: divisible by 16
