@@ -32,17 +32,29 @@ _TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
           torch.int64: "i64", torch.int32: "i32", torch.int8: "i8"}  # fmt: skip
 
 
+#: shared memory a block may opt into on the H100/H200 (sm_90): decides, as on the device,
+#: whether the Gluon backward runs
+SM90_SMEM_OPTIN = 227 * 1024
+
+
 def capture_launches(fn) -> list:
-    """[(plan, args)] of the launches `fn()` makes through `launch_planned` (not run)."""
+    """[(plan, args)] of the launches `fn()` makes through `launch_planned` (not run). Meta
+    tensors stand for CUDA ones: the Gluon backward is planned where an sm_90 GPU would run
+    it (16-bit rows its cp.async can copy, enough shared memory)."""
     from membound.kernels import add_norm as K
+    from membound.kernels import add_norm_gluon as G
 
     seen = []
-    real = K.launch_planned
+    real = K.launch_planned, K._gluon_ok, G.usable
     K.launch_planned = lambda plan, args: seen.append((plan, args))
+    K._gluon_ok = K._gluon_rows_ok
+    G.usable = lambda device, block_n: G.AVAILABLE and G.smem_bytes(block_n) <= SM90_SMEM_OPTIN
+    K._PLANS.clear()
     try:
         fn()
     finally:
-        K.launch_planned = real
+        K.launch_planned, K._gluon_ok, G.usable = real
+        K._PLANS.clear()
     return seen
 
 
@@ -101,8 +113,11 @@ def compile_stats(plan, args, arch: int = 90, save: Path | None = None, label: s
     kernel = plan.kernel
     sig, attrs = signature(kernel, args)
     names = kernel.arg_names
-    src = ASTSource(kernel, sig, constexprs={(names.index(k),): v for k, v in
-                                             plan.constexprs.items()}, attrs=attrs)  # fmt: skip
+    source = ASTSource
+    if getattr(kernel, "is_gluon", lambda: False)():
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    src = source(kernel, sig, constexprs={(names.index(k),): v for k, v in
+                                          plan.constexprs.items()}, attrs=attrs)  # fmt: skip
     compiled = triton.compile(
         src, target=GPUTarget("cuda", arch, 32),
         options=dict(num_warps=plan.num_warps, num_stages=plan.num_stages),

@@ -361,7 +361,10 @@ def test_gpu_pair_backward_exchange_and_fallback_agree_bitwise(monkeypatch):
     """The SM-pair backward at full width (the default at 16384): identical bit for bit
     across repeated calls (deterministic under normal scheduling), and the fallback (threads
     that find no partner sums at once sum the partner's half themselves, PAIR_SPIN = 0)
-    agrees to rounding."""
+    agrees to rounding. (At 16384 in bf16 the Gluon backward runs where it can: off here.)"""
+    import membound.kernels.add_norm_config as C
+
+    monkeypatch.setattr(C, "BWD_GLUON", None)
     assert bwd_config(4096, 16384).pair
     M, N = 4096, 16384
     g = torch.Generator(device="cuda").manual_seed(3)
@@ -382,6 +385,74 @@ def test_gpu_pair_backward_exchange_and_fallback_agree_bitwise(monkeypatch):
         if a is not None:
             assert torch.equal(a, b)
             torch.testing.assert_close(c.float(), a.float(), rtol=1e-2, atol=1e-2)
+
+
+def _bwd_plans_used():
+    """The backward plans made since `_PLANS` was last cleared."""
+    return [bp for key, bp in K._PLANS.items() if key[0] == "bwd"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "M,N,dtype,is_rms,p,parts",
+    [(2048, 16384, torch.bfloat16, False, 0.1, ("residual", "weight", "bias")),
+     (300, 16384, torch.bfloat16, True, 0.1, ("residual", "weight")),
+     (256, 16384, torch.float16, False, 0.1, ("residual",)),
+     (1000, 12000, torch.bfloat16, False, 0.0, ("residual", "weight", "bias")),
+     (33, 9000, torch.float16, False, 0.0, ("weight", "bias"))],
+)  # fmt: skip
+def test_gpu_gluon_backward_against_float64(M, N, dtype, is_rms, p, parts):
+    """The Gluon backward (16-bit rows of 16384, and of 9000-16383 without dropout; no
+    pre-bias): every gradient against float64, its dropout mask the forward's (the reference
+    applies the materialised mask), rows that do not fill the 16384 columns (masked), row
+    strides not divisible by 16 (9000), fewer rows than SMs, no weight or bias."""
+    from membound.kernels import add_norm_gluon
+
+    if not add_norm_gluon.usable(torch.device("cuda"), 16384):
+        pytest.skip("no Gluon or too little shared memory on this GPU")
+    K._PLANS.clear()
+    _run_case(M, N, dtype, is_rms, parts, p=p, dev="cuda")
+    assert [bp.gluon for bp in _bwd_plans_used()] == [True]
+
+
+@pytest.mark.gpu
+def test_gpu_gluon_backward_agrees_with_the_pair_kernel(monkeypatch):
+    """Same inputs through the Gluon and the SM-pair backward: the same dropped elements,
+    the same gradients to rounding; and rows that start unaligned take the pair kernel."""
+    import membound.kernels.add_norm_config as C
+
+    M, N = 4096, 16384
+    g = torch.Generator(device="cuda").manual_seed(4)
+    s, dy = (torch.randn(M, N, device="cuda", generator=g).bfloat16() for _ in range(2))
+    w = torch.randn(N, device="cuda", generator=g).bfloat16()
+    sf = s.float()
+    mean, rstd = sf.mean(1), torch.rsqrt(sf.var(1, unbiased=False) + 1e-5)
+
+    def run(dy=dy, s=s, mean=mean, rstd=rstd):
+        K._PLANS.clear()
+        out = K.add_norm_bwd(dy, None, s, mean, rstd, w, is_rms=False, dropout_p=0.1, seed=5,
+                             want_dweight=True, want_dbias=True, dres_dtype=torch.bfloat16)  # fmt: skip
+        return out, [bp.gluon for bp in _bwd_plans_used()]
+
+    glu, used = run()
+    if used != [True]:
+        pytest.skip("the Gluon backward is not usable here")
+    monkeypatch.setattr(C, "BWD_GLUON", None)
+    pair, used = run()
+    assert used == [False]
+    assert torch.equal(glu[0] == 0, pair[0] == 0)  # dx: the same mask
+    for a, b in zip(glu, pair, strict=True):
+        if a is not None:
+            torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+    monkeypatch.setattr(C, "BWD_GLUON", 16)
+    # one element in: every row starts 2 bytes past a 16-byte boundary
+    flat_s, flat_dy = (t.new_empty(M * N + 8) for t in (s, dy))
+    s_u, dy_u = (f[1 : 1 + M * N].view(M, N) for f in (flat_s, flat_dy))
+    s_u.copy_(s)
+    dy_u.copy_(dy)
+    unaligned, _ = run(dy_u, s_u)
+    assert [bp.gluon for bp in _bwd_plans_used()] == [True, False]
+    assert torch.equal(unaligned[0], pair[0])
 
 
 @pytest.mark.gpu

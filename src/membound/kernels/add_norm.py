@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from membound.kernels import add_norm_config as _C
 from membound.kernels._launch import Plan, launch_planned
 from membound.kernels.add_norm_config import (
     LaunchConfig,
@@ -595,9 +596,15 @@ def add_norm_bwd(
         key,
         lambda: _bwd_plan(
             key, M, N, dy.device, wants, dropout_p, is_rms, config, ds is not None,
-            weight is not None, dres_dtype is not None,
+            weight is not None, dres_dtype is not None, _gluon_ok(dy, src),
         ),
     )  # fmt: skip
+    if bp.gluon and (dy.data_ptr() | src.data_ptr()) & 15:
+        # cp.async copies 16-byte pieces: rows that start unaligned take the pair kernel
+        bp = _plan(key + ("unaligned",), lambda: _bwd_plan(
+            key + ("unaligned",), M, N, dy.device, wants, dropout_p, is_rms, config,
+            ds is not None, weight is not None, dres_dtype is not None, False,
+        ))  # fmt: skip
     dev = dy.device
     dx = _out((M, N), dx_dtype, dev)
     dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
@@ -621,7 +628,22 @@ def add_norm_bwd(
         dy.stride(0), ds_arg.stride(0), src.stride(0), N, N, seed, bp.threshold, bp.scale,
         *bp.extra,
     )  # fmt: skip
-    launch_planned(bp.row, args)
+    if bp.gluon:
+        try:
+            launch_planned(bp.row, args)
+        except Exception as e:  # noqa: BLE001 - an experimental dialect: never fail for it
+            from membound.kernels import add_norm_gluon
+
+            add_norm_gluon.mark_broken(e)
+            _PLANS.clear()
+            return add_norm_bwd(
+                dy, ds, src, mean, rstd, weight, is_rms=is_rms, dropout_p=dropout_p, seed=seed,
+                want_dweight=want_dweight, want_dbias=want_dbias, want_dpre_bias=want_dpre_bias,
+                dx_dtype=dx_dtype, dres_dtype=dres_dtype, param_dtypes=param_dtypes,
+                config=config,
+            )  # fmt: skip
+    else:
+        launch_planned(bp.row, args)
     if bp.params is not None:
         launch_planned(
             bp.params,
@@ -650,16 +672,41 @@ class _BwdPlan:
     scale: float
     ex_size: int  # int64 exchange slots of the paired kernel (0: not paired)
     extra: tuple  # the row kernel's trailing arguments (the paired kernel's SPIN)
+    gluon: bool = False  # the row kernel is the Gluon one (`add_norm_gluon.py`)
+
+
+def _gluon_ok(dy, src) -> bool:
+    """The Gluon backward's input conditions that a plan's key fixes: CUDA, 16-bit dy and s
+    whose rows and row strides are whole 16-byte pieces (it copies them by cp.async)."""
+    return dy.device.type == "cuda" and _gluon_rows_ok(dy, src)
+
+
+def _gluon_rows_ok(dy, src) -> bool:
+    if dy.element_size() != 2 or src.element_size() != 2:
+        return False
+    return (dy.shape[1] | dy.stride(0) | src.stride(0)) % 8 == 0
 
 
 def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, has_ds, has_w,
-              store_dr) -> _BwdPlan:  # fmt: skip
+              store_dr, gluon_ok=False) -> _BwdPlan:  # fmt: skip
     """Launch plans of a backward problem (see `add_norm_bwd`'s key)."""
     want_dweight, want_dbias, want_dpre_bias = wants
     cfg = config or bwd_config(M, N)
     grid = launch_grid = grid_size(cfg, M, dev)  # programs over rows: one partial row each
     ex_size, extra = 0, ()
-    if cfg.pair:  # one program per SM at most: both programs of a pair must be resident
+    gluon = False
+    # the Gluon backward where it measured faster than the pair kernel (runs 42-47, 32768
+    # rows, GPU time): rows of exactly 16384 (dropout 0.1: 1.36 vs 1.54 ms; none: 1.23 vs
+    # 1.45), and narrower rows without dropout (12288: 1.12 vs 1.30); with dropout and
+    # masked columns it spills (12288: 1.61 vs 1.44)
+    even = N == cfg.block_n
+    if cfg.pair and config is None and gluon_ok and not want_dpre_bias and _C.BWD_GLUON:
+        from membound.kernels import add_norm_gluon
+
+        gluon = (even or dropout_p == 0.0) and add_norm_gluon.usable(dev, cfg.block_n)
+    if gluon:  # one program per SM, persistent over rows
+        grid = launch_grid = max(1, min(M, _sm_count(dev)))
+    elif cfg.pair:  # one program per SM at most: both programs of a pair must be resident
         from membound.kernels.add_norm_pair import SLOTS_PER_PAIR
 
         grid = max(1, min(M, _sm_count(dev) * cfg.programs_per_sm // 2))
@@ -680,7 +727,15 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, has_ds, has_w,
         HAS_DB=want_dbias and not split, HAS_DPB=want_dpre_bias and not split,
         STORE_DR=store_dr, DROPOUT=dropout_p > 0.0, IS_RMS=is_rms,
     )  # fmt: skip
-    if cfg.chunked:
+    warps = cfg.num_warps
+    if gluon:
+        from membound.kernels.add_norm_gluon import _add_norm_bwd_smem_kernel as kernel
+
+        warps = _C.BWD_GLUON
+        # dbias partials in shared memory only with dropout: there the Philox state would
+        # push registers into spills (run 47: 1.36 vs 1.60 ms; without dropout 1.31 vs 1.22)
+        common.update(BLOCK_N=cfg.block_n, NUM_WARPS=warps, EVEN=even, DB_SMEM=dropout_p > 0.0)
+    elif cfg.chunked:
         from membound.kernels.add_norm_chunked import _add_norm_bwd_chunked_kernel as kernel
     elif cfg.pair:
         from membound.kernels.add_norm_pair import _add_norm_bwd_pair_kernel as kernel
@@ -696,9 +751,10 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, has_ds, has_w,
         common["PREFETCH"] = cfg.prefetch
     if not cfg.pair:
         common["BLOCK_N"] = cfg.block_n
+    paired = cfg.pair and not gluon
     row = Plan(
-        key + ("row",), kernel, (launch_grid,), common, cfg.num_warps, cfg.num_stages,
-        tuple(range(12 if cfg.pair else 11)),
+        key + ("row",), kernel, (launch_grid,), common, warps, cfg.num_stages,
+        tuple(range(12 if paired else 11)),
     )  # fmt: skip
     params = None
     if split:
@@ -718,5 +774,5 @@ def _bwd_plan(key, M, N, dev, wants, dropout_p, is_rms, config, has_ds, has_w,
             dict(K=k, BLOCK_P=32, BLOCK_N=block_n), 4, 1, tuple(range(4)),
         )  # fmt: skip
     return _BwdPlan(
-        row, params, reduce, k, p_rows, in_place, split, threshold, scale, ex_size, extra
+        row, params, reduce, k, p_rows, in_place, split, threshold, scale, ex_size, extra, gluon
     )

@@ -18,7 +18,11 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). Rows of
   9000-16384 take the SM-pair kernel (`add_norm_pair.py`; bf16 0.65-0.71 of copy for the 4
   tensors, fp32 0.59-0.69, runs 25-35): two programs per row, one per column half,
-  exchanging the row sums through memory, each holding half the accumulators. Wider rows
+  exchanging the row sums through memory, each holding half the accumulators. On GPUs with
+  enough shared memory per block, 16-bit rows of exactly 16384 (and of 9000-16383 without
+  dropout) take the Gluon kernel instead (`add_norm_gluon.py`, `BWD_GLUON`: one program
+  per SM, rows staged in shared memory; runs 42-47: 0.74 of copy with dropout, 0.82
+  without, against the pair kernel's 0.65 and 0.69). Wider rows
   split the work (`split_params`): the chunked kernel writes dx only (two passes per row, the
   second from L2), a column-parallel pass re-reads dy and s for dweight/dbias: 6 tensor passes
   instead of 4; 0.537 at 16384 (run 9).
@@ -56,6 +60,11 @@ ELEMS_PER_THREAD = 16
 #: registers spill some)
 BWD_PAIR: tuple[int, int] | None = (16, 1)
 BWD_PAIR_MAX_N = 16384
+#: None, or the warps of the Gluon backward (`add_norm_gluon.py`: one program per SM and
+#: row, the rows staged by cp.async in shared memory, dbias partials there too) that
+#: replaces the pair kernel for 16-bit rows where it can run (CUDA with enough shared
+#: memory per block, aligned rows, no dpre_bias)
+BWD_GLUON: int | None = 16
 
 
 @dataclass(frozen=True)
