@@ -1,7 +1,9 @@
 """Fused residual add + dropout + LayerNorm vs eager, torch.compile and liger-kernel.
 
 Rows (one CSV, `--csv`): variant, op, direction, dtype, rows, hidden, bytes, flops, ms, GB/s,
-fraction_of_copy (copy bandwidth measured in the same run), speedup_vs_eager/compile.
+fraction_of_copy (copy bandwidth measured in the same run), speedup_vs_eager/compile (all by
+do_bench, the host in the loop), gpu_ms and gpu_fraction_of_copy (CUDA-graph replay: the
+GPU's time alone; small and mid shapes are bound by the host's launch and autograd cost).
 
 Bytes are the issue's minimal counts: fused forward reads x and residual and writes y and s
 (4 tensors), fused backward reads dy and s and writes dx (3 tensors); plain norm forward 2
@@ -97,19 +99,36 @@ def _kernels_always(fn):
     return run
 
 
-def _timed(fn, args, dy, direction):
-    """ms of forward (grad-enabled, as in training) or forward+backward. The backward uses
-    autograd.grad: no .grad accumulation kernels inflating every variant's time."""
+def _timed(fn, args, dy, direction) -> tuple[float, float | None]:
+    """(ms with the host in the loop (do_bench), GPU ms (CUDA-graph replay, None where the
+    call cannot be captured or there is no GPU)) of forward (grad-enabled, as in training) or
+    forward+backward. The backward uses autograd.grad: no .grad accumulation kernels
+    inflating every variant's time. The two differ where the host's launch and autograd
+    cost exceeds the GPU's work (small and mid shapes): the first is what an eager training
+    loop sees, the second what the kernels move (and what a CUDA-graphed step sees)."""
     if direction == "fwd":
-        return bench_ms(lambda: fn(*args), **TIMING)
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
-    def step():
-        out = fn(*args)
-        y = out[0] if isinstance(out, tuple) else out
-        torch.autograd.grad(y, leaves, dy, allow_unused=True)
+        def step():
+            fn(*args)
+    else:
+        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
-    return bench_ms(step, **TIMING)
+        def step():
+            out = fn(*args)
+            y = out[0] if isinstance(out, tuple) else out
+            torch.autograd.grad(y, leaves, dy, allow_unused=True)
+
+    ms = bench_ms(step, **TIMING)
+    gpu = None
+    if dy.is_cuda:
+        from membound.device.timing import cuda_graph_median_ms
+
+        try:
+            gpu = cuda_graph_median_ms(step, reps=10, samples=5)  # as --kernel-only
+        except Exception as e:  # noqa: BLE001 - not capturable: leave the column empty
+            print(f"no GPU time for {getattr(fn, '__name__', fn)}: {type(e).__name__}", flush=True)
+            torch.cuda.synchronize()
+    return ms, gpu
 
 
 def _verify(fns, args, plain: bool) -> str | None:
@@ -174,15 +193,18 @@ def bench_shape(out: CsvRows, copy_bw, dev, dtype_name, M, N, compiled, liger, t
                     ms[name] = _timed(fn, call_args, dy, direction)
                 except Exception as e:  # one failing baseline must not stop the run
                     print(f"FAIL {name} {op} {direction}: {type(e).__name__}: {e}", flush=True)
-            for name, t in ms.items():
+            host = {k: v[0] for k, v in ms.items()}
+            for name, (t, gpu) in ms.items():
                 gbs = nbytes / (t / 1e3) / 1e9
                 row = out.add(
                     variant=name, op=op, direction=direction, dtype=dtype_name, rows=M, hidden=N,
                     bytes=nbytes, flops=(8 if direction == "fwd" else 20) * M * N, ms=round(t, 5),
                     **{"GB/s": round(gbs, 1)},
                     fraction_of_copy=round(gbs * 1e9 / copy_bw, 3),
-                    speedup_vs_eager=round(ms["eager"] / t, 2) if "eager" in ms else "",
-                    speedup_vs_compile=round(ms["compile"] / t, 2) if "compile" in ms else "",
+                    speedup_vs_eager=round(host["eager"] / t, 2) if "eager" in host else "",
+                    speedup_vs_compile=round(host["compile"] / t, 2) if "compile" in host else "",
+                    gpu_ms=round(gpu, 5) if gpu else "",
+                    gpu_fraction_of_copy=round(nbytes / (gpu / 1e3) / copy_bw, 3) if gpu else "",
                 )  # fmt: skip
                 table.append(row)
                 print(_fmt(row), flush=True)
@@ -264,10 +286,12 @@ _HEAD = f"{'op':<18}{'dir':<8}{'dtype':<6}{'rows':>6}{'H':>6} {'variant':<9}{'ms
 
 
 def _fmt(r) -> str:
+    gpu = r.get("gpu_fraction_of_copy")
     return (
         f"{r['op']:<18}{r['direction']:<8}{r['dtype']:<6}{r['rows']:>6}{r['hidden']:>6} "
         f"{r['variant']:<9}{r['ms']:>9.4f}{100 * r['fraction_of_copy']:>6.1f}%"
         f"{r['speedup_vs_eager']!s:>8}{r['speedup_vs_compile']!s:>8}"
+        + (f"  gpu {r['gpu_ms']:.4f} {100 * gpu:5.1f}%" if gpu else "")
     )
 
 

@@ -466,9 +466,9 @@ def host(csv, n_iter=200):
 
 def pair_vs_split(csv, copy_bw, N=16384):
     """The wide-row backwards at 32768 x N by GPU time, bf16 and fp32, with and without
-    dropout: the SM-pair kernel (2 programs per row exchanging the row sums) against the
-    split one (row kernel without accumulators + parameter pass). Outputs are checked against
-    the default's."""
+    dropout: the automatic choice (the Gluon kernel for 16-bit rows where it runs), the
+    SM-pair kernel (2 programs per row exchanging the row sums) and the split one (row kernel
+    without accumulators + parameter pass). Outputs are checked against the pair kernel's."""
     from membound.kernels import add_norm as K
     from membound.kernels.add_norm_config import LaunchConfig, bwd_config
 
@@ -487,13 +487,12 @@ def pair_vs_split(csv, copy_bw, N=16384):
             )  # fmt: skip
 
         default = bwd_config(M, N)
-        variants = {"DEFAULT": default, "pair_w16_p1": LaunchConfig(1, N, 16, False, 1, pair=True),
+        # DEFAULT: no explicit config (the Gluon kernel where it runs, else the default's)
+        variants = {"DEFAULT": None, "pair_w16_p1": LaunchConfig(1, N, 16, False, 1, pair=True),
                     "split": bwd_config(M, 2 * N)}  # fmt: skip
         for p in (P, 0.0):
             ref = bwd(default, p)()
             for name, cfg in variants.items():
-                if name != "DEFAULT" and cfg == default:  # timed already, as DEFAULT
-                    continue
                 try:
                     ok = _same(bwd(cfg, p)(), ref)
                     ms = _gpu_ms(bwd(cfg, p))
@@ -510,13 +509,83 @@ def pair_vs_split(csv, copy_bw, N=16384):
         torch.cuda.empty_cache()
 
 
+def gluon_knobs(csv, copy_bw, widths=(16384, 12288)):
+    """The Gluon backward's compile-time knobs at 32768 x N bf16 (residual, weight, bias,
+    dropout 0.1 and 0), by GPU time, each checked against the pair kernel's outputs: the
+    default plan, then its constexprs changed one at a time (db_flip: the dbias partials in
+    registers instead of shared memory or back; masked: column masks kept at N = 16384;
+    noswizzle: the dbias partials in shared memory unswizzled) and 8/32 warps; the pair
+    kernel alongside."""
+    import dataclasses
+
+    from membound.kernels import add_norm as K
+    from membound.kernels.add_norm_config import bwd_config
+
+    for N in widths:
+        x, r, dy = (torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        w, b = (torch.randn(N, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        _, s, mean, rstd = K.add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False,
+                                          dropout_p=P, seed=1)  # fmt: skip
+        nb = 4 * M * N * 2
+        for p in (P, 0.0):
+
+            def bwd(cfg=None, p=p, dy=dy, s=s, mean=mean, rstd=rstd, w=w):
+                return K.add_norm_bwd(
+                    dy, None, s, mean, rstd, w, is_rms=False, dropout_p=p, seed=1,
+                    want_dweight=True, want_dbias=True, dres_dtype=dy.dtype,
+                    param_dtypes=(w.dtype, w.dtype, torch.float32), config=cfg,
+                )  # fmt: skip
+
+            ref = bwd(bwd_config(M, N))
+            K._PLANS.clear()
+            bwd()
+            keys = [k for k, v in K._PLANS.items() if k[0] == "bwd" and v.gluon]
+            if not keys:
+                print(f"  gluon N={N} p={p}: not used here")
+                continue
+            base = K._PLANS[keys[0]]
+            pair_cfg = bwd_config(M, N)
+            pair_ms = _gpu_ms(lambda pair_cfg=pair_cfg: bwd(pair_cfg))
+            print(f"  gluon N={N:<6} p={p:<4} {'pair':<12}{pair_ms:8.4f} ms "
+                  f"{nb / pair_ms / 1e-3 / copy_bw:6.3f}")  # fmt: skip
+            csv.add(part="gluon_knobs", hidden=N, dropout=p, variant="pair", ms=round(pair_ms, 4),
+                    fraction_of_copy=round(nb / pair_ms / 1e-3 / copy_bw, 3))  # fmt: skip
+            dbs = base.row.constexprs["DB_SMEM"]
+            knobs = {"default": ({}, None), "db_flip": ({"DB_SMEM": not dbs}, None),
+                     "masked": ({"EVEN": False}, None), "w8": ({}, 8), "w32": ({}, 32),
+                     "noswizzle": ({"DB_SWIZZLE": False}, None)}  # fmt: skip
+            if not dbs:
+                knobs.pop("noswizzle")
+            for name, (cx, warps) in knobs.items():
+                warps = warps or base.row.num_warps
+                cx = {**base.row.constexprs, **cx, "NUM_WARPS": warps}
+                row = dataclasses.replace(base.row, key=base.row.key + (name,), constexprs=cx,
+                                          num_warps=warps)  # fmt: skip
+                K._PLANS[keys[0]] = dataclasses.replace(base, row=row)
+                try:
+                    ok = _same(bwd(), ref)
+                    ms = _gpu_ms(bwd)
+                except Exception as e:  # noqa: BLE001 - one variant failing must not stop
+                    print(f"  gluon N={N} p={p} {name}: {type(e).__name__}: {str(e)[:150]}")
+                    continue
+                frac = nb / ms / 1e-3 / copy_bw
+                tag = "" if ok else "  WRONG"
+                print(f"  gluon N={N:<6} p={p:<4} {name:<12}{ms:8.4f} ms {frac:6.3f}{tag}")
+                csv.add(part="gluon_knobs", hidden=N, dropout=p, variant=name + tag.strip(),
+                        ms=round(ms, 4), fraction_of_copy=round(frac, 3))  # fmt: skip
+            K._PLANS.clear()
+        del x, r, dy, s
+        torch.cuda.empty_cache()
+
+
 def contention(csv, N=16384, hogs=8, hog_ms=(0.2, 2.0, 20.0)):
     """The 16384 backward while other kernels hold SMs (as NCCL's do during a DDP backward):
     `hogs` one-thread sleep kernels on side streams, launched just before it, each holding
     an SM's slot for `hog_ms`. The SM-pair kernel needs both programs of a pair resident;
     a program whose partner waits behind a hog spins, then sums the partner's half itself.
-    Wall time of the call (events) for: the pair kernel (default spin, and 2**20 reloads
-    before the fallback) and the split backward (no pairing), each alone and behind hogs.
+    Wall time of the call (events) for: the default (the Gluon kernel where it runs: one
+    program per SM, no partner), the pair kernel (default spin, and 2**20 reloads before
+    the fallback) and the split backward (no pairing), each alone and behind hogs.
     Run 33: pair 1.70 -> 3.03-3.11 ms behind 8 hogs of 2 or 20 ms, split 1.97 -> 2.30-2.34;
     a cooperative launch (tried in run 32-33) changed nothing."""
     from membound.kernels import add_norm as K
@@ -544,7 +613,9 @@ def contention(csv, N=16384, hogs=8, hog_ms=(0.2, 2.0, 20.0)):
     streams = [torch.cuda.Stream() for _ in range(hogs)]
     ref = call(None)
     spin = K.PAIR_SPIN
-    for name, cfg, sp in (("pair", None, spin), ("pair spin20", None, 1 << 20),
+    pair = bwd_config(M, N)
+    for name, cfg, sp in (("default", None, spin), ("pair", pair, spin),
+                          ("pair spin20", pair, 1 << 20),
                           ("split", bwd_config(M, 2 * N), spin)):  # fmt: skip
         K.PAIR_SPIN = sp
         K._PLANS.clear()
@@ -589,6 +660,7 @@ def main(argv=None) -> int:
     ap.add_argument("--split", action="store_true", help="tune the split backward (16384)")
     ap.add_argument("--pair", action="store_true", help="SM-pair vs split backward (16384)")
     ap.add_argument("--contention", action="store_true", help="16384 backward behind hogs")
+    ap.add_argument("--gluon", action="store_true", help="the Gluon backward's knobs")
     ap.add_argument("--ko-hidden", default="", help="kernel-only widths (default: all)")
     ap.add_argument("--ko-dtype", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--no-compile", action="store_true", help="kernel-only without compile")
@@ -613,6 +685,8 @@ def main(argv=None) -> int:
         pair_vs_split(csv, copy_bw)
     if args.contention:
         contention(csv)
+    if args.gluon:
+        gluon_knobs(csv, copy_bw)
     if args.kernel_only:
         shapes = [(2048, 4096)] + [(M, h) for h in (1024, 2048, 4096, 8192, 16384)]
         if args.ko_hidden:

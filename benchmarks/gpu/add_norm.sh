@@ -3,7 +3,8 @@
 # small sizes; launch-config sweeps by GPU time ($SWEEP_FWD / $SWEEP_BWD widths, default
 # none); eager / compile / membound by GPU time (CUDA-graph replay) and by do_bench (host
 # included); the main benchmark CSV (bf16 and fp32 or $BENCH_DTYPES, --lean: plain
-# LN/RMSNorm fwd vs liger; off with SKIP_BENCH=1); SM-pair vs split backward at 16384;
+# LN/RMSNorm fwd vs liger; off with SKIP_BENCH=1); Gluon vs SM-pair vs split backward at
+# 16384 and the Gluon kernel's knobs;
 # the precision experiment (off with SKIP_PRECISION=1). SWEEP_ONLY: variant name prefixes.
 # Run from anywhere: PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/add_norm.sh
 set +e
@@ -25,8 +26,11 @@ tail -n 1 "$OUTDIR/tests.log" | cut -c1-200
 echo "=== host time of one fwd+bwd (8x1024 bf16), split at our backward's entry and exit"
 timeout 45 python $SW --host --csv "$OUTDIR/host.csv" 2>&1 | grep -E "^  host"
 
-echo "=== 16384 backward: SM-pair vs split, bf16 and fp32, dropout 0.1 and 0 (GPU time)"
+echo "=== 16384 backward: default (Gluon) vs SM-pair vs split, bf16 and fp32, dropout 0.1 and 0"
 timeout 90 python $SW --pair --csv "$OUTDIR/pair.csv" 2>&1 | grep -E "^  bwd"
+
+echo "=== the Gluon backward's knobs at 16384 and 12288 (GPU time)"
+timeout 90 python $SW --gluon --csv "$OUTDIR/gluon.csv" 2>&1 | grep -E "^  gluon"
 
 echo "=== inference (no grad) at small sizes: eager ops vs the kernels vs the eager-ops path"
 timeout 45 python $SW --nograd --csv "$OUTDIR/nograd.csv" 2>&1 | grep -vE "^copy"
