@@ -464,6 +464,23 @@ def host(csv, n_iter=200):
     _ops.EAGER_MAX_ELEMS = old
 
 
+def _time_checked(csv, copy_bw, nbytes, call, ref, label, **row):
+    """GPU time of `call()` after checking its outputs against `ref`: printed after `label`
+    and added to `csv` (with `row`; "WRONG" appended to the variant when they differ). A
+    variant that fails is reported and skipped: one must not stop the others."""
+    try:
+        ok = _same(call(), ref)
+        ms = _gpu_ms(call)
+    except Exception as e:  # noqa: BLE001
+        print(f"{label}{type(e).__name__}: {str(e)[:150]}")
+        return
+    frac = nbytes / ms / 1e-3 / copy_bw
+    tag = "" if ok else "  WRONG"
+    print(f"{label}{ms:8.4f} ms {frac:6.3f}{tag}")
+    row["variant"] += tag.strip()
+    csv.add(**row, ms=round(ms, 4), fraction_of_copy=round(frac, 3))
+
+
 def pair_vs_split(csv, copy_bw, N=16384):
     """The wide-row backwards at 32768 x N by GPU time, bf16 and fp32, with and without
     dropout: the automatic choice (the Gluon kernel for 16-bit rows where it runs), the
@@ -493,18 +510,10 @@ def pair_vs_split(csv, copy_bw, N=16384):
         for p in (P, 0.0):
             ref = bwd(default, p)()
             for name, cfg in variants.items():
-                try:
-                    ok = _same(bwd(cfg, p)(), ref)
-                    ms = _gpu_ms(bwd(cfg, p))
-                except Exception as e:  # noqa: BLE001 - one variant failing must not stop
-                    print(f"  bwd {name}: {type(e).__name__}: {str(e)[:100]}")
-                    continue
-                frac = nb / ms / 1e-3 / copy_bw
-                tag = "" if ok else "  WRONG"
-                print(f"  bwd {str(dtype)[6:]:<9} p={p:<4} {name:<14}{ms:8.4f} ms {frac:6.3f}{tag}")
-                csv.add(part="pair_vs_split", dtype=str(dtype)[6:], hidden=N, dropout=p,
-                        variant=name + tag.strip(), ms=round(ms, 4),
-                        fraction_of_copy=round(frac, 3))  # fmt: skip
+                _time_checked(csv, copy_bw, nb, bwd(cfg, p), ref,
+                              f"  bwd {str(dtype)[6:]:<9} p={p:<4} {name:<14}",
+                              part="pair_vs_split", dtype=str(dtype)[6:], hidden=N, dropout=p,
+                              variant=name)  # fmt: skip
         del x, r, dy, s
         torch.cuda.empty_cache()
 
@@ -562,17 +571,8 @@ def gluon_knobs(csv, copy_bw, widths=(16384, 12288)):
                 row = dataclasses.replace(base.row, key=base.row.key + (name,), constexprs=cx,
                                           num_warps=warps)  # fmt: skip
                 K._PLANS[keys[0]] = dataclasses.replace(base, row=row)
-                try:
-                    ok = _same(bwd(), ref)
-                    ms = _gpu_ms(bwd)
-                except Exception as e:  # noqa: BLE001 - one variant failing must not stop
-                    print(f"  gluon N={N} p={p} {name}: {type(e).__name__}: {str(e)[:150]}")
-                    continue
-                frac = nb / ms / 1e-3 / copy_bw
-                tag = "" if ok else "  WRONG"
-                print(f"  gluon N={N:<6} p={p:<4} {name:<12}{ms:8.4f} ms {frac:6.3f}{tag}")
-                csv.add(part="gluon_knobs", hidden=N, dropout=p, variant=name + tag.strip(),
-                        ms=round(ms, 4), fraction_of_copy=round(frac, 3))  # fmt: skip
+                _time_checked(csv, copy_bw, nb, bwd, ref, f"  gluon N={N:<6} p={p:<4} {name:<12}",
+                              part="gluon_knobs", hidden=N, dropout=p, variant=name)  # fmt: skip
             K._PLANS.clear()
         del x, r, dy, s
         torch.cuda.empty_cache()

@@ -356,6 +356,23 @@ def test_gpu_full_size_against_float64(M, N, dtype, is_rms):
     _run_case(M, N, dtype, is_rms, ALL, p=0.1, dev="cuda")
 
 
+def _wide_rows(seed, M=4096, N=16384):
+    """(s, dy, weight, mean, rstd) of a bf16 backward problem on the GPU."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    s, dy = (torch.randn(M, N, device="cuda", generator=g).bfloat16() for _ in range(2))
+    w = torch.randn(N, device="cuda", generator=g).bfloat16()
+    sf = s.float()
+    return s, dy, w, sf.mean(1), torch.rsqrt(sf.var(1, unbiased=False) + 1e-5)
+
+
+def _wide_bwd(s, dy, w, mean, rstd):
+    """The backward of `_wide_rows`' problem (dropout 0.1, residual, weight and bias
+    gradients), planned afresh."""
+    K._PLANS.clear()
+    return K.add_norm_bwd(dy, None, s, mean, rstd, w, is_rms=False, dropout_p=0.1, seed=5,
+                          want_dweight=True, want_dbias=True, dres_dtype=torch.bfloat16)  # fmt: skip
+
+
 @pytest.mark.gpu
 def test_gpu_pair_backward_exchange_and_fallback_agree_bitwise(monkeypatch):
     """The SM-pair backward at full width (the default at 16384): identical bit for bit
@@ -366,17 +383,10 @@ def test_gpu_pair_backward_exchange_and_fallback_agree_bitwise(monkeypatch):
 
     monkeypatch.setattr(C, "BWD_GLUON", None)
     assert bwd_config(4096, 16384).pair
-    M, N = 4096, 16384
-    g = torch.Generator(device="cuda").manual_seed(3)
-    s, dy = (torch.randn(M, N, device="cuda", generator=g).bfloat16() for _ in range(2))
-    w = torch.randn(N, device="cuda", generator=g).bfloat16()
-    sf = s.float()
-    mean, rstd = sf.mean(1), torch.rsqrt(sf.var(1, unbiased=False) + 1e-5)
+    rows = _wide_rows(3)
 
     def run():
-        K._PLANS.clear()
-        return K.add_norm_bwd(dy, None, s, mean, rstd, w, is_rms=False, dropout_p=0.1, seed=5,
-                              want_dweight=True, want_dbias=True, dres_dtype=torch.bfloat16)  # fmt: skip
+        return _wide_bwd(*rows)
 
     first, again = run(), run()
     monkeypatch.setattr(K, "PAIR_SPIN", 0)
@@ -421,17 +431,11 @@ def test_gpu_gluon_backward_agrees_with_the_pair_kernel(monkeypatch):
     the same gradients to rounding; and rows that start unaligned take the pair kernel."""
     import membound.kernels.add_norm_config as C
 
-    M, N = 4096, 16384
-    g = torch.Generator(device="cuda").manual_seed(4)
-    s, dy = (torch.randn(M, N, device="cuda", generator=g).bfloat16() for _ in range(2))
-    w = torch.randn(N, device="cuda", generator=g).bfloat16()
-    sf = s.float()
-    mean, rstd = sf.mean(1), torch.rsqrt(sf.var(1, unbiased=False) + 1e-5)
+    s, dy, w, mean, rstd = _wide_rows(4)
+    M, N = s.shape
 
-    def run(dy=dy, s=s, mean=mean, rstd=rstd):
-        K._PLANS.clear()
-        out = K.add_norm_bwd(dy, None, s, mean, rstd, w, is_rms=False, dropout_p=0.1, seed=5,
-                             want_dweight=True, want_dbias=True, dres_dtype=torch.bfloat16)  # fmt: skip
+    def run(dy=dy, s=s):
+        out = _wide_bwd(s, dy, w, mean, rstd)
         return out, [bp.gluon for bp in _bwd_plans_used()]
 
     glu, used = run()

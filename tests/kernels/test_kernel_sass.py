@@ -51,20 +51,26 @@ def test_signature_specializes_like_a_launch():
     assert all(sig[n] == "constexpr" for n in plan.constexprs)
 
 
+def _run_tool(*args) -> list[list[str]]:
+    """kernel_sass.py's table rows for `args`, run as a subprocess without TRITON_INTERPRET
+    (the interpreter compiles nothing)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kernel_sass.py"), *args],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [line.split() for line in out.stdout.splitlines()[1:] if line.strip()]
+
+
 @pytest.mark.skipif(
     not (Path(kernel_sass._bin("cuobjdump")).exists()), reason="no bundled cuobjdump"
 )
 def test_compiles_the_forward_and_backward_for_sm90():
     """A real compile (no interpreter: a subprocess without TRITON_INTERPRET): every kernel of
     a small problem reports registers and a row loop, and none of these spills."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT / "src")
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "kernel_sass.py"), "--rows", "64",
-         "--hidden", "1024"], capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [line.split() for line in out.stdout.splitlines()[1:] if line.strip()]
+    rows = _run_tool("--rows", "64", "--hidden", "1024")
     kernels = {r[1] for r in rows}
     assert {"_add_norm_fwd_kernel", "_add_norm_bwd_kernel", "_sum_partials_kernel"} <= kernels
     for _problem, _kernel, _warps, regs, stack, spills, sass, _loop in rows:
@@ -84,14 +90,7 @@ def test_compiles_the_gluon_backward_for_sm90():
 
     if not add_norm_gluon.AVAILABLE:
         pytest.skip("this Triton has no Gluon")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT / "src")
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "kernel_sass.py"), "--rows", "64",
-         "--hidden", "16384"], capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = {r[1]: r for r in (line.split() for line in out.stdout.splitlines()[1:]) if r}
+    rows = {r[1]: r for r in _run_tool("--rows", "64", "--hidden", "16384")}
     _problem, _kernel, warps, regs, _stack, spills, sass, loop = rows["_add_norm_bwd_smem_kernel"]
     assert int(warps) == 16 and 0 < int(regs) <= 128
     assert int(spills) <= 40 and int(loop) > 500
