@@ -133,11 +133,17 @@ def test_wide_tile_reloads_parameters(is_rms):
     _run_case(3, 9000, torch.bfloat16, is_rms, ALL, p=0.2)
 
 
-@pytest.mark.parametrize("N", [3000, 5000, 9000])
+@pytest.mark.parametrize("N", [1500, 3000, 5000, 9000])
 def test_plain_norms_take_their_own_shapes(N):
     """x in, y out (no residual, no dropout): RMSNorm and LayerNorm use their own launch
-    shapes at 4096/8192/16384-wide tiles (`LIGHT_FWD_RMS`, `LIGHT_FWD`); same results."""
-    assert fwd_config(2, N, 2, 2, True) != fwd_config(2, N, 2, 2)
+    shapes where they have one (`LIGHT_FWD_RMS`, `LIGHT_FWD`), else the fused op's; same
+    results."""
+    from membound.kernels.add_norm_config import LIGHT_FWD, LIGHT_FWD_RMS
+
+    bn = 1 << (N - 1).bit_length()
+    for table, rms in ((LIGHT_FWD, False), (LIGHT_FWD_RMS, True)):
+        assert fwd_config(2, N, 2, 2, rms) == table.get(bn, fwd_config(2, N))
+    assert bn in LIGHT_FWD or bn in LIGHT_FWD_RMS  # each width here runs a plain shape
     _run_case(2, N, torch.bfloat16, True, ("weight",), 0.0)
     _run_case(2, N, torch.float16, False, ("weight", "bias"), 0.0)
 
@@ -311,6 +317,22 @@ def test_strided_rows_without_copy():
     torch.testing.assert_close(s, x + r)
 
 
+def test_weight_held_across_tiles_only_by_persistent_programs(monkeypatch):
+    """W_ONCE (weight and bias loaded before the loop and held) only where a program does
+    several tiles: a one-tile program loads them after the statistics, in fewer registers."""
+    plans = []
+    monkeypatch.setattr(K, "launch_planned", lambda plan, args: plans.append(plan))
+    meta = torch.device("meta")
+    for n, store_s, cfg in ((4096, True, None), (4096, False, LaunchConfig(1, 4096, 8, False, 0)),
+                            (4096, False, LaunchConfig(2, 4096, 16, False, 2, prefetch=True)),
+                            (1024, True, LaunchConfig(2, 1024, 4, False, 4))):  # fmt: skip
+        x, r = (torch.empty(64, n, dtype=torch.bfloat16, device=meta) for _ in range(2))
+        w = torch.empty(n, dtype=torch.bfloat16, device=meta)
+        K.add_norm_fwd(x, w, w, r if store_s else None, None, eps=1e-5, is_rms=False,
+                       store_s=store_s, config=cfg)  # fmt: skip
+    assert [p.constexprs["W_ONCE"] for p in plans] == [False, False, True, True]
+
+
 def test_launch_configs_by_size():
     small = fwd_config(2048, 64)
     assert small.block_m > 1 and not small.chunked  # many rows per program for small rows
@@ -330,7 +352,7 @@ def test_launch_configs_by_size():
     assert bwd_config(32768, 16385) == LaunchConfig(1, 8192, 16, True, 2, split_params=True)
     assert bwd_config(8, 65536).chunked and bwd_config(8, 65536).split_params
     # a plain norm (x in, y out) where its own shapes measured better; elsewhere the fused one
-    assert fwd_config(32768, 4096, 2, 2) == LaunchConfig(2, 4096, 16, False, 2, prefetch=True)
+    assert fwd_config(32768, 4096, 2, 2) == LaunchConfig(2, 4096, 8, False, 0)
     assert fwd_config(32768, 1024, 2, 2) == fwd_config(32768, 1024)
     # RMSNorm alone has its own; a 64 KB fp32 row of 16384 keeps the fused (chunked) shape
     assert fwd_config(32768, 16384, 2, 2, True) == LaunchConfig(1, 16384, 16, False, 0)

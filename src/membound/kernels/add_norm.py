@@ -155,8 +155,9 @@ def _add_norm_fwd_kernel(
 
     With grid == number of tiles each program does one tile (the default for the forward);
     a smaller grid makes it persistent. Row offsets are int64: 32768 x 16384 elements
-    overflow int32 byte offsets. Wide rows (W_ONCE false) load weight and bias per tile after
-    the statistics, from L1/L2: held across the loop they spill at N = 16384 (ptxas, sm_90a).
+    overflow int32 byte offsets. Wide rows and one-tile programs (W_ONCE false) load weight
+    and bias per tile after the statistics, from L1/L2: held across the loop they spill at
+    N = 16384 (ptxas, sm_90a), and a one-tile program gains nothing by loading them early.
     """
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -552,7 +553,11 @@ def _fwd_plan(key, x, residual, params, store_s, dropout_p, is_rms, config):
         from membound.kernels.add_norm_chunked import _add_norm_fwd_chunked_kernel as kernel
     else:
         kernel = _add_norm_fwd_kernel
-        common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192
+        # weight and bias held across a persistent program's tiles; a program of one tile
+        # loads them once either way, and loading them after the statistics frees registers
+        # (sm_90, bf16 4096: fused 79 -> 64 registers per thread, LayerNorm alone 64 -> 40,
+        # RMSNorm 47 -> 32), so more programs fit on an SM
+        common["W_ONCE"] = cfg.block_m * cfg.block_n <= 8192 and cfg.programs_per_sm > 0
         common["BLOCK_M"] = cfg.block_m
         common["PREFETCH"] = cfg.prefetch
     common["BLOCK_N"] = cfg.block_n

@@ -89,12 +89,16 @@ class LaunchConfig:
     pair: bool = False
 
 
-#: plain norms (2 streams) where the fused op's shape is not the best (run 9, LayerNorm alone,
-#: GPU time): 4096 2 rows x 16 warps x 2/SM + prefetch 0.856 (fused shape 0.763), 8192
-#: 1 x 16 warps x 2/SM 0.780 (0.754); at 1024, 2048 and 16384 the fused shapes were best
+#: plain norms (2 streams) where the fused op's shape is not the best (LayerNorm alone, GPU
+#: time, runs 53-54, once one-tile programs load the weight after the statistics: 4096 in
+#: 40 registers), all one tile per program, not persistent: 2048 2 rows x 4 warps 0.935
+#: (fused shape 0.884), 4096 2 x 8 warps 0.966 (run 9's persistent 2 x 16 warps x 2/SM +
+#: prefetch 0.842; liger-kernel 0.90), 8192 1 x 8 warps 0.865 (run 9's 1 x 16 x 2/SM
+#: 0.783); at 1024 and 16384 the fused shapes were best
 LIGHT_FWD = {
-    4096: LaunchConfig(2, 4096, 16, False, 2, prefetch=True),
-    8192: LaunchConfig(1, 8192, 16, False, 2),
+    2048: LaunchConfig(2, 2048, 4, False, 0),
+    4096: LaunchConfig(2, 4096, 8, False, 0),
+    8192: LaunchConfig(1, 8192, 8, False, 0),
 }
 #: RMSNorm alone (runs 30 and 36, GPU time, bf16, 32768 rows; the LayerNorm shapes in
 #: brackets): one row per program, not persistent: 4096 x 8 warps 0.930-0.933 (0.885);
