@@ -46,6 +46,12 @@ try:  # Gluon (Triton >= 3.5); absent or changed elsewhere: the pair kernel is u
     # Triton 3.5-3.6, `async_load` from 3.7 (3.9 removed the old name)
     _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 
+    from membound.kernels import add_norm as _triton_kernels
+
+    # the per-row tail of every backward (ds, dresidual, dx through the mask), shared with the
+    # Triton kernels: its operations mean the same in Gluon (layouts come from the inputs)
+    _row_grads = gluon.jit(_triton_kernels._row_grads.fn)
+
     AVAILABLE = True
 except Exception:  # noqa: BLE001 - any import problem means: not available
     AVAILABLE = False
@@ -189,24 +195,21 @@ if AVAILABLE:
             g = dy
             if HAS_W:
                 g = dy * gl.load(W + cols, mask=ok, other=0.0).to(gl.float32)
+            c_g = 0.0
             if IS_RMS:
                 xhat = s * rstd
                 c_gx = rstd * tgd / N
-                ds = (g - xhat * c_gx) * rstd
             else:
                 shift = td / N  # mean of the stored s minus the saved mean (rounding only)
                 xhat = gl.where(ok, (s - (m0 + shift)) * rstd, 0.0)
                 c_gx = rstd * (tgd - shift * tg) / N
                 c_g = tg / N
-                ds = (g - c_g - xhat * c_gx) * rstd
-            if HAS_DS:
-                ds += gl.load(DS + row64 * stride_ds_row + cols, mask=ok, other=0.0).to(gl.float32)
-            if STORE_DR:
-                gl.store(DR + row64 * stride_dr_row + cols, ds.to(DR.dtype.element_ty), mask=ok)
-            dx = ds
+            keep = ok
             if DROPOUT:
                 keep = _keep(SEED, row, BLOCK_N, DROP_THRESHOLD, L, G)
-                dx = gl.where(keep, ds * drop_scale, 0.0)
+            dx = _row_grads(g, xhat, c_g, c_gx, rstd, keep, DS, DR, row64, cols, ok,
+                            stride_ds_row, stride_dr_row, drop_scale, HAS_DS, STORE_DR, DROPOUT,
+                            IS_RMS)  # fmt: skip
             gl.store(DX + row64 * stride_dx_row + cols, dx.to(DX.dtype.element_ty), mask=ok)
             if HAS_DW:
                 dw_acc += dy * xhat
