@@ -597,19 +597,17 @@ def add_norm_bwd(
         dy.dtype, _dt(ds), src.dtype, _dt(weight), dx_dtype, dres_dtype, param_dtypes, wants,
         is_rms, dropout_p, dy.get_device(), config,
     )  # fmt: skip
-    bp = _plan(
-        key,
-        lambda: _bwd_plan(
+
+    def make(key, aligned=True):
+        return lambda: _bwd_plan(
             key, M, N, dy.device, wants, dropout_p, is_rms, config, ds is not None,
-            weight is not None, dres_dtype is not None, _gluon_ok(dy, src),
-        ),
-    )  # fmt: skip
+            weight is not None, dres_dtype is not None, aligned and _gluon_ok(dy, src),
+        )  # fmt: skip
+
+    bp = _plan(key, make(key))
     if bp.gluon and (dy.data_ptr() | src.data_ptr()) & 15:
         # cp.async copies 16-byte pieces: rows that start unaligned take the pair kernel
-        bp = _plan(key + ("unaligned",), lambda: _bwd_plan(
-            key + ("unaligned",), M, N, dy.device, wants, dropout_p, is_rms, config,
-            ds is not None, weight is not None, dres_dtype is not None, False,
-        ))  # fmt: skip
+        bp = _plan(key + ("unaligned",), make(key + ("unaligned",), aligned=False))
     dev = dy.device
     dx = _out((M, N), dx_dtype, dev)
     dr = _out((M, N), dres_dtype, dev) if dres_dtype is not None else None
