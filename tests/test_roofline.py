@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -206,8 +205,7 @@ def test_measure_layer_norm_on_cpu_uses_the_trace_dtypes():
 def _recorded(ln_us: float, mm_kernel: str) -> Trace:
     """A kineto trace of RUNS calls of fn = layer_norm then mm, as a CUDA profile records it:
     the wrapper aten::layer_norm encloses aten::native_layer_norm, which launches the kernel."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "analysis"))
-    import tracebuilder
+    from support import tracebuilder
 
     b = tracebuilder.TraceBuilder()
     ln_dims = [[32768, 4096], [], [4096], [4096], []]

@@ -1,15 +1,9 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE.parent / "data"
-sys.path.insert(0, str(HERE))  # tracebuilder
-
-import tracebuilder  # noqa: E402
+from support import tracebuilder
+from support.paths import FIXTURES
 
 
 @pytest.fixture
@@ -19,4 +13,4 @@ def ceilings():
 
 @pytest.fixture
 def data_dir():
-    return DATA
+    return FIXTURES

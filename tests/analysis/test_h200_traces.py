@@ -2,7 +2,7 @@
 under `membound diagnose`, analysed with the ceilings `membound roofline` measured there.
 
 The numbers are deterministic given the files, so they are asserted tightly; when a rule's
-method changes on purpose these numbers change and the table in tests/data/README.md with
+method changes on purpose these numbers change and the table in tests/fixtures/README.md with
 them. GPU busy is also checked against a union of GPU intervals computed here from the raw
 JSON, independently of `membound.trace.load` and `membound.analysis.timeline`.
 """
@@ -16,6 +16,7 @@ import pytest
 
 from membound.analysis import analyze
 from membound.commands.analyze import load_ceilings
+from support.paths import FIXTURES
 
 REL = 1e-3
 
@@ -82,9 +83,8 @@ def h200(data_dir_module):
 
 @pytest.fixture(scope="module")
 def data_dir_module():
-    from pathlib import Path
 
-    return Path(__file__).resolve().parent.parent / "data"
+    return FIXTURES
 
 
 _CACHE: dict = {}

@@ -6,9 +6,9 @@ import gzip
 import json
 
 import pytest
-import tracebuilder
 
 from membound.analysis import analyze
+from support import tracebuilder
 
 
 def _scenario(data_dir, name):

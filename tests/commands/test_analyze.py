@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from membound.cli import main
+from support.paths import FIXTURES as DATA
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 PIPELINE = DATA / "synthetic_input_pipeline" / "trace.json.gz"
 
 
@@ -35,10 +34,8 @@ def test_analyze_writes_json_html_and_annotation(tmp_path, capsys):
 
 
 def test_analyze_with_ceilings_file(tmp_path, capsys):
-    import sys
 
-    sys.path.insert(0, str(DATA.parent / "analysis"))
-    import tracebuilder
+    from support import tracebuilder
 
     c = tmp_path / "c.json"
     c.write_text(json.dumps(tracebuilder.test_ceilings().to_dict()))

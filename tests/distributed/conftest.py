@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,8 +8,6 @@ import pytest
 import membound.analysis.rules.communication  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # multirank
-sys.path.insert(0, str(HERE.parent / "analysis"))  # tracebuilder
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +18,6 @@ def _own_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def ceilings():
-    import tracebuilder
+    from support import tracebuilder
 
     return tracebuilder.test_ceilings()

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import multirank
 import pytest
 
 from membound.cli import main
+from support import multirank
 
 ROOT = Path(__file__).resolve().parents[2]
 STRAGGLER = ROOT / "examples" / "distributed" / "straggler.py"

@@ -37,8 +37,8 @@ from membound.cli import main
 from membound.commands.analyze import load_ceilings
 from membound.device.interconnect import Interconnect
 from membound.trace import distributed as dist_trace
+from support.paths import FIXTURES as DATA
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 REL = 1e-6
 NELEMS = {"straggler": 4_196_352, "exposed": 16_777_216}  # fp32 elements per all-reduce
 PER_STEP = {"straggler": 2, "exposed": 12}
@@ -246,10 +246,9 @@ def test_pre_capture_kernel_takes_no_host_record(tmp_path):
     first captured host record: pairing by kernel start would hand it that record's size
     and shift every later one; by launch time it gets none and the real one gets its own.
     A host record whose kernel the trace lacks (at 50 µs, 8 MB) is not handed on either."""
-    import multirank
-
     from membound.analysis import analyze_trace
     from membound.trace.load import load_trace
+    from support import multirank
 
     b = multirank.RankTraceBuilder(0, 2)
     b.step(1, 0.0, 10_000.0)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-import multirank
 import pytest
 
 from membound.device import interconnect
 from membound.trace import distributed as d
+from support import multirank
 
 
 def test_rank_info_from_torchrun_env():

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import multirank
 import pytest
 
 from membound.analysis import analyze
 from membound.analysis.ranks import analyze_ranks, is_rank_set, merge_ranks
 from membound.device import interconnect
 from membound.errors import BadInput
+from support import multirank
 
 
 def _codes(ra):
@@ -105,7 +105,7 @@ def test_single_rank_rule_counts_waiting_as_exposed(tmp_path, ceilings):
 
 def test_no_collectives_judges_step_times(tmp_path):
     """Unsynchronised ranks (no DDP): rank 1's steps take 14 ms instead of 10."""
-    from tracebuilder import TraceBuilder
+    from support.tracebuilder import TraceBuilder
 
     paths = []
     for r, step in ((0, 10_000.0), (1, 14_000.0)):

@@ -6,19 +6,15 @@ import gzip
 import io
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
-import tracebuilder  # noqa: E402
-
 from membound.analysis import analyze  # noqa: E402
 from membound.report import emit, json_report  # noqa: E402
 from membound.trace.load import load_trace  # noqa: E402
+from support import tracebuilder
+from support.paths import FIXTURES as DATA
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +12,8 @@ import pytest
 from membound.errors import BadInput
 from membound.trace import load as load_mod
 from membound.trace.load import KERNEL, MEMCPY, load_trace
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
-import tracebuilder  # noqa: E402
+from support import tracebuilder
+from support.paths import FIXTURES as DATA
 
 
 def _tables(t):

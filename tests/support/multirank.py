@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracebuilder import TraceBuilder
+from support.tracebuilder import TraceBuilder
 
 NCCL_AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 COMM_STREAM = 20

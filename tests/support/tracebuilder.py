@@ -266,8 +266,8 @@ SCENARIOS = {
 }
 
 
-if __name__ == "__main__":  # regenerate tests/data/synthetic_*/trace.json.gz
-    data = Path(__file__).resolve().parents[1] / "data"
+if __name__ == "__main__":  # regenerate tests/fixtures/synthetic_*/trace.json.gz
+    data = Path(__file__).resolve().parents[1] / "fixtures"
     for name, make in SCENARIOS.items():
         (data / name).mkdir(parents=True, exist_ok=True)
         make().write(data / name / "trace.json.gz")
