@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "roofline": "membound.roofline",
     "Ceilings": "membound.device.ceilings:Ceilings",
-    "ceilings": "membound.device.ceilings:get_ceilings",
+    "ceilings": "membound.device.lookup:get_ceilings",
     "Cost": "membound.cost.registry:Cost",
     "CostCounter": "membound.cost.counter:CostCounter",
     "profile": "membound.trace.capture:profile",

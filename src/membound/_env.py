@@ -1,4 +1,4 @@
-"""Every environment variable membound reads, in one place."""
+"""Every environment variable membound reads or sets, in one place."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ CACHE_DIR_VAR = "MEMBOUND_CACHE_DIR"
 DISABLE_TRITON_VAR = "MEMBOUND_DISABLE_TRITON"
 #: Triton's own switch for its CPU interpreter; read to know whether kernels can run on CPU.
 TRITON_INTERPRET_VAR = "TRITON_INTERPRET"
+#: Set (unless the user set them) before any NCCL initialisation in a process membound
+#: starts or runs: the shared multi-GPU machines refuse NVLink multicast.
+NCCL_SAFE_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 def cache_dir() -> Path:
@@ -31,3 +38,12 @@ def triton_disabled() -> bool:
 
 def triton_interpret() -> bool:
     return os.environ.get(TRITON_INTERPRET_VAR, "") not in ("", "0")
+
+
+def nccl_safe_env(env: dict | None = None) -> dict:
+    """`env` (default os.environ, changed in place) with NVLink multicast off; keeps values
+    the user set explicitly."""
+    env = os.environ if env is None else env
+    for key, value in NCCL_SAFE_ENV.items():
+        env.setdefault(key, value)
+    return env

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from membound.analysis import analyze
-from membound.commands.analyze import load_ceilings
+from membound.device.ceilings import Ceilings
 from support.paths import FIXTURES
 
 REL = 1e-3
@@ -78,7 +78,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def h200(data_dir_module):
-    return load_ceilings(str(data_dir_module / "h200_ceilings.json"))
+    return Ceilings.load(data_dir_module / "h200_ceilings.json")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import pytest
 
 from membound.device import cache, ceilings_for_name, get_ceilings
 from membound.device import measure as measure_mod
-from membound.device.ceilings import Ceilings, Transfer, device_key
+from membound.device.ceilings import Ceilings, Transfer
+from membound.device.lookup import device_key
 
 
 def _sample(key: dict) -> Ceilings:

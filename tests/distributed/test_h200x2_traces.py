@@ -34,7 +34,7 @@ import pytest
 from membound.analysis.ranks import analyze_ranks
 from membound.analysis.rules.communication import collectives
 from membound.cli import main
-from membound.commands.analyze import load_ceilings
+from membound.device.ceilings import Ceilings
 from membound.device.interconnect import Interconnect
 from membound.trace import distributed as dist_trace
 from support.paths import FIXTURES as DATA
@@ -45,7 +45,7 @@ PER_STEP = {"straggler": 2, "exposed": 12}
 
 
 def _ceilings(interconnect: dict | None = None):
-    c = load_ceilings(str(DATA / "h200_ceilings.json"))
+    c = Ceilings.load(DATA / "h200_ceilings.json")
     c.interconnect = interconnect or json.loads((DATA / "h200x2_interconnect.json").read_text())
     return c
 

@@ -6,7 +6,10 @@ import json
 
 import pytest
 
-from membound.device import interconnect
+from membound import _env
+from membound.device import cache, interconnect
+from membound.device.ceilings import Ceilings
+from membound.device.lookup import interconnect_for
 from membound.trace import distributed as d
 from support import multirank
 
@@ -54,7 +57,7 @@ def test_strip_nproc_and_torchrun_command():
 
 
 def test_nccl_safe_env_keeps_user_values():
-    env = d.nccl_safe_env({"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "7"})
+    env = _env.nccl_safe_env({"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "7"})
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["NVSHMEM_DISABLE_NVLS"] == "7"
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
 
@@ -149,13 +152,27 @@ def test_bus_factor():
     assert interconnect.bus_factor("allreduce", 1) == 1.0
 
 
-def test_interconnect_cache_round_trip(tmp_path):
+def _cache_interconnect(ic, *, quick=False, measured_at="2026-11-29T00:00:00+00:00"):
+    """Cache ceilings of ic.name carrying `ic` as their GPU<->GPU figures."""
+    c = Ceilings(device="cuda", name=ic.name, memory_bandwidth=4e12, interconnect=ic.to_dict())
+    c.key, c.measured_at = {"name": ic.name, "quick": quick, "gpus": ic.gpus}, measured_at
+    cache.save(c)
+
+
+def test_interconnect_figures_come_from_the_ceilings_then_the_ceilings_cache(tmp_path):
     ic = interconnect.Interconnect(name="NVIDIA H200", gpus=2, peer_copy_bandwidth=3e11)
-    interconnect.save(ic)
-    assert interconnect.load_cached("NVIDIA H200") == ic
-    assert interconnect.load_cached("other") is None
-    got, source = interconnect.ceiling_for(None, "NVIDIA H200")
-    assert got == ic and source == "interconnect cache"
+    assert interconnect_for(None, "NVIDIA H200") == (None, None)
+    _cache_interconnect(ic)
+    # a newer one-GPU measurement of the same name (no interconnect) does not hide it
+    one = Ceilings(device="cuda", name="NVIDIA H200", memory_bandwidth=4e12)
+    one.key, one.measured_at = {"name": "NVIDIA H200", "gpus": 1}, "2026-12-01T00:00:00+00:00"
+    cache.save(one)
+    assert interconnect_for(None, "NVIDIA H200") == (ic, "ceilings cache")
+    assert interconnect_for(None, "other") == (None, None)
+    own = interconnect.Interconnect(name="NVIDIA H200", gpus=8, peer_copy_bandwidth=4e11)
+    with_own = Ceilings(device="cuda", name="NVIDIA H200", memory_bandwidth=4e12)
+    with_own.interconnect = own.to_dict()
+    assert interconnect_for(with_own, "NVIDIA H200") == (own, "ceilings")
     assert json.loads(json.dumps(ic.to_dict()))["peer_copy_bandwidth"] == 3e11
 
 
@@ -170,7 +187,6 @@ def test_interconnect_steps_registered_and_skip_without_two_gpus():
         pytest.skip("this machine has two GPUs")
     with pytest.raises(measure.Skip, match="two GPUs"):
         keys["p2p"].fn(None, None)
-    assert interconnect.main([]) == 2  # the CLI says it needs two GPUs, exit 2
 
 
 @pytest.mark.gpu
@@ -179,7 +195,16 @@ def test_interconnect_measures_on_two_gpus():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
-    ic = interconnect.measure(quick=True)
+    from types import SimpleNamespace
+
+    from membound.device import measure
+
+    keys = {s.key: s for s in measure.STEPS if s.device == "cuda"}
+    c = SimpleNamespace(name=torch.cuda.get_device_name(0), interconnect=None)
+    plan = SimpleNamespace(mem_bytes=256 << 20, rep_ms=30.0)  # a quick plan
+    keys["p2p"].fn(c, plan)
+    keys["allreduce"].fn(c, plan)
+    ic = interconnect.Interconnect.from_dict(c.interconnect)
     assert ic.peer_copy_bandwidth and ic.peer_copy_bandwidth > 1e9
     assert ic.allreduce_bus_bandwidth and ic.allreduce_bus_bandwidth > 1e9, ic.notes
     sizes = ic.allreduce_sizes()
@@ -196,7 +221,7 @@ def test_allreduce_measurement_machinery_on_cpu(monkeypatch):
 
     if not (dist.is_available() and dist.is_gloo_available()):
         pytest.skip("no gloo")
-    for key in d.NCCL_SAFE_ENV:
+    for key in _env.NCCL_SAFE_ENV:
         monkeypatch.delenv(key, raising=False)  # restored after the test
     sweep = interconnect.allreduce_sweep(2, (1 << 20, 1 << 16), 3, backend="gloo")
     assert sorted(sweep) == [1 << 16, 1 << 20]  # one process group measured both sizes
@@ -223,8 +248,9 @@ def test_allreduce_ceiling_at_or_above_the_collectives_size():
     assert ic.allreduce_ceiling(256 * mib) == (250e9, 64 * mib)
     assert ic.allreduce_ceiling(None) == (250e9, 64 * mib)
     # JSON keys are strings; the cache round trip keeps the lookup
-    interconnect.save(ic)
-    assert interconnect.load_cached("NVIDIA H200").allreduce_ceiling(5 * mib) == (180e9, 16 * mib)
+    _cache_interconnect(ic)
+    cached, _ = interconnect_for(None, "NVIDIA H200")
+    assert cached.allreduce_ceiling(5 * mib) == (180e9, 16 * mib)
     # files from before the sweep: one figure, for every size
     old = interconnect.Interconnect.from_dict(
         {"name": "x", "gpus": 2, "allreduce_bus_bandwidth": 2e11, "allreduce_bytes": 32 * mib}
@@ -237,7 +263,7 @@ def test_allreduce_ceiling_at_or_above_the_collectives_size():
 
 def test_roofline_allreduce_step_stores_the_sweep(monkeypatch):
     """The `membound roofline` step (2+ GPUs) on CPU with the measurement stubbed: the quick
-    plan sweeps QUICK_SWEEP_BYTES, and the ceilings and the cache get every size."""
+    plan sweeps QUICK_SWEEP_BYTES, and the ceilings get every size."""
     from types import SimpleNamespace
 
     import torch
@@ -262,8 +288,9 @@ def test_roofline_allreduce_step_stores_the_sweep(monkeypatch):
     by_size = {str(16 << 20): 1e11, str(64 << 20): 2e11}
     assert c.interconnect["allreduce_bus_bandwidth_by_size"] == by_size
     assert c.interconnect["allreduce_bytes"] == 64 << 20
-    cached = interconnect.load_cached("NVIDIA H200")
-    assert cached.allreduce_ceiling(20 << 20) == (2e11, 64 << 20)
+    ic = interconnect.Interconnect.from_dict(c.interconnect)
+    assert (ic.name, ic.gpus) == ("NVIDIA H200", 2) and ic.measured_at
+    assert ic.allreduce_ceiling(20 << 20) == (2e11, 64 << 20)
     # a full plan with a small buffer measures only the sizes that fit
     steps["allreduce"](c, SimpleNamespace(mem_bytes=64 << 20, rep_ms=100.0))
     assert asked[-1] == (2, (4 << 20, 16 << 20, 64 << 20), 20)

@@ -7,7 +7,8 @@ import pytest
 
 from membound.analysis import analyze
 from membound.analysis.ranks import analyze_ranks, is_rank_set, merge_ranks
-from membound.device import interconnect
+from membound.device import cache, interconnect
+from membound.device.ceilings import Ceilings
 from membound.errors import BadInput
 from support import multirank
 
@@ -59,12 +60,15 @@ def test_planted_straggler_four_ranks(tmp_path):
     assert ra.world_size == 4 and ra.backend == "nccl"
 
 
-def test_exposed_allreduce_against_cached_ceiling(tmp_path):
-    interconnect.save(
-        interconnect.Interconnect(name="NVIDIA H200", gpus=2, allreduce_bus_bandwidth=400e9 / 3)
-    )
+def test_exposed_allreduce_against_cached_ceiling(tmp_path, ceilings):
+    # the ceilings passed in have no GPU<->GPU figures; a cached measurement of this GPU has
+    ic = interconnect.Interconnect(name="NVIDIA H200", gpus=2, allreduce_bus_bandwidth=400e9 / 3)
+    cached = Ceilings(device="cuda", name=ic.name, memory_bandwidth=4e12, interconnect=ic.to_dict())
+    cached.key = {"name": ic.name, "gpus": 2}
+    cache.save(cached)
+    assert ceilings.interconnect is None
     paths = multirank.write_ranks(tmp_path, multirank.exposed, jitter=20.0)
-    ra = analyze_ranks(paths, workers=1)
+    ra = analyze_ranks(paths, ceilings, workers=1)
     assert ra.stragglers == []  # 20 µs of jitter is noise, not a straggler
     top = ra.merged.findings[0]
     assert top.code == "exposed-communication"
@@ -75,7 +79,7 @@ def test_exposed_allreduce_against_cached_ceiling(tmp_path):
     assert ar["bus_bandwidth_gbs"] == pytest.approx(400e6 / 6e-3 / 1e9)
     assert ar["ceiling_gbs"] == pytest.approx(400 / 3)
     assert ar["fraction_of_ceiling"] == pytest.approx(0.5)
-    assert ra.interconnect_source == "interconnect cache"
+    assert ra.interconnect_source == "ceilings cache"
 
 
 def test_ceiling_from_ceilings_object(tmp_path, ceilings):

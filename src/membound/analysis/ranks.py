@@ -214,9 +214,9 @@ def merge_ranks(results: list[RankResult]) -> RankedAnalysis:
     stragglers = _stragglers(results, compute, waits, late, matched, method)
     merged = merge([r.analysis for r in results]) if len(results) > 1 else results[0].analysis
     merged = dataclasses.replace(merged, findings=list(merged.findings), notes=list(merged.notes))
-    from membound.device.interconnect import ceiling_for
+    from membound.device.lookup import interconnect_for
 
-    ceiling, source = ceiling_for(merged.ceilings, merged.device_name)
+    ceiling, source = interconnect_for(merged.ceilings, merged.device_name)
     coll_rows = _collective_rows(groups, common, world, ceiling)
     notes += _ceiling_notes(coll_rows)
     _cross_rank_findings(merged, rows, stragglers, coll_rows, source)

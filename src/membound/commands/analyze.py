@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
+from membound.device.ceilings import Ceilings
 from membound.errors import BadInput
 
 HELP = "analyze existing kineto trace files (.json, .json.gz): timeline, roofline, findings"
@@ -79,31 +79,6 @@ def _expand(items: list[str]) -> list[Path]:
     return out
 
 
-def load_ceilings(path: str):
-    from membound.device.ceilings import Ceilings
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise BadInput(
-            f"cannot read ceilings from {path} ({exc}); pass the file `membound roofline --json` wrote."
-        ) from None
-    if isinstance(data, dict) and isinstance(data.get("ceilings"), dict):
-        data = data["ceilings"]
-    if (
-        isinstance(data, dict)
-        and isinstance(data.get("device"), dict)
-        and isinstance(data["device"].get("ceilings"), dict)
-    ):
-        data = data["device"]["ceilings"]  # an analyze/diagnose report
-    try:
-        return Ceilings.from_dict(data)
-    except (TypeError, KeyError, ValueError) as exc:
-        raise BadInput(
-            f"{path} does not hold ceilings ({exc}); pass the file `membound roofline --json` wrote."
-        ) from None
-
-
 def _per_trace(path_arg: str | None, trace: Path, many: bool, suffix: str) -> str | None:
     """With several traces, a file argument gets the trace's stem appended."""
     if not path_arg or not many:
@@ -118,7 +93,7 @@ def run(args) -> int:
     from membound.report import emit
 
     traces = _expand(args.traces)
-    ceilings = load_ceilings(args.ceilings) if args.ceilings else None
+    ceilings = Ceilings.load(args.ceilings) if args.ceilings else None
     import membound.analysis.rules.communication  # noqa: F401  [distributed] registers the rule
     from membound.analysis.ranks import is_rank_set
 

@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.time()
     ceilings = None
     if args.ceilings:  # read before the script runs: a bad file should not cost a whole run
-        from membound.commands.analyze import load_ceilings
+        from membound.device.ceilings import Ceilings
 
-        ceilings = load_ceilings(args.ceilings)
+        ceilings = Ceilings.load(args.ceilings)
     capture = profile(
         steps=args.steps,
         wait=args.wait,

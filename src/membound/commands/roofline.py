@@ -79,7 +79,7 @@ def _check_output(path: str | None, suffixes: tuple[str, ...] | None, what: str)
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from membound.device.ceilings import get_ceilings
+    from membound.device import get_ceilings
     from membound.report.ceilings import render
     from membound.report.roofline_chart import SUFFIXES
 

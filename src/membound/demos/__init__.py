@@ -39,6 +39,6 @@ def recorded_trace(name: str) -> Path:
 
 def recorded_ceilings():
     """The ceilings measured on the H200 the shipped traces come from."""
-    from membound.commands.analyze import load_ceilings
+    from membound.device.ceilings import Ceilings
 
-    return load_ceilings(str(TRACES_DIR / "h200-ceilings.json"))
+    return Ceilings.load(TRACES_DIR / "h200-ceilings.json")

@@ -1,4 +1,5 @@
-"""Measured ceilings cached as JSON, one file per device identity.
+"""Measured ceilings cached as JSON, one file per device identity (the GPU<->GPU figures
+inside them, `Ceilings.interconnect`: one cache for every measured figure).
 
 A cache entry is valid only for the exact identity it was measured under (device name,
 driver, torch version, thread count on CPU, quick or full sizes): a driver or torch upgrade
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +48,10 @@ def save(ceilings: Ceilings) -> Path:
     return path
 
 
-def cached_for_name(name: str) -> Ceilings | None:
-    """The best cached measurement of a device called `name`, whatever driver/torch it was
-    measured under: full runs before quick ones, then the most recent."""
+def cached_for_name(name: str, having: Callable[[Ceilings], bool] | None = None) -> Ceilings | None:
+    """The best cached measurement of a device called `name` (and for which `having` holds),
+    whatever driver/torch it was measured under: full runs before quick ones, then the most
+    recent."""
     found: list[Ceilings] = []
     directory = cache_dir()
     if not directory.is_dir():
@@ -58,7 +61,7 @@ def cached_for_name(name: str) -> Ceilings | None:
             c = Ceilings.from_dict(json.loads(path.read_text()))
         except (OSError, ValueError, TypeError, KeyError):
             continue
-        if c.name == name:
+        if c.name == name and (having is None or having(c)):
             found.append(c)
     if not found:
         return None

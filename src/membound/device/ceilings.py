@@ -1,15 +1,21 @@
 """What the hardware can do: the ceilings a roofline is drawn from.
 
-`Ceilings` is plain data (JSON round-trippable). Measuring lives in `device.measure`,
-caching in `device.cache`, vendor figures in `device.datasheet`; `get_ceilings` ties them
-together (measure once per device identity, then load).
+`Ceilings` is plain data (JSON round-trippable, `Ceilings.load(path)` reads a file).
+Measuring lives in `device.measure`, caching in `device.cache`, vendor figures in
+`device.datasheet`; `device.lookup` ties them together (measure once per device identity,
+then load; serve a trace recorded elsewhere by its device name).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from membound.errors import BadInput
 
 #: compute-dtype keys used across membound (cost model, ceilings, roofline):
 #: "fp64", "fp32" (fp32 matmul, TF32 off), "tf32", "fp16", "bf16", "fp8",
@@ -78,85 +84,28 @@ class Ceilings:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-
-def get_ceilings(
-    device: str = "cuda", *, refresh: bool = False, progress: bool = True, quick: bool = False
-) -> Ceilings:
-    """Measured ceilings of `device` ("cuda", "cuda:1", "cpu"): loaded from the cache when this
-    exact device/driver/torch was measured before, else measured now (seconds) and cached.
-
-    `refresh=True` re-measures; `quick=True` uses small buffers (tests, CI: a few seconds,
-    numbers only indicative, cached apart from full runs); `progress` shows a progress bar on
-    stderr while measuring.
-    """
-    from membound.device import cache, measure
-
-    kind, index = _parse_device(device)
-    key = device_key(kind, index, quick=quick)
-    if not refresh:
-        cached = cache.load(key)
-        if cached is not None:
-            return cached
-    if kind == "cuda":
-        import torch
-
-        with torch.cuda.device(index):
-            ceilings = measure.measure(kind, key["name"], key, quick=quick, progress=progress)
-    else:
-        ceilings = measure.measure(kind, key["name"], key, quick=quick, progress=progress)
-    cache.save(ceilings)
-    return ceilings
-
-
-def _parse_device(device: str) -> tuple[str, int]:
-    import torch
-
-    from membound.errors import BadInput, NeedsGPU
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise BadInput(f"unknown device {device!r}; use 'cuda', 'cuda:N' or 'cpu'") from None
-    if dev.type == "cpu":
-        return "cpu", 0
-    if dev.type != "cuda":
-        raise BadInput(f"membound measures 'cuda' and 'cpu' devices, not {dev.type!r}")
-    if not torch.cuda.is_available():
-        raise NeedsGPU("no CUDA device is available here; measure the CPU with --device cpu")
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
-    if index >= torch.cuda.device_count():
-        raise BadInput(
-            f"{device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)"
-        )
-    return "cuda", index
-
-
-def device_key(kind: str, index: int = 0, *, quick: bool = False) -> dict[str, Any]:
-    """The identity a measurement is valid for (the cache key)."""
-    import platform
-
-    import torch
-
-    key: dict[str, Any] = {"device": kind, "torch": torch.__version__, "quick": bool(quick)}
-    if kind == "cuda":
-        key["name"] = torch.cuda.get_device_name(index)
-        key["cuda"] = torch.version.cuda or torch.version.hip
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Ceilings:
+        """Ceilings from a file: what `membound roofline --json` wrote, a report JSON of
+        `analyze`/`diagnose` (its `device.ceilings`), or a bare `to_dict()`; `BadInput`
+        with one sentence when the file holds none."""
         try:
-            key["driver"] = int(torch._C._cuda_getDriverVersion())
-        except Exception:  # private API: absent on some builds
-            key["driver"] = None
-    else:
-        key["name"] = _cpu_name() or platform.processor() or platform.machine() or "cpu"
-        key["threads"] = torch.get_num_threads()
-    return key
-
-
-def _cpu_name() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise BadInput(
+                f"cannot read ceilings from {path} ({exc}); pass the file `membound roofline --json` wrote."
+            ) from None
+        if isinstance(data, dict) and isinstance(data.get("ceilings"), dict):
+            data = data["ceilings"]
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("device"), dict)
+            and isinstance(data["device"].get("ceilings"), dict)
+        ):
+            data = data["device"]["ceilings"]  # an analyze/diagnose report
+        try:
+            return cls.from_dict(data)
+        except (TypeError, KeyError, ValueError) as exc:
+            raise BadInput(
+                f"{path} does not hold ceilings ({exc}); pass the file `membound roofline --json` wrote."
+            ) from None

@@ -19,28 +19,26 @@ collective the figure measured at the smallest size at or above its own, so it i
 with what the link reaches with a message at least as large. A collective larger than every
 measured size gets the largest size's figure (flagged: its fraction may exceed 1).
 
-The figures go into `Ceilings.interconnect`, and into a small cache
-file of their own (per device name and GPU count) that the analysis reads as a fallback.
-Run `python -m membound.device.interconnect [--json F] [--quick]` to measure by hand.
+The figures are two steps of `membound roofline` (`register`, called by `device.measure`)
+and go into `Ceilings.interconnect`, cached with the other ceilings; `device.lookup.
+interconnect_for` finds them for an analysis.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as _dt
 import json
 import os
-import re
 import socket
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PREFIX = "interconnect-"
+from membound._env import nccl_safe_env
+
 #: all-reduce message sizes (bytes) of the full and the quick measurement; 64 MiB is about a
 #: DDP bucket in the first buckets' size class (bucket_cap_mb=25 gives ~26 MB buckets)
 SWEEP_BYTES = (4 << 20, 16 << 20, 64 << 20, 256 << 20)
@@ -112,12 +110,6 @@ def bus_factor(collective: str, n: int) -> float:
 
 
 # --------------------------------------------------------------------------- measuring
-def _nccl_env() -> None:
-    from membound.trace.distributed import nccl_safe_env
-
-    nccl_safe_env()
-
-
 def peer_copy(nbytes: int = 256 << 20, reps: int = 10, samples: int = 5) -> tuple[float, bool]:
     """Bytes/s of `dst.copy_(src)` from cuda:0 to cuda:1 (median of `samples` timings of
     `reps` copies), and whether peer access is enabled between them."""
@@ -154,7 +146,7 @@ def _free_port() -> int:
 def _allreduce_worker(
     rank: int, world: int, port: int, sizes: list[int], iters: int, out: str, backend: str
 ):
-    _nccl_env()
+    nccl_safe_env()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch
     import torch.distributed as dist
@@ -217,7 +209,7 @@ def allreduce_sweep(
     sizes = tuple(sorted({int(s) for s in sizes}))
     if not sizes or sizes[0] < 4:
         raise ValueError(f"all-reduce sizes must be at least 4 bytes, got {sizes}")
-    _nccl_env()  # inherited by the spawned workers
+    nccl_safe_env()  # inherited by the spawned workers
     with tempfile.TemporaryDirectory(prefix="membound-ar-") as tmp:
         out = os.path.join(tmp, "result.json")
         mp.spawn(
@@ -245,65 +237,6 @@ def _set_sweep(ic: Interconnect, sweep: dict[int, float], ranks: int) -> None:
     ic.allreduce_ranks = ranks
 
 
-def measure(quick: bool = False) -> Interconnect:
-    """Measure both figures on this machine (needs >= 2 GPUs)."""
-    import torch
-
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if n < 2:
-        raise RuntimeError(f"the GPU<->GPU ceiling needs two GPUs; this machine has {n}")
-    ic = Interconnect(name=torch.cuda.get_device_name(0), gpus=n)
-    sizes = QUICK_SWEEP_BYTES if quick else SWEEP_BYTES
-    try:
-        ic.peer_copy_bandwidth, ic.peer_access = peer_copy(max(sizes))
-    except Exception as exc:  # report, keep going: the all-reduce is the figure that matters
-        ic.notes.append(f"peer copy failed: {type(exc).__name__}: {exc}".splitlines()[0])
-    try:
-        _set_sweep(ic, allreduce_sweep(n, sizes, 10 if quick else 20), n)
-    except Exception as exc:
-        ic.notes.append(f"all-reduce failed: {type(exc).__name__}: {exc}".splitlines()[0])
-    ic.measured_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    return ic
-
-
-# ------------------------------------------------------------------------------ caching
-def _path(name: str) -> Path:
-    from membound._env import cache_dir
-
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return cache_dir() / f"{PREFIX}{slug}.json"
-
-
-def save(ic: Interconnect) -> Path:
-    path = _path(ic.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(ic.to_dict(), indent=1))
-    tmp.replace(path)
-    return path
-
-
-def load_cached(name: str | None) -> Interconnect | None:
-    if not name:
-        return None
-    try:
-        return Interconnect.from_dict(json.loads(_path(name).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def ceiling_for(ceilings: Any, device_name: str | None) -> tuple[Interconnect | None, str | None]:
-    """The GPU<->GPU figures for an analysis: from the ceilings in use (their `interconnect`
-    field), else the interconnect cache for this device name; and where they came from."""
-    data = getattr(ceilings, "interconnect", None) if ceilings is not None else None
-    if isinstance(data, Interconnect):
-        return data, "ceilings"
-    if isinstance(data, dict) and data:
-        return Interconnect.from_dict(data), "ceilings"
-    cached = load_cached(device_name)
-    return (cached, "interconnect cache") if cached is not None else (None, None)
-
-
 # ------------------------------------------------------------- roofline measurement steps
 def register(step, skip_exc) -> None:
     """Register the two GPU<->GPU steps with `membound.device.measure` (called from there)."""
@@ -317,14 +250,11 @@ def register(step, skip_exc) -> None:
         return n
 
     def _store(c, **figures) -> None:
-        c.interconnect = {**(c.interconnect or {}), **figures}
         import torch
 
-        cached = load_cached(c.name) or Interconnect(name=c.name, gpus=torch.cuda.device_count())
-        for k, v in figures.items():
-            setattr(cached, k, v)
-        cached.measured_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        save(cached)
+        base = c.interconnect or Interconnect(name=c.name, gpus=torch.cuda.device_count()).to_dict()
+        at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        c.interconnect = {**base, **figures, "measured_at": at}
 
     def p2p(c, plan) -> None:
         needs_two()
@@ -350,27 +280,3 @@ def register(step, skip_exc) -> None:
 
     step("cuda", "p2p", "GPU<->GPU peer copy (cuda:0 -> cuda:1)")(p2p)
     step("cuda", "allreduce", "GPU<->GPU all-reduce bus bandwidth (NCCL, NVLS off)")(allreduce)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="measure the GPU<->GPU ceiling (needs 2+ GPUs)")
-    p.add_argument("--json", metavar="F", help="also write the figures here")
-    p.add_argument(
-        "--quick", action="store_true", help="two all-reduce sizes (16, 64 MiB) instead of four"
-    )
-    a = p.parse_args(argv)
-    try:
-        ic = measure(quick=a.quick)
-    except RuntimeError as exc:
-        print(f"membound interconnect: {exc}", file=sys.stderr)
-        return 2
-    save(ic)
-    text = json.dumps(ic.to_dict(), indent=1)
-    if a.json:
-        Path(a.json).write_text(text + "\n")
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

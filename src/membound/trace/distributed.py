@@ -24,25 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: set before any NCCL initialisation: the shared multi-GPU machines refuse NVLink multicast
-NCCL_SAFE_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
+from membound._env import nccl_safe_env
 
 RANK_TRACE = "trace.rank{rank}.json.gz"
 RANK_META = "capture.rank{rank}.json"
 _RANK_RE = re.compile(r"rank[._-]?(\d+)", re.IGNORECASE)
-
-
-def nccl_safe_env(env: dict | None = None) -> dict:
-    """`env` (default os.environ, changed in place) with NVLink multicast off; keeps values
-    the user set explicitly."""
-    env = os.environ if env is None else env
-    for key, value in NCCL_SAFE_ENV.items():
-        env.setdefault(key, value)
-    return env
 
 
 @dataclass(frozen=True)

@@ -285,9 +285,9 @@ def exposed_communication(ctx):
     exposed = ctx.per_step(sum(c.exposed_us for c in cols) / 1e3)
     if exposed <= 0:
         return []
-    from membound.device.interconnect import ceiling_for
+    from membound.device.lookup import interconnect_for
 
-    ceiling, source = ceiling_for(ctx.ceilings, ctx.trace.device_name)
+    ceiling, source = interconnect_for(ctx.ceilings, ctx.trace.device_name)
     comm = ctx.per_step(sum(c.dur_us for c in cols) / 1e3)
     evidence = {
         "communication_ms_per_step": comm,
