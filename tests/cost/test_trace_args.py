@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from membound.cost import TensorMeta, parse_args
-from membound.cost.call import ITEMSIZE, SCALAR_TYPE_CODES, as_dtype, storage_extent
-from membound.cost.trace_args import parse_concrete, trace_dtype
+from membound.cost.call import storage_extent
+from membound.cost.dtypes import ITEMSIZE, SCALAR_TYPE_CODES, as_dtype, trace_dtype
+from membound.cost.trace_args import parse_concrete
 
 FIXTURE = json.loads(gzip.decompress((Path(__file__).parent / "trace_args.json.gz").read_bytes()))
 
@@ -120,3 +121,25 @@ def test_storage_extent_of_broadcast_views():
     assert storage_extent((4, 4), (8, 1)) == 16  # sliced rows: the elements, not the gaps
     (t,) = parse_args([[32, 128]], ["c10::Half"], [""], [[0, 1]])
     assert t.nbytes == 2 * 128
+
+
+@pytest.mark.parametrize(
+    "spelling,name",
+    [
+        ("c10::BFloat16", "bfloat16"),
+        ("torch.bfloat16", "bfloat16"),
+        ("bfloat16", "bfloat16"),
+        ("float", "float32"),
+        ("half", "float16"),
+        ("c10::Half", "float16"),
+        ("double", "float64"),
+        ("long int", "int64"),
+        ("torch.float8_e4m3fn", "float8_e4m3fn"),
+        ("Scalar", None),
+        ("", None),
+    ],
+)
+def test_canonical_reads_every_spelling(spelling, name):
+    from membound.cost.dtypes import canonical
+
+    assert canonical(spelling) == name

@@ -8,7 +8,7 @@ the stack has a formula, the innermost op. An op call's device time is the sum o
 kernels' durations; its FLOPs and minimal bytes come from `membound.cost.cost_of` applied
 to the shapes, dtypes and scalars the profiler recorded. Host↔device copies are PCIe
 time, not HBM work, and stay out of the roofline (the copy rules account for them). Rows aggregate calls by op name
-and are placed against the ceilings with `membound.roofline.place`.
+and are placed against the ceilings with `analysis.roofline.place`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from membound.analysis.result import OpRow
+from membound.analysis.roofline import call_compute_key, place
 from membound.trace.load import CPU_OP, KERNEL, MEMCPY, Trace
 
 
@@ -343,15 +344,14 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
     return out
 
 
-def place(flops: float, nbytes: float, seconds: float, ceilings, compute: str | None):
-    """`membound.roofline.place` (imported on use: roofline imports this module)."""
-    from membound.roofline import place as _place
+def op_rows(
+    calls: list[OpCall], ceilings, gpu_time_us: float, allow_tf32: bool = False
+) -> list[OpRow]:
+    """Aggregate calls by op name, place each on the roofline; sorted by device time.
 
-    return _place(flops, nbytes, seconds, ceilings, compute)
-
-
-def op_rows(calls: list[OpCall], ceilings, gpu_time_us: float) -> list[OpRow]:
-    """Aggregate calls by op name, place each on the roofline; sorted by device time."""
+    An op is placed only when every call of it is costed; its roof is the compute key most
+    of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
+    they ran, which a trace does not record)."""
     groups: dict[str, list[OpCall]] = defaultdict(list)
     for c in calls:
         groups[c.name].append(c)
@@ -361,7 +361,7 @@ def op_rows(calls: list[OpCall], ceilings, gpu_time_us: float) -> list[OpRow]:
         flops = sum(c.flops for c in cs)
         nbytes = sum(c.bytes for c in cs)
         known = all(c.known for c in cs)
-        compute = Counter(c.compute for c in cs).most_common(1)[0][0]
+        compute = Counter(call_compute_key(c, allow_tf32) for c in cs).most_common(1)[0][0]
         dtypes = sorted({d for c in cs for d in c.dtypes if d not in ("Scalar", "ScalarList")})
         row = OpRow(
             name=name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,37 @@ class OpRow:
     dtypes: list[str] = field(default_factory=list)
     exact_cost: bool = True
     share_of_gpu_time: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report JSON's `ops` row (DESIGN's schema 1: stable keys, new ones may be added)."""
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "device_ms": self.device_ms,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "arithmetic_intensity": self.arithmetic_intensity,
+            "bound": self.bound,
+            "achieved_bandwidth_fraction": self.achieved_bandwidth_fraction,
+            "achieved_flops_fraction": self.achieved_flops_fraction,
+            "fraction_of_attainable": self.fraction_of_attainable,
+            "compute": self.compute,
+            "dtypes": self.dtypes,
+            "share_of_gpu_time": self.share_of_gpu_time,
+            "exact_cost": self.exact_cost,
+        }
+
+    def per(self, n: float) -> OpRow:
+        """This row's totals divided by `n` (e.g. per call of a function profiled n times);
+        ratios (intensity, fractions, shares) are unchanged."""
+        return dataclasses.replace(
+            self,
+            calls=self.calls / n,
+            device_ms=self.device_ms / n,
+            flops=self.flops / n,
+            bytes=self.bytes / n,
+            attainable_ms=None if self.attainable_ms is None else self.attainable_ms / n,
+        )
 
 
 @dataclass

@@ -22,7 +22,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from membound.cost.call import OpCall, TensorMeta, as_dtype
+from membound.cost.call import OpCall, TensorMeta
+from membound.cost.dtypes import as_dtype
 from membound.cost.registry import Cost, evaluate, normalize_name
 
 

@@ -26,43 +26,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from membound.cost.call import OpCall, TensorMeta, storage_extent
+from membound.cost.dtypes import trace_dtype
 from membound.cost.registry import Cost, evaluate
-
-# C++ type name the profiler prints -> canonical dtype name
-TRACE_DTYPES = {
-    "float": "float32",
-    "double": "float64",
-    "c10::Half": "float16",
-    "c10::BFloat16": "bfloat16",
-    "signed char": "int8",
-    "unsigned char": "uint8",
-    "short int": "int16",
-    "short": "int16",
-    "int": "int32",
-    "long int": "int64",
-    "long": "int64",
-    "long long": "int64",
-    "bool": "bool",
-    "c10::complex<float>": "complex64",
-    "c10::complex<double>": "complex128",
-    "c10::complex<c10::Half>": "complex32",
-    "c10::Float8_e4m3fn": "float8_e4m3fn",
-    "c10::Float8_e5m2": "float8_e5m2",
-    "c10::Float8_e4m3fnuz": "float8_e4m3fnuz",
-    "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
-    "c10::Float8_e8m0fnu": "float8_e8m0fnu",
-    "unsigned short": "uint16",
-    "unsigned int": "uint32",
-    "unsigned long": "uint64",
-}
 
 # dtypes a wrapped Python number gets (0-dim): treated as scalars post hoc
 _WRAPPED_NUMBER = {"float64", "int64", "bool", "complex128"}
-
-
-def trace_dtype(type_name: str) -> str | None:
-    """Profiler type string -> canonical dtype name, None when it is not a tensor type."""
-    return TRACE_DTYPES.get(type_name.strip())
 
 
 def parse_concrete(text: Any) -> Any:

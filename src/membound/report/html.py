@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+from membound.analysis.roofline import chart_points
 from membound.report.terminal import summary_line
 
 #: matplotlib colours of the timeline chart, per cause (busy first)
@@ -74,21 +75,10 @@ def roofline_figure(a):
         return None
     try:
         from membound.report.roofline_chart import draw
-    except ImportError:
+    except ImportError:  # matplotlib missing: the report goes on without the chart
         return None
-    points = []
-    for r in a.ops:
-        if r.arithmetic_intensity and r.device_ms > 0 and r.flops > 0:
-            points.append(
-                {
-                    "intensity": r.arithmetic_intensity,
-                    "achieved_flops": r.flops / (r.device_ms / 1e3),
-                    "label": r.name,
-                    "size": r.device_ms,
-                }
-            )
     try:
-        return draw(a.ceilings, points[:30])
+        return draw(a.ceilings, chart_points(a.ops, limit=30))
     except Exception:  # a chart must never cost the user the report
         return None
 

@@ -53,25 +53,6 @@ def to_dict(analysis) -> dict[str, Any]:
             for s in a.steps
         ],
     }
-    ops = [
-        {
-            "name": r.name,
-            "calls": r.calls,
-            "device_ms": r.device_ms,
-            "flops": r.flops,
-            "bytes": r.bytes,
-            "arithmetic_intensity": r.arithmetic_intensity,
-            "bound": r.bound,
-            "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
-            "achieved_flops_fraction": r.achieved_flops_fraction,
-            "fraction_of_attainable": r.fraction_of_attainable,
-            "compute": r.compute,
-            "dtypes": r.dtypes,
-            "share_of_gpu_time": r.share_of_gpu_time,
-            "exact_cost": r.exact_cost,
-        }
-        for r in a.ops
-    ]
     return _clean(
         {
             "schema": SCHEMA,
@@ -81,7 +62,7 @@ def to_dict(analysis) -> dict[str, Any]:
             "gpu_busy_fraction": a.gpu_busy_fraction,
             "idle_breakdown": a.idle_breakdown,
             "findings": [f.to_dict() for f in a.findings],
-            "ops": ops,
+            "ops": [r.to_dict() for r in a.ops],
             "notes": a.notes,
         }
     )

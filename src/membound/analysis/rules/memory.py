@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from membound.analysis.findings import Finding, rule
+from membound.cost.dtypes import itemsize, trace_dtype
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
 MEMORY_OP_SHARE = 0.10
@@ -45,15 +46,6 @@ FUSIBLE_NAMES = {
     "aten::exp",
     "aten::neg",
     "aten::pow",
-}
-_ITEMSIZE = {
-    "float": 4,
-    "double": 8,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "long int": 8,
-    "int": 4,
-    "bool": 1,
 }
 _NORMS = ("norm",)
 
@@ -150,7 +142,7 @@ def _out_bytes(call) -> float:
     for d in first:
         n *= d
     dtype = call.storage_dtype or (call.dtypes[0] if call.dtypes else "float")
-    return float(n * _ITEMSIZE.get(dtype, 4))
+    return float(n * itemsize(trace_dtype(dtype)))
 
 
 @rule("unfused-chain")

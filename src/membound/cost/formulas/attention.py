@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from membound.cost.call import OpCall, TensorMeta, compute_key
+from membound.cost.call import OpCall, TensorMeta
+from membound.cost.dtypes import compute_key
 from membound.cost.formulas._torch_flops import sdpa_backward_flops, sdpa_flops
 from membound.cost.registry import Cost, register
 

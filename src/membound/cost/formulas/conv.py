@@ -7,7 +7,8 @@ Post hoc the output shape comes from stride / padding / dilation / output_paddin
 
 from __future__ import annotations
 
-from membound.cost.call import OpCall, TensorMeta, compute_key
+from membound.cost.call import OpCall, TensorMeta
+from membound.cost.dtypes import compute_key
 from membound.cost.formulas._torch_flops import conv_backward_flops, conv_flops
 from membound.cost.registry import Cost, register, simple
 

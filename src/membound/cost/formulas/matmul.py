@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from membound.cost.call import OpCall, TensorMeta, as_dtype, broadcast, compute_key
+from membound.cost.call import OpCall, TensorMeta, broadcast
+from membound.cost.dtypes import as_dtype, compute_key
 from membound.cost.formulas._torch_flops import bmm_flops, mm_flops
 from membound.cost.registry import Cost, register, simple
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 
-from membound.cost.call import OpCall, TensorMeta, as_dtype
+from membound.cost.call import OpCall, TensorMeta
+from membound.cost.dtypes import as_dtype
 from membound.cost.registry import VECTOR, Cost, out_bytes, register
 
 VIEWS = (

@@ -15,7 +15,8 @@ weights and writes the full dx (N×C, mostly zeros). Cross-entropy reads the log
 
 from __future__ import annotations
 
-from membound.cost.call import OpCall, TensorMeta, as_dtype
+from membound.cost.call import OpCall, TensorMeta
+from membound.cost.dtypes import as_dtype
 from membound.cost.registry import VECTOR, Cost, register, simple
 
 SOFTMAX_FWD = 5

@@ -1,0 +1,141 @@
+"""Dtypes, the one table: canonical names, bytes per element, the names a profiler trace
+prints, ScalarType codes, and the compute-ceiling key of math in each dtype.
+
+Canonical names are torch's without "torch." ("bfloat16", "float32"); `canonical` maps the
+other spellings membound meets onto them (a torch.dtype, "c10::BFloat16", "float", "half").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# canonical dtype name (torch.dtype without "torch.") -> bytes per element
+ITEMSIZE = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "complex128": 16,
+    "complex64": 8,
+    "complex32": 4,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "bool": 1,
+}
+
+# c10::ScalarType enum values, as a trace records a `ScalarType` argument ("6" = float32).
+SCALAR_TYPE_CODES = {
+    0: "uint8",
+    1: "int8",
+    2: "int16",
+    3: "int32",
+    4: "int64",
+    5: "float16",
+    6: "float32",
+    7: "float64",
+    8: "complex32",
+    9: "complex64",
+    10: "complex128",
+    11: "bool",
+    15: "bfloat16",
+    23: "float8_e5m2",
+    24: "float8_e4m3fn",
+    25: "float8_e5m2fnuz",
+    26: "float8_e4m3fnuz",
+}
+
+# C++ type name the profiler prints ("Input type") -> canonical dtype name
+TRACE_DTYPES = {
+    "float": "float32",
+    "double": "float64",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "short int": "int16",
+    "short": "int16",
+    "int": "int32",
+    "long int": "int64",
+    "long": "int64",
+    "long long": "int64",
+    "bool": "bool",
+    "c10::complex<float>": "complex64",
+    "c10::complex<double>": "complex128",
+    "c10::complex<c10::Half>": "complex32",
+    "c10::Float8_e4m3fn": "float8_e4m3fn",
+    "c10::Float8_e5m2": "float8_e5m2",
+    "c10::Float8_e4m3fnuz": "float8_e4m3fnuz",
+    "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
+    "c10::Float8_e8m0fnu": "float8_e8m0fnu",
+    "unsigned short": "uint16",
+    "unsigned int": "uint32",
+    "unsigned long": "uint64",
+}
+
+#: the compute-ceiling keys (`device.ceilings.COMPUTE_KEYS`) a dtype name may already be
+COMPUTE_KEY_NAMES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+_COMPUTE = {
+    "float64": "fp64",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "int8": "int8",
+    "uint8": "int8",
+}
+# lower-case C type names seen in older traces and user input
+_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+
+
+def compute_key(dtype: str) -> str:
+    """Ceiling key (`device.ceilings.COMPUTE_KEYS`) for tensor-core-capable math in `dtype`
+    (a canonical name); anything else computes at the fp32 rate."""
+    if dtype.startswith("float8"):
+        return "fp8"
+    return _COMPUTE.get(dtype, "fp32")
+
+
+def as_dtype(value: Any, default: str | None = None) -> str | None:
+    """A dtype given as torch.dtype, ScalarType code (int) or name -> canonical name."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return SCALAR_TYPE_CODES.get(value, default)
+    text = str(value)
+    if text.startswith("torch."):
+        text = text[len("torch.") :]
+    return text if text in ITEMSIZE else default
+
+
+def trace_dtype(type_name: str) -> str | None:
+    """Profiler type string -> canonical dtype name, None when it is not a tensor type."""
+    return TRACE_DTYPES.get(type_name.strip())
+
+
+def canonical(value: Any) -> str | None:
+    """Any spelling of a dtype membound meets (torch.dtype, canonical name, the profiler's C++
+    name, "c10::BFloat16", "half") -> canonical name; None when it is none of them."""
+    text = str(value).strip()
+    found = trace_dtype(text) or as_dtype(text)
+    if found:
+        return found
+    name = text.lower().removeprefix("torch.").removeprefix("c10::")
+    return as_dtype(name) or _ALIASES.get(name)
+
+
+def itemsize(dtype: str | None, default: int = 4) -> int:
+    """Bytes per element of a canonical dtype name (`default` when unknown)."""
+    return ITEMSIZE.get(dtype, default) if dtype else default
