@@ -12,7 +12,8 @@ import torch
 import membound.roofline as R
 from membound.device.ceilings import Ceilings
 from membound.errors import BadInput
-from membound.trace.load import Trace, load_trace
+from membound.trace.load import load_trace
+from membound.trace.model import Trace
 
 # a toy device: 1 TB/s, 100 TFLOP/s bf16, 10 TFLOP/s fp32 -> ridges 100 and 10 FLOP/byte
 CEIL = Ceilings(

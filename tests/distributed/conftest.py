@@ -4,9 +4,6 @@ from pathlib import Path
 
 import pytest
 
-# registers `exposed-communication` until membound.analysis.rules imports it itself
-import membound.analysis.rules.communication  # noqa: F401
-
 HERE = Path(__file__).resolve().parent
 
 

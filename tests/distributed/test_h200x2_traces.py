@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from membound.analysis.collectives import collectives
 from membound.analysis.ranks import analyze_ranks
-from membound.analysis.rules.communication import collectives
 from membound.cli import main
 from membound.device.ceilings import Ceilings
 from membound.device.interconnect import Interconnect
@@ -56,7 +56,6 @@ def _paths(scenario: str) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def merged():
-    import membound.analysis.rules.communication  # noqa: F401  (registers the rule)
 
     return {s: analyze_ranks(_paths(s), _ceilings(), workers=1) for s in ("straggler", "exposed")}
 

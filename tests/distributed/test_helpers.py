@@ -11,6 +11,7 @@ from membound.device import cache, interconnect
 from membound.device.ceilings import Ceilings
 from membound.device.lookup import interconnect_for
 from membound.trace import distributed as d
+from membound.trace.kineto import collective_kind
 from support import multirank
 
 
@@ -73,10 +74,11 @@ def test_nccl_safe_env_keeps_user_values():
         ("gloo:all_reduce", "allreduce"),
         ("gloo:broadcast", "broadcast"),
         ("allreduce_coalesced", "allreduce"),
+        ("ncclDevKernel_Mystery(x)", "other"),
     ],
 )
 def test_collective_kind(name, kind):
-    assert d.collective_kind(name) == kind
+    assert collective_kind(name) == kind
 
 
 def test_dtype_sizes():

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from membound.errors import BadInput
-from membound.trace import load as load_mod
-from membound.trace.load import KERNEL, MEMCPY, load_trace
+from membound.trace import kineto as load_mod
+from membound.trace.load import load_trace
+from membound.trace.model import KERNEL, MEMCPY
 from support import tracebuilder
 from support.paths import FIXTURES as DATA
 

@@ -1,19 +1,18 @@
 """Analysis of a loaded trace: timeline, roofline join, findings.
 
-`analyze(paths)` is the one entry point `membound analyze` and `membound diagnose` share.
+`analyze(paths)` is the one entry point `membound analyze` and `membound diagnose` share
+(`analysis.pipeline`).
 """
 
 from __future__ import annotations
 
-import gc
-import os
-from collections.abc import Sequence
-
-from membound.analysis.findings import RULES, Finding, rule, run_rules
+from membound.analysis.findings import RANK_RULES, RULES, Finding, rank_rule, rule
+from membound.analysis.pipeline import analyze, analyze_trace, merge
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow, Step
 
 __all__ = [
     "IDLE_CAUSES",
+    "RANK_RULES",
     "RULES",
     "Analysis",
     "Finding",
@@ -21,153 +20,7 @@ __all__ = [
     "Step",
     "analyze",
     "analyze_trace",
+    "merge",
+    "rank_rule",
     "rule",
 ]
-
-
-def analyze(
-    paths: str | os.PathLike | Sequence[str | os.PathLike], ceilings=None, progress=None
-) -> Analysis:
-    """Analyze kineto trace file(s). Several files are analysed one by one and their steps
-    pooled (see `merge`); `ceilings=None` looks them up by the trace's device name.
-    `progress(done, total)` reports the bytes read of each file (see `load_trace`)."""
-    from membound.trace.load import load_trace
-
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    # a big trace makes millions of small acyclic objects; the cyclic GC would rescan them
-    # over and over (seconds per GB), so it is paused while loading and analysing
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        results = [analyze_trace(load_trace(p, progress), ceilings) for p in paths]
-    finally:
-        if enabled:
-            gc.enable()
-    if not results:
-        from membound.errors import BadInput
-
-        raise BadInput("no trace given; pass one or more kineto trace files (.json or .json.gz).")
-    return results[0] if len(results) == 1 else merge(results)
-
-
-def analyze_trace(trace, ceilings=None) -> Analysis:
-    """Analyze an already loaded `membound.trace.load.Trace`."""
-    from membound.analysis.context import AnalysedTrace
-    from membound.analysis.ops import join_calls, op_rows
-    from membound.analysis.timeline import Timeline, step_windows
-
-    notes: list[str] = []
-    windows, marked = step_windows(trace)
-    if not windows:
-        notes.append("the trace holds no events: nothing to analyze")
-    elif not marked:
-        notes.append("no step markers (ProfilerStep#N): the whole window is treated as one step")
-    source, note = None, None
-    if trace.has_gpu:
-        if ceilings is None and trace.device_name:
-            from membound.device import ceilings_for_name
-
-            ceilings = ceilings_for_name(trace.device_name)
-        if ceilings is not None:
-            source = getattr(ceilings, "source", "measured")
-            if source == "datasheet":
-                note = (
-                    f"no measured ceilings for {trace.device_name}: datasheet figures used "
-                    "(run `membound roofline` on that GPU for measured ones)"
-                )
-        else:
-            note = (
-                f"no ceilings for device {trace.device_name or 'unknown'}: ops are not placed on a "
-                "roofline (pass --ceilings from `membound roofline --json`)"
-            )
-        if note:
-            notes.append(note)
-    else:
-        notes.append(
-            "CPU-only trace: no GPU activity, so GPU busy/idle, the roofline and the GPU findings "
-            "do not apply; step times are reported"
-        )
-        ceilings = None
-    timeline = Timeline(trace, windows)
-    steps = timeline.steps
-    calls = join_calls(trace) if trace.has_gpu else []
-    kernel_us = sum(s.kernel_busy_ms for s in steps) * 1e3
-    rows = op_rows(calls, ceilings, kernel_us)
-    if trace.has_gpu and calls and not any(r.exact_cost for r in rows):
-        notes.append("no op recorded shapes the cost model knows: record with record_shapes=True")
-    ctx = AnalysedTrace(trace, timeline, steps, calls, rows, ceilings, notes)
-    findings = run_rules(ctx) if trace.has_gpu and steps else []
-    n = max(len(steps), 1)
-    wall = sum(s.wall_ms for s in steps)
-    busy = sum(s.busy_ms for s in steps)
-    return Analysis(
-        trace_path=trace.path,
-        device_name=trace.device_name,
-        has_gpu=trace.has_gpu,
-        ceilings=ceilings,
-        ceilings_source=source,
-        ceilings_note=note,
-        steps=steps,
-        gpu_busy_fraction=(busy / wall if wall > 0 else None) if trace.has_gpu else None,
-        idle_breakdown={c: sum(s.idle_by_cause.get(c, 0.0) for s in steps) / n for c in IDLE_CAUSES}
-        if trace.has_gpu
-        else {},
-        ops=rows,
-        findings=findings,
-        notes=notes,
-        step_marked=marked,
-    )
-
-
-def merge(results: list[Analysis]) -> Analysis:
-    """Pool the steps of several analyses (e.g. one trace per rank or per window): steps
-    concatenated, op rows summed by name, findings of one code averaged per step."""
-    import dataclasses
-
-    steps = [s for a in results for s in a.steps]
-    n = max(len(steps), 1)
-    wall = sum(s.wall_ms for s in steps)
-    busy = sum(s.busy_ms for s in steps)
-    rows: dict[str, OpRow] = {}
-    for a in results:
-        for r in a.ops:
-            if r.name not in rows:
-                rows[r.name] = dataclasses.replace(r)
-            else:
-                m = rows[r.name]
-                m.calls += r.calls
-                m.device_ms += r.device_ms
-                m.flops += r.flops
-                m.bytes += r.bytes
-    by_code: dict[str, Finding] = {}
-    for a in results:
-        for f in a.findings:
-            weight = len(a.steps) / n
-            if f.code not in by_code:
-                by_code[f.code] = dataclasses.replace(
-                    f, time_lost_ms_per_step=f.time_lost_ms_per_step * weight, spans=list(f.spans)
-                )
-            else:
-                by_code[f.code].time_lost_ms_per_step += f.time_lost_ms_per_step * weight
-    mean_step = wall / n if n else 0.0
-    for f in by_code.values():
-        f.share_of_step = f.time_lost_ms_per_step / mean_step if mean_step else 0.0
-    first = results[0]
-    return Analysis(
-        trace_path=", ".join(a.trace_path for a in results),
-        device_name=first.device_name,
-        has_gpu=any(a.has_gpu for a in results),
-        ceilings=first.ceilings,
-        ceilings_source=first.ceilings_source,
-        ceilings_note=first.ceilings_note,
-        steps=steps,
-        gpu_busy_fraction=busy / wall if wall > 0 and first.has_gpu else None,
-        idle_breakdown={
-            c: sum(s.idle_by_cause.get(c, 0.0) for s in steps) / n for c in IDLE_CAUSES
-        },
-        ops=sorted(rows.values(), key=lambda r: r.device_ms, reverse=True),
-        findings=sorted(by_code.values(), key=lambda f: f.time_lost_ms_per_step, reverse=True),
-        notes=[f"{len(results)} traces pooled"] + sorted({n for a in results for n in a.notes}),
-        step_marked=all(a.step_marked for a in results),
-    )

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis.findings import Finding
 from membound.analysis.ops import OpCall
 from membound.analysis.result import OpRow, Step
 from membound.analysis.timeline import Timeline
-from membound.trace.load import Trace
+from membound.trace.model import H2D, PINNED, Trace
 
 #: a pinned H2D rate to compare pageable copies against when neither the ceilings nor the
 #: trace has one: a PCIe Gen4 x16 link's typical pinned rate (bytes/s)
@@ -69,8 +70,8 @@ class AnalysedTrace:
                     return float(t.bandwidth), f"{c.source} ceilings"
         gpu = self.trace.gpu
         if len(gpu):
-            pinned = self.trace.name_ids(lambda n: "HtoD" in n and "Pinned" in n)
-            sel = np.isin(gpu.name, pinned) & (gpu.bytes > 0) & (gpu.dur > 0)
+            pinned = (gpu.direction == H2D) & (gpu.host_memory == PINNED)
+            sel = pinned & (gpu.bytes > 0) & (gpu.dur > 0)
             if sel.any():
                 rates = gpu.bytes[sel] / (gpu.dur[sel] * 1e-6)
                 return float(np.max(rates)), "fastest pinned copy in this trace"
@@ -78,6 +79,12 @@ class AnalysedTrace:
 
     def memory_bandwidth(self) -> float | None:
         return float(self.ceilings.memory_bandwidth) if self.ceilings is not None else None
+
+    def finding(
+        self, code: str, title: str, lost_ms: float, evidence: dict, fix: str, spans=()
+    ) -> Finding:
+        """A finding of `code` saving `lost_ms` per step (its share of the step follows)."""
+        return Finding(code, title, lost_ms, self.share(lost_ms), evidence, fix, list(spans))
 
     def spans(self, intervals: iv.Intervals, limit: int = 2000) -> list[tuple[float, float]]:
         s, e = intervals

@@ -1,8 +1,11 @@
-"""Findings and the registry of rules that produce them.
+"""Findings and the registries of rules that produce them.
 
 A rule is a function `(AnalysedTrace) -> Iterable[Finding]`, registered under a stable
-code with `@rule("code")`. Built-in rules live one family per module in
-`membound.analysis.rules`; users add their own the same way (before calling `analyze`).
+code with `@rule("code")`; a cross-rank rule, `(RankContext) -> Iterable[Finding]` with
+`@rank_rule("code")`, runs on the merge of one trace per rank and replaces any single-rank
+finding of its code. Built-in rules live one family per module in `membound.analysis.rules`
+(importing that package registers them; `analysis.analyze` does); users add their own the
+same way (before calling `analyze`).
 """
 
 from __future__ import annotations
@@ -37,33 +40,53 @@ class Finding:
 
 Rule = Callable[[Any], Iterable[Finding]]
 RULES: dict[str, Rule] = {}
+RANK_RULES: dict[str, Rule] = {}
 
 
-def rule(code: str) -> Callable[[Rule], Rule]:
-    """Register a rule under `code`; codes are unique (re-registering one is a bug)."""
-
+def _registrar(registry: dict[str, Rule], code: str) -> Callable[[Rule], Rule]:
     def register(fn: Rule) -> Rule:
-        if code in RULES and RULES[code] is not fn:
+        if code in registry and registry[code] is not fn:
             raise ValueError(f"a rule for finding code {code!r} is already registered")
-        RULES[code] = fn
+        registry[code] = fn
         fn.code = code  # type: ignore[attr-defined]
         return fn
 
     return register
 
 
+def rule(code: str) -> Callable[[Rule], Rule]:
+    """Register a rule under `code`; codes are unique (re-registering one is a bug)."""
+    return _registrar(RULES, code)
+
+
+def rank_rule(code: str) -> Callable[[Rule], Rule]:
+    """Register a cross-rank rule under `code` (see the module docstring)."""
+    return _registrar(RANK_RULES, code)
+
+
 #: findings smaller than this share of a step are noise, not reported
 MIN_SHARE = 0.01
 
 
+def ranked(findings: Iterable[Finding]) -> list[Finding]:
+    """Largest saving first."""
+    return sorted(findings, key=lambda f: f.time_lost_ms_per_step, reverse=True)
+
+
 def run_rules(trace: Any, codes: Iterable[str] | None = None) -> list[Finding]:
     """Run every registered rule (or `codes`), drop noise, rank by time lost."""
-    from membound.analysis import rules as _builtin  # noqa: F401  (registers the built-ins)
-
     out: list[Finding] = []
     for code in codes or list(RULES):
         for f in RULES[code](trace) or ():
             if f.time_lost_ms_per_step > 0 and f.share_of_step >= MIN_SHARE:
                 out.append(f)
-    out.sort(key=lambda f: f.time_lost_ms_per_step, reverse=True)
-    return out
+    return ranked(out)
+
+
+def run_rank_rules(ctx: Any, findings: Iterable[Finding]) -> list[Finding]:
+    """The merged ranks' findings: `findings` (pooled from the ranks) less the codes a
+    cross-rank rule owns, plus what those rules find, ranked."""
+    out = [f for f in findings if f.code not in RANK_RULES]
+    for fn in RANK_RULES.values():
+        out.extend(fn(ctx) or ())
+    return ranked(out)

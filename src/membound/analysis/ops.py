@@ -22,7 +22,7 @@ import numpy as np
 
 from membound.analysis.result import OpRow
 from membound.analysis.roofline import call_compute_key, place
-from membound.trace.load import CPU_OP, KERNEL, MEMCPY, Trace
+from membound.trace.model import CPU_OP, D2D, KERNEL, MEMCPY, Trace
 
 
 @dataclass(slots=True)  # a big trace holds millions of these
@@ -184,7 +184,7 @@ def join_calls(trace: Trace) -> list[OpCall]:
     launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
     # host<->device copies are PCIe time, not HBM work: they stay out of the roofline (the
     # copy rules account for them); kernels, memsets and device-to-device copies join
-    on_device = (gpu.kind != MEMCPY) | np.isin(gpu.name, trace.name_ids(lambda n: "DtoD" in n))
+    on_device = (gpu.kind != MEMCPY) | (gpu.direction == D2D)
     has = (launch >= 0) & on_device
     launches = np.unique(launch[has])
     inner = _innermost(trace, parent, per_tid, rt.tid[launches], rt.ts[launches])

@@ -6,7 +6,7 @@ Method (what the numbers mean):
 - Each rank's trace is analysed on its own (in parallel processes), as `membound analyze`
   would; steps are matched across ranks by their `ProfilerStep#N` number, and a collective
   belongs to the step that issued it (its launch in the step's host window; see
-  `membound.analysis.rules.communication`).
+  `membound.analysis.collectives`).
 - **The same collective on every rank**: by (process group, `Seq`) when every collective
   carries a sequence number, else the j-th collective of a process group issued in step N.
   torch 2.11 records no `Seq` (checked on 2xH200 traces), so the second rule is what real
@@ -46,9 +46,14 @@ from typing import Any
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis.collectives import Collective, bus_bandwidth, ceiling_fields, collectives
+from membound.analysis.findings import run_rank_rules
+from membound.analysis.pipeline import analyze_trace, merge
 from membound.analysis.result import Analysis
-from membound.analysis.rules.communication import Collective, bus_bandwidth
+from membound.device.lookup import interconnect_for
 from membound.errors import BadInput
+from membound.trace.distributed import rank_of_path, read_distributed_info
+from membound.trace.load import load_trace
 
 #: a rank whose compute time exceeds the others' median by more than this share of a step
 #: (and by STRAGGLER_MIN_MS) is a straggler
@@ -98,6 +103,17 @@ class Straggler:
 
 
 @dataclass
+class RankContext:
+    """What a cross-rank rule reads (`analysis.findings.rank_rule`)."""
+
+    merged: Analysis  # the ranks' steps and findings pooled
+    ranks: list[RankRow]
+    stragglers: list[Straggler]
+    collectives: list[dict]  # per collective kind across ranks (`_collective_rows`)
+    interconnect_source: str | None
+
+
+@dataclass
 class RankedAnalysis:
     ranks: list[RankRow]
     stragglers: list[Straggler]
@@ -114,8 +130,6 @@ class RankedAnalysis:
 # ------------------------------------------------------------------------------ discovery
 def rank_of(path: str | os.PathLike) -> tuple[int | None, int | None, str | None]:
     """(rank, world size, backend) a trace declares: its `distributedInfo`, else its name."""
-    from membound.trace.distributed import rank_of_path, read_distributed_info
-
     info = read_distributed_info(path) or {}
     rank = info.get("rank")
     world = info.get("world_size")
@@ -135,10 +149,6 @@ def is_rank_set(paths: Sequence[str | os.PathLike]) -> bool:
 
 # ------------------------------------------------------------------------------- analysis
 def _analyze_one(path: str, ceilings: Any, fallback_rank: int) -> RankResult:
-    from membound.analysis import analyze_trace
-    from membound.analysis.rules.communication import collectives
-    from membound.trace.load import load_trace
-
     trace = load_trace(path)
     analysis = analyze_trace(trace, ceilings)
     cols = collectives(trace, analysis.steps)
@@ -152,8 +162,6 @@ def analyze_ranks(
     paths: Sequence[str | os.PathLike], ceilings: Any = None, workers: int | None = None
 ) -> RankedAnalysis:
     """Analyze one trace per rank (in parallel processes) and merge them."""
-    import membound.analysis.rules.communication  # noqa: F401  (registers the rule)
-
     paths = [str(p) for p in paths]
     if not paths:
         raise BadInput("no rank traces given; pass trace.rank*.json.gz files or their folder.")
@@ -187,8 +195,6 @@ def _parallel(paths: list[str], ceilings: Any, n: int) -> list[RankResult]:
 
 def merge_ranks(results: list[RankResult]) -> RankedAnalysis:
     """The cross-rank view of per-rank results (pure: tests call it directly)."""
-    from membound.analysis import merge
-
     results = sorted(results, key=lambda r: r.rank)
     seen = [r.rank for r in results]
     if len(set(seen)) != len(seen):
@@ -214,12 +220,12 @@ def merge_ranks(results: list[RankResult]) -> RankedAnalysis:
     stragglers = _stragglers(results, compute, waits, late, matched, method)
     merged = merge([r.analysis for r in results]) if len(results) > 1 else results[0].analysis
     merged = dataclasses.replace(merged, findings=list(merged.findings), notes=list(merged.notes))
-    from membound.device.lookup import interconnect_for
-
     ceiling, source = interconnect_for(merged.ceilings, merged.device_name)
     coll_rows = _collective_rows(groups, common, world, ceiling)
     notes += _ceiling_notes(coll_rows)
-    _cross_rank_findings(merged, rows, stragglers, coll_rows, source)
+    merged.findings = run_rank_rules(
+        RankContext(merged, rows, stragglers, coll_rows, source), merged.findings
+    )
     backend = next((r.backend for r in results if r.backend), None)
     return RankedAnalysis(
         ranks=rows,
@@ -387,8 +393,6 @@ def _collective_rows(groups, common, world, ceiling) -> list[dict]:
             bw = bus_bandwidth(sized, sized.group_size or world, fastest)
             if bw:
                 d["bw"].append(bw)
-    from membound.analysis.rules.communication import ceiling_fields
-
     rows = []
     for kind, d in sorted(by_kind.items()):
         bw = float(np.median(d["bw"])) if d["bw"] else None
@@ -420,56 +424,3 @@ def _ceiling_notes(coll_rows: list[dict]) -> list[str]:
                 "re-measure with `membound roofline` (all-reduces of 4 to 256 MiB)"
             )
     return out
-
-
-def _cross_rank_findings(merged: Analysis, rows, stragglers, coll_rows, source) -> None:
-    """Add `straggler-rank`; restate `exposed-communication` without the waiting for late
-    ranks (that time is the straggler's)."""
-    from membound.analysis.findings import Finding
-
-    step = merged.mean_step_ms
-    findings = [f for f in merged.findings if f.code != "exposed-communication"]
-    old = next((f for f in merged.findings if f.code == "exposed-communication"), None)
-    exposed = float(np.mean([r.exposed_comm_ms_per_step for r in rows])) if rows else 0.0
-    if old is not None and exposed > 0:
-        ev = dict(old.evidence)
-        ev["exposed_ms_per_step"] = exposed
-        ev["waiting_for_late_ranks_ms_per_step"] = float(
-            np.mean([r.wait_ms_per_step for r in rows])
-        )
-        ev["per_rank_exposed_ms_per_step"] = {r.rank: r.exposed_comm_ms_per_step for r in rows}
-        ev["collectives"] = coll_rows
-        ev["ceiling_source"] = source or ev.get("ceiling_source")
-        findings.append(
-            dataclasses.replace(
-                old,
-                time_lost_ms_per_step=exposed,
-                share_of_step=exposed / step if step > 0 else 0.0,
-                evidence=ev,
-            )
-        )
-    for s in stragglers:
-        findings.append(
-            Finding(
-                code="straggler-rank",
-                title=f"rank {s.rank} is late: the other ranks wait for it in every collective",
-                time_lost_ms_per_step=s.held_back_ms_per_step,
-                share_of_step=s.share_of_step,
-                evidence={
-                    "rank": s.rank,
-                    "held_back_ms_per_step": s.held_back_ms_per_step,
-                    "others_wait_ms_per_step": s.others_wait_ms_per_step,
-                    "arrived_last_fraction": s.late_fraction,
-                    "method": s.method,
-                    "compute_ms_per_step": {r.rank: r.compute_ms_per_step for r in rows},
-                },
-                fix=(
-                    f"Find what rank {s.rank} does that the others do not (rank-specific "
-                    "logging, checkpointing or evaluation on one rank, uneven data loading or "
-                    "sequence lengths, a slower GPU or a shared CPU): move it off the step, "
-                    "balance the shards, or run it asynchronously."
-                ),
-            )
-        )
-    findings.sort(key=lambda f: f.time_lost_ms_per_step, reverse=True)
-    merged.findings = findings

@@ -33,7 +33,21 @@ import numpy as np
 
 from membound.analysis import intervals as iv
 from membound.analysis.result import IDLE_CAUSES, Step
-from membound.trace.load import CPU_OP, KERNEL, USER_ANNOTATION, Trace
+from membound.trace.model import (
+    COPY_OP,
+    CPU_OP,
+    D2H,
+    DATALOADER_ROLES,
+    H2D,
+    KERNEL,
+    LAUNCH,
+    MEMCPY_CALL,
+    PAGEABLE,
+    STEP,
+    SYNC,
+    SYNC_OP,
+    Trace,
+)  # fmt: skip
 
 #: a gap shorter than this between two GPU activities is launch overhead (µs)
 LAUNCH_GAP_US = 20.0
@@ -41,41 +55,11 @@ LAUNCH_GAP_US = 20.0
 #: Python glue of issuing work (µs); longer, it is the script's own work
 GLUE_US = 100.0
 
-SYNC_RUNTIME = (
-    "cudaStreamSynchronize",
-    "cudaDeviceSynchronize",
-    "cudaEventSynchronize",
-    "cuStreamSynchronize",
-    "cuCtxSynchronize",
-    "cuEventSynchronize",
-)
-SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
-
-
-def is_dataloader(name: str) -> bool:
-    return "DataLoader" in name and "__next__" in name
-
-
-def is_memcpy_call(name: str) -> bool:
-    return "emcpy" in name  # cudaMemcpy, cudaMemcpyAsync, cuMemcpyHtoDAsync_v2, ...
-
-
-def is_launch_call(name: str) -> bool:
-    return "Launch" in name  # cudaLaunchKernel, cuLaunchKernel(Ex), cudaGraphLaunch, ...
-
-
-def _mask(trace: Trace, ids_col: np.ndarray, predicate) -> np.ndarray:
-    ids = trace.name_ids(predicate)
-    return np.isin(ids_col, ids) if len(ids) else np.zeros(len(ids_col), dtype=bool)
-
 
 def step_windows(trace: Trace) -> tuple[list[tuple[int, float, float]], bool]:
     """[(index, start_us, end_us)] and whether the trace had step marks."""
     cpu = trace.cpu
-    marks = (cpu.kind == USER_ANNOTATION) & _mask(
-        trace, cpu.name, lambda n: n.startswith("ProfilerStep#")
-    )
-    idx = np.flatnonzero(marks)
+    idx = np.flatnonzero(cpu.role == STEP)
     if len(idx) == 0:
         starts = [a for a in (cpu.ts, trace.runtime.ts, trace.gpu.ts) if len(a)]
         ends = [
@@ -97,8 +81,7 @@ def step_windows(trace: Trace) -> tuple[list[tuple[int, float, float]], bool]:
     out = []
     for k, i in enumerate(order):
         start = float(cpu.ts[i])
-        suffix = trace.names[cpu.name[i]].split("#", 1)[1]
-        number = int(suffix) if suffix.isdigit() else k
+        number = int(cpu.step[i]) if cpu.step[i] >= 0 else k
         if k + 1 < len(order):
             end = float(cpu.ts[order[k + 1]])
         else:
@@ -125,8 +108,7 @@ class Timeline:
     def __init__(self, trace: Trace, windows: list[tuple[int, float, float]]):
         self.trace = trace
         gpu = trace.gpu
-        device = _main_device(gpu)
-        on = gpu.device == device if len(gpu) else np.zeros(0, dtype=bool)
+        on = gpu.device == trace.main_device if len(gpu) else np.zeros(0, dtype=bool)
         self.busy = iv.union(gpu.ts[on], gpu.ts[on] + gpu.dur[on])
         k = on & (gpu.kind == KERNEL)
         self.kernel_busy = iv.union(gpu.ts[k], gpu.ts[k] + gpu.dur[k])
@@ -138,7 +120,7 @@ class Timeline:
     def _host_causes(self) -> dict[str, iv.Intervals]:
         t, cpu, rt, gpu = self.trace, self.trace.cpu, self.trace.runtime, self.trace.gpu
         out: dict[str, iv.Intervals] = {}
-        dl = _mask(t, cpu.name, is_dataloader)
+        dl = np.isin(cpu.role, DATALOADER_ROLES)
         out["dataloader"] = iv.union(cpu.ts[dl], cpu.ts[dl] + cpu.dur[dl])
         gstarts = np.sort(gpu.ts) if len(gpu) else np.zeros(0)
 
@@ -154,19 +136,13 @@ class Timeline:
         # the whole enclosing copy op (aten::copy_/to/_to_copy: its memcpy call and the
         # stream sync a blocking copy adds), and when the copy blocked the host (pageable
         # source, or a sync inside) until the GPU next starts work
-        memcpy = _mask(t, rt.name, is_memcpy_call)
-        corr_of = {
-            kind: gpu.correlation[_mask(t, gpu.name, pred)]
-            for kind, pred in (
-                ("pageable", lambda n: "HtoD" in n and "Pageable" in n),
-                ("d2h", lambda n: "DtoH" in n),
-            )
-        }
-        pageable = memcpy & np.isin(rt.correlation, corr_of["pageable"])
-        d2h = memcpy & np.isin(rt.correlation, corr_of["d2h"])
+        memcpy = rt.call == MEMCPY_CALL
+        pageable_corr = gpu.correlation[(gpu.direction == H2D) & (gpu.host_memory == PAGEABLE)]
+        pageable = memcpy & np.isin(rt.correlation, pageable_corr)
+        d2h = memcpy & np.isin(rt.correlation, gpu.correlation[gpu.direction == D2H])
         other = memcpy & ~pageable & ~d2h
         spans = _copy_op_spans(t)
-        s_rt = _mask(t, rt.name, lambda n: n in SYNC_RUNTIME)
+        s_rt = rt.call == SYNC
         sync_ts = rt.ts[s_rt]
         in_copy = np.zeros(len(sync_ts), dtype=bool)
         for cause, sel in (("pageable_copy", pageable), ("copy", other)):
@@ -184,14 +160,14 @@ class Timeline:
         # a sync covers from its start until the GPU next starts work; a device-to-host copy
         # (.cpu(), .item()) is a sync; a sync inside a host-to-device copy op is the copy's
         ds, de, _ = _enclosing(spans, rt.tid[d2h], rt.ts[d2h], rt.dur[d2h], rt.tid[s_rt], sync_ts)
-        s_op = _mask(t, cpu.name, lambda n: n in SYNC_OPS)
+        s_op = cpu.role == SYNC_OP
         keep = ~in_copy
         starts = np.concatenate([sync_ts[keep], cpu.ts[s_op], ds])
         ends = np.concatenate(
             [(rt.ts[s_rt] + rt.dur[s_rt])[keep], cpu.ts[s_op] + cpu.dur[s_op], de]
         )
         out["sync"] = iv.union(starts, until_gpu_starts(ends))
-        launch = _mask(t, rt.name, is_launch_call)
+        launch = rt.call == LAUNCH
         calls = iv.union(rt.ts[launch], rt.ts[launch] + rt.dur[launch])
         self.launch_calls = calls
         self.issuing_ops = _issuing_op_spans(t, rt.tid[launch], rt.ts[launch])
@@ -290,13 +266,10 @@ def _issuing_op_spans(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> iv.Inte
     return iv.union(np.concatenate(starts), np.concatenate(ends))
 
 
-COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::_copy_from")
-
-
 def _copy_op_spans(trace: Trace) -> dict[int, iv.Intervals]:
     """Per thread, the outermost spans of copy ops (nested to → _to_copy → copy_ merged)."""
     cpu = trace.cpu
-    sel = _mask(trace, cpu.name, lambda n: n in COPY_OPS)
+    sel = cpu.role == COPY_OP
     out = {}
     for tid in np.unique(cpu.tid[sel]):
         m = sel & (cpu.tid == tid)
@@ -332,10 +305,3 @@ def _enclosing(spans, tids, ts, dur, sync_tids, sync_ts):
 def _contains_any(s: np.ndarray, e: np.ndarray, points: np.ndarray) -> np.ndarray:
     pts = np.sort(points)
     return np.searchsorted(pts, s, side="left") < np.searchsorted(pts, e, side="left")
-
-
-def _main_device(gpu) -> int:
-    if not len(gpu):
-        return 0
-    values, counts = np.unique(gpu.device, return_counts=True)
-    return int(values[np.argmax(counts)])

@@ -94,7 +94,6 @@ def run(args) -> int:
 
     traces = _expand(args.traces)
     ceilings = Ceilings.load(args.ceilings) if args.ceilings else None
-    import membound.analysis.rules.communication  # noqa: F401  [distributed] registers the rule
     from membound.analysis.ranks import is_rank_set
 
     if is_rank_set(traces):  # [distributed] one trace per rank: one merged report

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 #: lane label -> colour (the kernel colour is the report's "busy" green)
 LANES = {
     "GPU kernels": "#2ca02c",
@@ -24,18 +22,16 @@ LANES = {
 
 def lanes(trace) -> dict[str, list[tuple[float, float]]]:
     """Lane -> [(start µs, duration µs)] relative to the first GPU or host event."""
-    from membound.trace.load import KERNEL, MEMCPY
+    from membound.trace.model import H2D, KERNEL, MEMCPY_CALL, PAGEABLE
 
     gpu, rt = trace.gpu, trace.runtime
-    h2d_pageable = trace.name_ids(lambda n: "HtoD" in n and "Pageable" in n)
-    h2d = trace.name_ids(lambda n: "HtoD" in n)
-    memcpy_calls = trace.name_ids(lambda n: "Memcpy" in n or "memcpy" in n)
-    is_copy = gpu.kind == MEMCPY
+    h2d = gpu.direction == H2D
+    pageable = h2d & (gpu.host_memory == PAGEABLE)
     sel = {
         "GPU kernels": (gpu, gpu.kind == KERNEL),
-        "H2D pageable": (gpu, is_copy & np.isin(gpu.name, h2d_pageable)),
-        "H2D pinned": (gpu, is_copy & np.isin(gpu.name, h2d) & ~np.isin(gpu.name, h2d_pageable)),
-        "host in memcpy call": (rt, np.isin(rt.name, memcpy_calls)),
+        "H2D pageable": (gpu, pageable),
+        "H2D pinned": (gpu, h2d & ~pageable),
+        "host in memcpy call": (rt, rt.call == MEMCPY_CALL),
     }
     starts = [t.ts[m].min() for t, m in sel.values() if m.any()]
     t0 = min(starts) if starts else 0.0

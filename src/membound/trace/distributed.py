@@ -13,7 +13,6 @@ top-level `distributedInfo`. `read_comm_records` scans the file once for just th
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from membound._env import nccl_safe_env
+from membound.trace.files import open_trace
+from membound.trace.kineto import collective_kind
 
 RANK_TRACE = "trace.rank{rank}.json.gz"
 RANK_META = "capture.rank{rank}.json"
@@ -189,40 +190,16 @@ def dtype_size(dtype: str | None) -> int | None:
     return _DTYPE_SIZES.get(key)
 
 
-def collective_kind(name: str) -> str:
-    """Normalised collective name: 'ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)',
-    'nccl:all_reduce', 'gloo:all_reduce', 'allreduce_coalesced' -> 'allreduce'."""
-    n = name.lower()
-    for prefix in ("nccldevkernel_", "ncclkernel_", "nccl:", "gloo:", "c10d::"):
-        if n.startswith(prefix):
-            n = n[len(prefix) :]
-            break
-    n = n.split("(", 1)[0].replace("_", "")
-    for kind in (
-        "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce",
-        "sendrecv", "send", "recv", "barrier", "gather", "scatter",
-    ):  # fmt: skip
-        if n.startswith(kind):
-            return kind
-    return n
-
-
 _HEAD = 1 << 20
 _CHUNK = 16 << 20
 _KEY = b'"In msg nelems"'
 _INFO_RE = re.compile(rb'"distributedInfo"\s*:\s*')
 
 
-def _open(path: Path):
-    with path.open("rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gz else path.open("rb")
-
-
 def read_distributed_info(path: str | os.PathLike) -> dict[str, Any] | None:
     """The trace's top-level `distributedInfo` (backend, rank, world_size, ...), if any."""
     try:
-        with _open(Path(path)) as f:
+        with open_trace(Path(path)) as f:
             head = f.read(_HEAD)
     except (OSError, EOFError):
         return None
@@ -244,7 +221,7 @@ def read_comm_records(path: str | os.PathLike) -> list[CommRecord]:
     seen: set[tuple] = set()
     tail = b""
     try:
-        with _open(Path(path)) as f:
+        with open_trace(Path(path)) as f:
             while True:
                 chunk = f.read(_CHUNK)
                 buf = tail + chunk

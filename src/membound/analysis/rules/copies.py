@@ -5,19 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
-from membound.analysis.findings import Finding, rule
-from membound.trace.load import MEMCPY
+from membound.analysis.findings import rule
+from membound.trace.model import H2D, PAGEABLE, PINNED
 
 
 def _h2d(ctx, pageable: bool | None):
-    t = ctx.trace
-    gpu = t.gpu
-    if pageable is None:
-        ids = t.name_ids(lambda n: "HtoD" in n)
-    else:
-        word = "Pageable" if pageable else "Pinned"
-        ids = t.name_ids(lambda n: "HtoD" in n and word in n)
-    return np.flatnonzero((gpu.kind == MEMCPY) & np.isin(gpu.name, ids) & ctx.in_window(gpu.ts))
+    gpu = ctx.trace.gpu
+    sel = gpu.direction == H2D
+    if pageable is not None:
+        sel &= gpu.host_memory == (PAGEABLE if pageable else PINNED)
+    return np.flatnonzero(sel & ctx.in_window(gpu.ts))
 
 
 @rule("pageable-copy")
@@ -45,11 +42,10 @@ def pageable_copy(ctx):
     spans = [(float(gpu.ts[i]), float(gpu.ts[i] + gpu.dur[i])) for i in sel[:2000]]
     spans += ctx.spans(ctx.idle("pageable_copy"))
     return [
-        Finding(
+        ctx.finding(
             code="pageable-copy",
             title="host-to-device copies from pageable memory block the host and starve the GPU",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={
                 "copies_per_step": len(sel) / ctx.n_steps,
                 "bytes_per_step": float(nbytes.sum()) / ctx.n_steps,
@@ -86,7 +82,6 @@ def blocking_copy(ctx):
     t = ctx.trace
     gpu = t.gpu
     bw, _ = ctx.pinned_h2d_bandwidth()
-    pageable_ids = set(t.name_ids(lambda n: "Pageable" in n).tolist())
     kernels = ctx.timeline.kernel_busy
     lost_us = 0.0
     exposed_ms = 0.0
@@ -98,7 +93,7 @@ def blocking_copy(ctx):
         if uncovered <= 0:
             continue
         exposed_ms += uncovered / 1e3
-        if int(gpu.name[i]) in pageable_ids:
+        if gpu.host_memory[i] == PAGEABLE:
             # only the pinned-equivalent part belongs here
             pinned_us = max(float(gpu.bytes[i]), 0.0) / bw * 1e6
             uncovered = min(uncovered, pinned_us)
@@ -109,11 +104,10 @@ def blocking_copy(ctx):
     if lost <= 0:
         return []
     return [
-        Finding(
+        ctx.finding(
             code="blocking-copy",
             title="the GPU waits for host-to-device copies instead of overlapping them with compute",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={
                 "copies_per_step": len(sel) / ctx.n_steps,
                 "exposed_copy_ms_per_step": exposed_ms / ctx.n_steps,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
-from membound.analysis.findings import Finding, rule
-from membound.analysis.timeline import SYNC_OPS, SYNC_RUNTIME
+from membound.analysis.findings import rule
+from membound.trace.model import SYNC, SYNC_OP
 
 
 @rule("host-sync")
@@ -24,17 +24,15 @@ def host_sync(ctx):
         return []
     t = ctx.trace
     counts: dict[str, float] = {}
-    for table, names in ((t.runtime, SYNC_RUNTIME), (t.cpu, SYNC_OPS)):
-        ids = t.name_ids(lambda n, names=names: n in names)
-        sel = np.isin(table.name, ids) & ctx.in_window(table.ts)
+    for table, sync in ((t.runtime, t.runtime.call == SYNC), (t.cpu, t.cpu.role == SYNC_OP)):
+        sel = sync & ctx.in_window(table.ts)
         for i, c in zip(*np.unique(table.name[sel], return_counts=True), strict=False):
             counts[t.names[int(i)]] = c / ctx.n_steps
     return [
-        Finding(
+        ctx.finding(
             code="host-sync",
             title="the host waits on the GPU (item()/cpu()/synchronize) and the GPU then waits on the host",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={"syncs_per_step": counts, "gpu_idle_after_sync_ms_per_step": lost},
             fix=(
                 "Remove per-step .item()/.cpu()/print of GPU values and explicit synchronize(): "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
-from membound.analysis.findings import Finding, rule
-from membound.analysis.timeline import is_dataloader
+from membound.analysis.findings import rule
+from membound.trace.model import DATALOADER_ROLES, DATALOADER_WORKERS
 
 
 @rule("input-starved")
@@ -23,15 +23,14 @@ def input_starved(ctx):
         return []
     t = ctx.trace
     cpu = t.cpu
-    sel = np.isin(cpu.name, t.name_ids(is_dataloader)) & ctx.in_window(cpu.ts)
+    sel = np.isin(cpu.role, DATALOADER_ROLES) & ctx.in_window(cpu.ts)
     names = sorted({t.names[int(i)] for i in np.unique(cpu.name[sel])})
-    workers = any("MultiProcessing" in n for n in names)
+    workers = bool(np.any(cpu.role[sel] == DATALOADER_WORKERS))
     return [
-        Finding(
+        ctx.finding(
             code="input-starved",
             title="the GPU waits for the DataLoader to produce the next batch",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={
                 "dataloader_ms_per_step": float(cpu.dur[sel].sum()) / 1e3 / ctx.n_steps,
                 "gpu_idle_in_dataloader_ms_per_step": lost,

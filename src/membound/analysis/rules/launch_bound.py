@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
-from membound.analysis.findings import Finding, rule
+from membound.analysis.findings import rule
 from membound.analysis.timeline import LAUNCH_GAP_US
-from membound.trace.load import KERNEL
+from membound.trace.model import KERNEL
 
 #: what the evidence says about profiler overhead (an unprofiled run loses less)
 PROFILER_NOTE = (
@@ -56,11 +56,10 @@ def launch_bound(ctx):
         "note": PROFILER_NOTE,
     }
     return [
-        Finding(
+        ctx.finding(
             code="launch-bound",
             title="many short kernels: the GPU idles while the host issues the next ones",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence=evidence,
             fix=(
                 "Issue fewer, larger kernels: torch.compile(model) (fuses elementwise ops and "

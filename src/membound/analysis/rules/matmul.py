@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from membound.analysis.findings import Finding, rule
+from membound.analysis.findings import rule
 
 MATMUL_FAMILIES = {"matmul", "conv", "convolution", "attention"}
 #: an fp32 matmul faster than this multiple of the fp32 (no TF32) ceiling already uses TF32
@@ -68,11 +68,10 @@ def fp32_matmul(ctx):
         return []
     lost = ctx.per_step(lost_us / 1e3)
     return [
-        Finding(
+        ctx.finding(
             code="fp32-matmul",
             title="fp32 matmuls/convolutions run without tensor cores",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={
                 "ops": dict(ops),
                 "device_ms_per_step": ctx.per_step(device_us / 1e3),

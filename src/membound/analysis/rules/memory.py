@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from membound.analysis.findings import Finding, rule
+from membound.analysis.findings import rule
 from membound.cost.dtypes import itemsize, trace_dtype
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
@@ -93,11 +93,10 @@ def memory_bound_op(ctx):
         lost = ctx.per_step(max(r.device_ms - attainable_ms, 0.0))
         is_norm = any(k in r.name for k in _NORMS)
         out.append(
-            Finding(
+            ctx.finding(
                 code="memory-bound-op",
                 title=f"{r.name} is memory-bound and takes {r.share_of_gpu_time:.0%} of GPU time",
-                time_lost_ms_per_step=lost,
-                share_of_step=ctx.share(lost),
+                lost_ms=lost,
                 evidence={
                     "op": r.name,
                     "calls_per_step": r.calls / ctx.n_steps,
@@ -187,11 +186,10 @@ def unfused_chain(ctx):
     top, count = patterns.most_common(1)[0]
     has_norm = any("norm" in c.name for ch in chains for c in ch)
     return [
-        Finding(
+        ctx.finding(
             code="unfused-chain",
             title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={
                 "chains_per_step": len(chains) / ctx.n_steps,
                 "top_chain": top,
@@ -240,11 +238,10 @@ def fp32_storage(ctx):
         return []
     lost = ctx.per_step(0.5 * nbytes / bw * 1e3)
     return [
-        Finding(
+        ctx.finding(
             code="fp32-storage",
             title="memory-bound ops move fp32 tensors; bf16 storage would halve their bytes",
-            time_lost_ms_per_step=lost,
-            share_of_step=ctx.share(lost),
+            lost_ms=lost,
             evidence={
                 "fp32_bytes_per_step": nbytes / ctx.n_steps,
                 "ops": {k: round(v / ctx.n_steps, 4) for k, v in ops.most_common(5)},
