@@ -19,7 +19,7 @@ _EXPORTS = {
     "ceilings": "membound.device.lookup:get_ceilings",
     "Cost": "membound.cost.registry:Cost",
     "CostCounter": "membound.cost.counter:CostCounter",
-    "profile": "membound.trace.capture:profile",
+    "profile": "membound.api:profile",
     "step": "membound.trace.capture:step",
     "analyze": "membound.analysis:analyze",
     "prefetch": "membound.data.prefetch:prefetch",

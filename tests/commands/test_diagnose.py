@@ -60,9 +60,9 @@ def _fake_analysis(monkeypatch):
         calls.append(paths)
         return type("A", (), {"notes": []})()
 
-    def emit(analysis, console=None, json_path=None, html_path=None, **kw):
-        if json_path:
-            Path(json_path).write_text(json.dumps({"notes": analysis.notes}))
+    def emit(analysis, options, console=None):
+        if options.json_path:
+            Path(options.json_path).write_text(json.dumps({"notes": analysis.notes}))
 
     monkeypatch.setattr(membound.analysis, "analyze", analyze, raising=False)
     monkeypatch.setattr(membound.report, "emit", emit, raising=False)
@@ -301,8 +301,8 @@ def test_annotated_trace_next_to_the_trace_by_default(
 ):
     seen = {}
 
-    def emit(analysis, console=None, json_path=None, html_path=None, **kw):
-        seen.update(kw)
+    def emit(analysis, options, console=None):
+        seen["annotated_trace_path"] = options.annotated_trace_path
 
     monkeypatch.setattr(membound.report, "emit", emit, raising=False)
     code, out = diagnose(tmp_path, script, tmp_path, opts=opts)

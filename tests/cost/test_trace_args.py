@@ -11,8 +11,8 @@ import torch
 
 from membound.cost import TensorMeta, parse_args
 from membound.cost.call import storage_extent
-from membound.cost.dtypes import ITEMSIZE, SCALAR_TYPE_CODES, as_dtype, trace_dtype
 from membound.cost.trace_args import parse_concrete
+from membound.dtypes import ITEMSIZE, SCALAR_TYPE_CODES, as_dtype, trace_dtype
 
 FIXTURE = json.loads(gzip.decompress((Path(__file__).parent / "trace_args.json.gz").read_bytes()))
 
@@ -140,6 +140,6 @@ def test_storage_extent_of_broadcast_views():
     ],
 )
 def test_canonical_reads_every_spelling(spelling, name):
-    from membound.cost.dtypes import canonical
+    from membound.dtypes import canonical
 
     assert canonical(spelling) == name

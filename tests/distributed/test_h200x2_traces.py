@@ -295,12 +295,12 @@ def test_analyze_folder_end_to_end(tmp_path, capsys):
 
 
 def test_html_report_has_the_rank_table_and_the_straggler(merged, tmp_path):
-    from membound.report.ranks import emit
+    from membound.report import ReportOptions, emit
 
-    emit(merged["straggler"], console=False, html_path=tmp_path / "r.html")
+    emit(merged["straggler"], ReportOptions(quiet=True, html_path=tmp_path / "r.html"))
     page = (tmp_path / "r.html").read_text()
     ranks = page[page.index("<h2>Ranks</h2>") : page.index("</table>", page.index("<h2>Ranks"))]
     assert ranks.count("<tr>") == 3  # header + one row per rank
     assert "straggler: rank 1 holds the others back" in page
-    emit(merged["exposed"], console=False, html_path=tmp_path / "e.html")
+    emit(merged["exposed"], ReportOptions(quiet=True, html_path=tmp_path / "e.html"))
     assert "straggler:" not in (tmp_path / "e.html").read_text()

@@ -11,7 +11,7 @@ from membound.device import cache, interconnect
 from membound.device.ceilings import Ceilings
 from membound.device.lookup import interconnect_for
 from membound.trace import distributed as d
-from membound.trace.kineto import collective_kind
+from membound.trace.kineto_names import collective_kind
 from support import multirank
 
 

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from membound.analysis import analyze  # noqa: E402
-from membound.report import emit, json_report  # noqa: E402
+from membound.report import ReportOptions, emit, json_report
 from membound.trace.load import load_trace  # noqa: E402
 from support import tracebuilder
 from support.paths import FIXTURES as DATA
@@ -32,7 +32,7 @@ def memory():
 
 
 def test_json_has_design_schema(pipeline, tmp_path):
-    emit(pipeline, console=False, json_path=tmp_path / "r.json")
+    emit(pipeline, ReportOptions(quiet=True, json_path=tmp_path / "r.json"))
     d = json.loads((tmp_path / "r.json").read_text())
     assert d["schema"] == 1
     assert {"device", "steps", "gpu_busy_fraction", "idle_breakdown", "findings", "ops"} <= set(d)
@@ -65,7 +65,7 @@ def test_json_op_rows(memory):
 
 
 def test_html_is_self_contained(memory, tmp_path):
-    emit(memory, console=False, html_path=tmp_path / "r.html")
+    emit(memory, ReportOptions(quiet=True, html_path=tmp_path / "r.html"))
     text = (tmp_path / "r.html").read_text()
     assert text.count("<svg") == 2  # timeline + roofline
     assert "fp32-matmul" in text and "unfused-chain" in text
@@ -79,14 +79,14 @@ def test_html_is_self_contained(memory, tmp_path):
 
 def test_html_for_cpu_only_trace(tmp_path):
     a = analyze([DATA / "cpu_only" / "trace.json.gz"])
-    emit(a, console=False, html_path=tmp_path / "c.html")
+    emit(a, ReportOptions(quiet=True, html_path=tmp_path / "c.html"))
     text = (tmp_path / "c.html").read_text()
     assert "CPU-only" in text and "<svg" not in text
 
 
 def test_annotated_trace_loads_back_with_finding_spans(pipeline, tmp_path):
     out = tmp_path / "ann.json.gz"
-    emit(pipeline, console=False, annotated_trace_path=out)
+    emit(pipeline, ReportOptions(quiet=True, annotated_trace_path=out))
     doc = json.loads(gzip.open(out).read())
     spans = [
         e for e in doc["traceEvents"] if e.get("pid") == "membound findings" and e["ph"] == "X"
@@ -104,8 +104,8 @@ def test_annotated_trace_of_empty_trace_is_valid(tmp_path):
     p = tmp_path / "e.json"
     p.write_text('{"traceEvents": [ ]}')
     a = analyze([p])
-    out = emit(a, console=False, annotated_trace_path=tmp_path / "e.out.json.gz")
-    assert out is None
+    out = emit(a, ReportOptions(quiet=True, annotated_trace_path=tmp_path / "e.out.json.gz"))
+    assert out == [("annotated trace", tmp_path / "e.out.json.gz")]
     json.loads(gzip.open(tmp_path / "e.out.json.gz").read())
 
 

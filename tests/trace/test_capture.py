@@ -206,8 +206,8 @@ def test_report_analyzes_the_trace_and_adds_capture_notes(tmp_path, model_opt, m
         a.notes = ["from analysis"]
         return a
 
-    def fake_emit(analysis, console=None, json_path=None, html_path=None, **kw):
-        seen["json"] = json_path
+    def fake_emit(analysis, options, console=None):
+        seen["json"] = options.json_path
         seen["emitted"] = analysis
 
     monkeypatch.setattr(membound.analysis, "analyze", fake_analyze, raising=False)

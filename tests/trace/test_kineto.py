@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import tracebuilder
 
 from membound.errors import BadInput
 from membound.trace import load as load_mod
 from membound.trace import model as m
 from membound.trace.load import load_trace, register_reader
+from support import tracebuilder
 
 
 def _named(table, trace, name):

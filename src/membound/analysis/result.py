@@ -12,6 +12,14 @@ from membound.analysis.findings import Finding
 IDLE_CAUSES = ("dataloader", "pageable_copy", "copy", "sync", "launch", "other")
 
 
+def computing_fraction(walls, kernel_busy) -> float | None:
+    """Share of the wall time the GPU ran kernels (copies excluded: a GPU busy copying a
+    pageable batch is not computing); None without wall time. Per-step walls and kernel
+    busy times in ms."""
+    wall = sum(walls)
+    return sum(kernel_busy) / wall if wall > 0 else None
+
+
 @dataclass
 class Step:
     """One training step as the GPU saw it (times in µs on the trace clock, sums in ms)."""
@@ -111,3 +119,12 @@ class Analysis:
     @property
     def mean_step_ms(self) -> float:
         return sum(s.wall_ms for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+    @property
+    def gpu_computing_fraction(self) -> float | None:
+        """Share of the steps' wall time the GPU ran kernels (None for CPU-only traces)."""
+        if not self.has_gpu:
+            return None
+        return computing_fraction(
+            [s.wall_ms for s in self.steps], [s.kernel_busy_ms for s in self.steps]
+        )

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from membound.cost.dtypes import COMPUTE_KEY_NAMES, canonical, compute_key
+from membound.dtypes import COMPUTE_KEY_NAMES, canonical, compute_key
 from membound.errors import BadInput
 
 #: cost families whose fp32 math runs on tensor cores when TF32 is allowed

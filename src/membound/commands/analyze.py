@@ -90,22 +90,14 @@ def _per_trace(path_arg: str | None, trace: Path, many: bool, suffix: str) -> st
 
 def run(args) -> int:
     from membound.analysis import analyze
-    from membound.report import emit
+    from membound.analysis.ranks import analyze_ranks, is_rank_set
+    from membound.report import ReportOptions, emit
 
     traces = _expand(args.traces)
     ceilings = Ceilings.load(args.ceilings) if args.ceilings else None
-    from membound.analysis.ranks import is_rank_set
-
     if is_rank_set(traces):  # [distributed] one trace per rank: one merged report
-        from membound.analysis.ranks import analyze_ranks
-        from membound.report.ranks import emit as emit_ranks
-
-        emit_ranks(
-            analyze_ranks(traces, ceilings),
-            console=False if args.quiet else None,
-            json_path=args.json,
-            html_path=args.html,
-        )
+        options = ReportOptions(quiet=args.quiet, json_path=args.json, html_path=args.html)
+        emit(analyze_ranks(traces, ceilings), options)
         return 0
     many = len(traces) > 1
     for trace in traces:
@@ -117,13 +109,13 @@ def run(args) -> int:
             if annotate and many and not Path(annotate).is_dir():
                 annotate = _per_trace(annotate, trace, many, ".json.gz")
             annotate = annotate or _default_annotated(trace)
-        emit(
-            analysis,
-            console=False if args.quiet else None,
+        options = ReportOptions(
+            quiet=args.quiet,
             json_path=_per_trace(args.json, trace, many, ".json"),
             html_path=_per_trace(args.html, trace, many, ".html"),
             annotated_trace_path=annotate,
         )
+        emit(analysis, options)
     return 0
 
 

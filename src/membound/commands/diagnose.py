@@ -11,18 +11,20 @@ import sys
 import time
 from pathlib import Path
 
+from membound.defaults import CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP, DIAGNOSE_OUT
+
 HELP = (
     "Run a Python training script unmodified under the profiler, find its steps, skip the "
     "first ones, record N, then explain where the GPU waits. Exits with the script's code."
 )
 
-_EPILOG = """\
+_EPILOG = f"""\
 examples:
   membound diagnose -- train.py --lr 0.1
   membound diagnose --steps 4 --json report.json -- python -m mypkg.train
 Steps are the optimizer's steps; without an optimizer, DataLoader batches; or call
-membound.step() in the loop. Defaults skip 1 step (compilation, autotuning, allocator
-growth), profile 2 more as warm-up without keeping them, then record 8.
+membound.step() in the loop. Defaults skip {CAPTURE_WAIT} step (compilation, autotuning, allocator
+growth), profile {CAPTURE_WARMUP} more as warm-up without keeping them, then record {CAPTURE_STEPS}.
 """
 
 
@@ -30,23 +32,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = _EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
-        "--wait", type=int, default=1, metavar="N", help="steps run unprofiled first (default 1)"
+        "--wait",
+        type=int,
+        default=CAPTURE_WAIT,
+        metavar="N",
+        help=f"steps run unprofiled first (default {CAPTURE_WAIT})",
     )
     parser.add_argument(
         "--warmup",
         type=int,
-        default=2,
+        default=CAPTURE_WARMUP,
         metavar="N",
-        help="steps profiled but discarded, so profiler start-up is not measured (default 2)",
+        help="steps profiled but discarded, so profiler start-up is not measured "
+        f"(default {CAPTURE_WARMUP})",
     )
     parser.add_argument(
-        "--steps", type=int, default=8, metavar="N", help="steps recorded (default 8)"
+        "--steps",
+        type=int,
+        default=CAPTURE_STEPS,
+        metavar="N",
+        help=f"steps recorded (default {CAPTURE_STEPS})",
     )
     parser.add_argument(
         "--out",
-        default="membound-out",
+        default=DIAGNOSE_OUT,
         metavar="DIR",
-        help="directory for trace.json.gz and capture.json (default ./membound-out)",
+        help=f"directory for trace.json.gz and capture.json (default ./{DIAGNOSE_OUT})",
     )
     parser.add_argument("--json", metavar="F", help="write the report as JSON to F")
     parser.add_argument("--html", metavar="F", help="write the report as HTML to F")
@@ -86,8 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from membound._env import nccl_safe_env
     from membound.trace import distributed, runner
-    from membound.trace.capture import CaptureDone, profile
+    from membound.trace.capture import Capture, CaptureDone
 
     target = runner.parse_command(args.command)
     runner.check(target)
@@ -101,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"--nproc-per-node {nproc}: give a number of processes >= 1.")
         return distributed.relaunch(nproc, _forward_args(args))
     if info.distributed:
-        distributed.nccl_safe_env()
+        nccl_safe_env()
         distributed.clear_stale(Path(args.out).absolute(), info.rank)
     started = time.time()
     ceilings = None
@@ -109,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         from membound.device.ceilings import Ceilings
 
         ceilings = Ceilings.load(args.ceilings)
-    capture = profile(
+    capture = Capture(
         steps=args.steps,
         wait=args.wait,
         warmup=args.warmup,
@@ -158,9 +170,10 @@ def _report_ranks(capture, args, ceilings, world_size: int, started: float) -> N
         return
     try:
         from membound.analysis.ranks import analyze_ranks
-        from membound.report.ranks import emit
+        from membound.report import ReportOptions, emit
 
-        emit(analyze_ranks(traces, ceilings), json_path=args.json, html_path=args.html)
+        options = ReportOptions(json_path=args.json, html_path=args.html)
+        emit(analyze_ranks(traces, ceilings), options)
     except Exception as exc:  # the traces are kept; analysis is a bonus on top of them
         _log(
             f"merged analysis failed ({type(exc).__name__}: {exc}); the traces are kept: "
@@ -191,12 +204,15 @@ def _report(capture, args: argparse.Namespace, ceilings) -> None:
     if not args.no_annotate:
         annotated = args.annotate or str(capture.out / "trace.membound.json.gz")
     try:
-        capture.report(
-            json_path=args.json,
-            html_path=args.html,
-            annotated_trace_path=annotated,
-            ceilings=ceilings,
+        from membound.analysis import analyze
+        from membound.report import ReportOptions, emit
+
+        analysis = analyze([str(capture.trace_path)], ceilings=ceilings)
+        analysis.notes.extend(capture.capture_notes())
+        options = ReportOptions(
+            json_path=args.json, html_path=args.html, annotated_trace_path=annotated
         )
+        emit(analysis, options)
     except Exception as exc:  # the trace is kept; analysis is a bonus on top of it
         _log(
             f"analysis failed ({type(exc).__name__}: {exc}); the trace is kept at "

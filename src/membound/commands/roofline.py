@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from membound.errors import BadInput
 
 HELP = "measure the device's ceilings (memory bandwidth, FLOP/s per dtype, host<->device copies); cached"
-
-SCHEMA = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,31 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small buffers: a few seconds, numbers only indicative"
     )
-
-
-def document(ceilings) -> dict:
-    """The JSON document. `device` has the same shape as the analysis report's `device` key
-    (name, where the ceilings came from, the ceilings themselves), so `membound analyze
-    --ceilings F` and the report read either file the same way."""
-    return {
-        "schema": SCHEMA,
-        "device": {
-            "name": ceilings.name,
-            "kind": ceilings.device,
-            "ceilings_source": ceilings.source,
-            "ceilings": ceilings.to_dict(),
-        },
-    }
-
-
-def _write_json(path: Path, data: dict) -> None:
-    try:
-        import orjson
-
-        text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
-    except ImportError:
-        text = json.dumps(data, indent=2)
-    path.write_text(text + "\n")
 
 
 def _check_output(path: str | None, suffixes: tuple[str, ...] | None, what: str) -> Path | None:
@@ -101,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     )
     render(ceilings, Console())
     if json_path is not None:
-        _write_json(json_path, document(ceilings))
+        from membound.report.json_report import write_ceilings
+
+        write_ceilings(ceilings, json_path)
         err.print(f"wrote {json_path}")
     if plot_path is not None:
         from membound.report.roofline_chart import draw

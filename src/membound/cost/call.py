@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from membound.cost.dtypes import as_dtype, itemsize
+from membound.dtypes import as_dtype, itemsize
 
 
 def numel(shape: Sequence[int]) -> int:

@@ -23,8 +23,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.dtypes import as_dtype
 from membound.cost.registry import Cost, evaluate, normalize_name
+from membound.dtypes import as_dtype
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from membound.cost.call import OpCall, TensorMeta, storage_extent
-from membound.cost.dtypes import trace_dtype
 from membound.cost.registry import Cost, evaluate
+from membound.dtypes import trace_dtype
 
 # dtypes a wrapped Python number gets (0-dim): treated as scalars post hoc
 _WRAPPED_NUMBER = {"float64", "int64", "bool", "complex128"}

@@ -32,7 +32,7 @@ def write_variant(analysis, out: Path, name: str, *, html: bool = False) -> dict
     if analysis.has_gpu and analysis.steps:
         from membound.demos import activity
 
-        kb = kernel_busy_fraction(analysis)
+        kb = analysis.gpu_computing_fraction
         files["timeline"] = activity.draw(
             analysis.trace_path,
             out / f"{name}.timeline.png",
@@ -43,15 +43,6 @@ def write_variant(analysis, out: Path, name: str, *, html: bool = False) -> dict
     if html:
         files["html"] = html_report.write(analysis, out / f"{name}.html")
     return files
-
-
-def kernel_busy_fraction(analysis) -> float | None:
-    """Share of the wall time the GPU ran kernels (copies excluded: a GPU busy copying a
-    pageable batch is not computing)."""
-    wall = sum(s.wall_ms for s in analysis.steps)
-    if not analysis.has_gpu or wall <= 0:
-        return None
-    return sum(s.kernel_busy_ms for s in analysis.steps) / wall
 
 
 def variants_table(
@@ -79,7 +70,7 @@ def variants_table(
     t.add_column("findings (ms lost per step)")
     for name, _, a in rows:
         busy = "-" if a.gpu_busy_fraction is None else f"{a.gpu_busy_fraction:.0%}"
-        kb = kernel_busy_fraction(a)
+        kb = a.gpu_computing_fraction
         plain = []
         if timed is not None:
             r = timed.get(name) or {}
@@ -116,7 +107,8 @@ def present_variants(
     timed: dict[str, dict] | None = None,
 ) -> dict[str, Any]:
     """Table, files per variant, then `membound compare` of each (before, after) pair."""
-    from membound.commands.compare import compare, load_report, render
+    from membound.analysis.compare import compare, load_report
+    from membound.report.compare import render
 
     variants_table(rows, title, console, per=per, timed=timed)
     names = {name for name, _, _ in rows}

@@ -1,4 +1,5 @@
-"""The `--json` report: DESIGN's schema 1, stable keys (new keys may be added)."""
+"""The `--json` files: the report (DESIGN's schema 1, stable keys, new keys may be added) and
+`membound roofline --json`'s ceilings document (same schema number, same `device` shape)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def to_dict(analysis) -> dict[str, Any]:
-    a = analysis
+def to_dict(result) -> dict[str, Any]:
+    """The report JSON of one trace's `Analysis`, or of a `RankedAnalysis` (the merged
+    analysis plus a `ranks` section)."""
+    if hasattr(result, "merged"):
+        return _ranked(result)
+    a = result
     c = a.ceilings
     device = {
         "name": a.device_name,
@@ -68,8 +73,81 @@ def to_dict(analysis) -> dict[str, Any]:
     )
 
 
-def write(analysis, path) -> Path:
+def write(result, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_dict(analysis), indent=2) + "\n")
+    path.write_text(json.dumps(to_dict(result), indent=2) + "\n")
+    return path
+
+
+def _ranked(ra) -> dict[str, Any]:
+    """The schema-1 report of the merged analysis plus a `ranks` section."""
+    out = to_dict(ra.merged)
+    out["ranks"] = _clean(
+        {
+            "world_size": ra.world_size,
+            "backend": ra.backend,
+            "matched_steps": ra.matched_steps,
+            "per_rank": [
+                {
+                    "rank": r.rank,
+                    "trace": r.trace,
+                    "steps": r.steps,
+                    "median_step_ms": r.median_step_ms,
+                    "mean_step_ms": r.mean_step_ms,
+                    "gpu_busy_fraction": r.gpu_busy_fraction,
+                    "compute_ms_per_step": r.compute_ms_per_step,
+                    "wait_ms_per_step": r.wait_ms_per_step,
+                    "comm_ms_per_step": r.comm_ms_per_step,
+                    "exposed_comm_ms_per_step": r.exposed_comm_ms_per_step,
+                    "collectives_per_step": r.collectives_per_step,
+                    "late_fraction": r.late_fraction,
+                }
+                for r in ra.ranks
+            ],
+            "stragglers": [
+                {
+                    "rank": s.rank,
+                    "held_back_ms_per_step": s.held_back_ms_per_step,
+                    "share_of_step": s.share_of_step,
+                    "others_wait_ms_per_step": s.others_wait_ms_per_step,
+                    "late_fraction": s.late_fraction,
+                    "method": s.method,
+                }
+                for s in ra.stragglers
+            ],
+            "collectives": ra.collectives,
+            "interconnect": ra.interconnect,
+            "interconnect_source": ra.interconnect_source,
+            "notes": ra.notes,
+        }
+    )
+    return out
+
+
+def ceilings_document(ceilings) -> dict:
+    """`membound roofline --json`'s document. `device` has the same shape as the analysis report's `device` key
+    (name, where the ceilings came from, the ceilings themselves), so `membound analyze
+    --ceilings F` and the report read either file the same way."""
+    return {
+        "schema": SCHEMA,
+        "device": {
+            "name": ceilings.name,
+            "kind": ceilings.device,
+            "ceilings_source": ceilings.source,
+            "ceilings": ceilings.to_dict(),
+        },
+    }
+
+
+def write_ceilings(ceilings, path) -> Path:
+    path = Path(path)
+    data = ceilings_document(ceilings)
+    try:
+        import orjson
+
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    except ImportError:
+        text = json.dumps(data, indent=2)
+    path.write_text(text + "\n")
     return path

@@ -7,20 +7,21 @@ Presentation only: the numbers come from `membound.analysis.ranks.RankedAnalysis
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from membound.analysis.ranks import STRAGGLER_SHARE
 
 
 def straggler_line(ra) -> str:
     if not ra.stragglers:
         if len(ra.ranks) < 2:
             return "one rank: no straggler comparison"
-        return "no straggler: no rank is late by more than 5% of a step in most steps"
+        return (
+            f"no straggler: no rank is late by more than {STRAGGLER_SHARE:.0%} of a step "
+            "in most steps"
+        )
     parts = []
     for s in ra.stragglers:
         parts.append(
@@ -30,11 +31,12 @@ def straggler_line(ra) -> str:
     return " · ".join(parts)
 
 
-def render(ra, console: Console | None = None) -> None:
+def render(ra, console: Console | None = None, options=None) -> None:
+    """The merged report: the pooled analysis, then the ranks and their collectives."""
     from membound.report import terminal
 
     console = console or Console()
-    terminal.render(ra.merged, console)
+    terminal.render(ra.merged, console, options)
     t = Table(
         title=f"ranks ({len(ra.ranks)} of {ra.world_size}"
         + (f", {ra.backend}" if ra.backend else "")
@@ -105,78 +107,6 @@ def render(ra, console: Console | None = None) -> None:
             )
     for note in ra.notes:
         console.print(Text(f"note: {note}", style="dim"))
-
-
-def to_dict(ra) -> dict[str, Any]:
-    """The schema-1 report of the merged analysis plus a `ranks` section."""
-    from membound.report import json_report
-
-    out = json_report.to_dict(ra.merged)
-    out["ranks"] = json_report._clean(
-        {
-            "world_size": ra.world_size,
-            "backend": ra.backend,
-            "matched_steps": ra.matched_steps,
-            "per_rank": [
-                {
-                    "rank": r.rank,
-                    "trace": r.trace,
-                    "steps": r.steps,
-                    "median_step_ms": r.median_step_ms,
-                    "mean_step_ms": r.mean_step_ms,
-                    "gpu_busy_fraction": r.gpu_busy_fraction,
-                    "compute_ms_per_step": r.compute_ms_per_step,
-                    "wait_ms_per_step": r.wait_ms_per_step,
-                    "comm_ms_per_step": r.comm_ms_per_step,
-                    "exposed_comm_ms_per_step": r.exposed_comm_ms_per_step,
-                    "collectives_per_step": r.collectives_per_step,
-                    "late_fraction": r.late_fraction,
-                }
-                for r in ra.ranks
-            ],
-            "stragglers": [
-                {
-                    "rank": s.rank,
-                    "held_back_ms_per_step": s.held_back_ms_per_step,
-                    "share_of_step": s.share_of_step,
-                    "others_wait_ms_per_step": s.others_wait_ms_per_step,
-                    "late_fraction": s.late_fraction,
-                    "method": s.method,
-                }
-                for s in ra.stragglers
-            ],
-            "collectives": ra.collectives,
-            "interconnect": ra.interconnect,
-            "interconnect_source": ra.interconnect_source,
-            "notes": ra.notes,
-        }
-    )
-    return out
-
-
-def write_json(ra, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_dict(ra), indent=2) + "\n")
-    return path
-
-
-def emit(ra, *, console=None, json_path=None, html_path=None) -> None:
-    """Terminal report (unless `console is False`), JSON with the `ranks` section, and the
-    HTML report of the merged analysis."""
-    if console is not False:
-        render(ra, console)
-    written = []
-    if json_path:
-        written.append(("json", write_json(ra, json_path)))
-    if html_path:
-        from membound.report import html
-
-        written.append(("html", html.write(ra.merged, html_path, sections=ranks_html(ra))))
-    if console is not False and written:
-        out = console or Console()
-        for what, path in written:
-            out.print(f"wrote {what}: {path}")
 
 
 def ranks_html(ra) -> str:

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from membound.report.options import ReportOptions
+
 #: colour of each idle cause in the step bar (and in the HTML timeline)
 CAUSE_STYLE = {
     "busy": ("green", "█"),
@@ -17,8 +19,6 @@ CAUSE_STYLE = {
     "other": ("grey50", "·"),
 }
 BAR_WIDTH = 50
-MAX_STEP_BARS = 12
-TOP_OPS = 10
 
 
 def summary_line(a) -> str:
@@ -54,7 +54,9 @@ def _bar(step) -> Text:
     return text
 
 
-def render(a, console: Console | None = None) -> None:
+def render(a, console: Console | None = None, options=None) -> None:
+    """The single-trace report; `options`: a `report.ReportOptions` (its defaults when None)."""
+    options = options or ReportOptions()
     console = console or Console()
     console.print(Text(f"membound: {a.trace_path}", style="bold"))
     console.print(summary_line(a))
@@ -65,7 +67,7 @@ def render(a, console: Console | None = None) -> None:
         for cause, (style, ch) in CAUSE_STYLE.items():
             legend.append(f"{ch} {cause}  ", style=style)
         console.print(legend)
-        shown = a.steps[:MAX_STEP_BARS]
+        shown = a.steps[: options.step_bars]
         for s in shown:
             line = Text(f"  step {s.index:>4} {s.wall_ms:8.2f} ms ")
             line.append_text(_bar(s))
@@ -74,7 +76,7 @@ def render(a, console: Console | None = None) -> None:
         if len(a.steps) > len(shown):
             console.print(Text(f"  … {len(a.steps) - len(shown)} more steps", style="dim"))
     elif a.steps:
-        for s in a.steps[:MAX_STEP_BARS]:
+        for s in a.steps[: options.step_bars]:
             console.print(f"  step {s.index:>4} {s.wall_ms:8.2f} ms (host)")
     if a.findings:
         t = Table(title="findings (ranked by time lost)", title_justify="left")
@@ -83,7 +85,7 @@ def render(a, console: Console | None = None) -> None:
         t.add_column("share", justify="right")
         t.add_column("what")
         t.add_column("fix")
-        for f in a.findings:
+        for f in a.findings[: options.top_findings]:
             t.add_row(
                 f.code, f"{f.time_lost_ms_per_step:.3f}", f"{f.share_of_step:.0%}", f.title, f.fix
             )
@@ -104,7 +106,7 @@ def render(a, console: Console | None = None) -> None:
             ("of FLOP/s", "right"),
         ):
             t.add_column(col, justify=just)
-        for r in a.ops[:TOP_OPS]:
+        for r in a.ops[: options.top_ops]:
             t.add_row(
                 r.name,
                 str(r.calls),

@@ -25,6 +25,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from membound.defaults import CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP
+
 TRACE_NAME = "trace.json.gz"
 META_NAME = "capture.json"
 
@@ -46,9 +48,9 @@ class Capture:
 
     def __init__(
         self,
-        steps: int = 8,
-        wait: int = 1,
-        warmup: int = 2,
+        steps: int = CAPTURE_STEPS,
+        wait: int = CAPTURE_WAIT,
+        warmup: int = CAPTURE_WARMUP,
         out: str | os.PathLike | None = None,
         record_shapes: bool = True,
         activities: list | None = None,
@@ -88,7 +90,6 @@ class Capture:
         self._pending_batch = False  # a DataLoader batch was fetched since the last opt step
         self._hook_handle: Any = None
         self._orig_next: Any = None
-        self._analysis: Any = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -284,73 +285,6 @@ class Capture:
             f"step boundaries from {source}."
         )
         return [head, *self.notes]
-
-    def analyze(self, ceilings: Any = None) -> Any:
-        """Analyze the written trace (cached); capture notes are appended to `analysis.notes`.
-
-        `ceilings=None` lets the analysis look them up by the trace's device name."""
-        if self._analysis is None:
-            from membound.errors import BadInput
-
-            if not self.written:
-                raise BadInput(
-                    "no trace was captured: " + (self.notes[-1] if self.notes else "no steps ran.")
-                )
-            from membound.analysis import analyze
-
-            analysis = analyze([str(self.trace_path)], ceilings=ceilings)
-            notes = getattr(analysis, "notes", None)
-            if isinstance(notes, list):
-                notes.extend(self.capture_notes())
-            self._analysis = analysis
-        return self._analysis
-
-    def report(
-        self,
-        console: Any = None,
-        json_path: str | os.PathLike | None = None,
-        html_path: str | os.PathLike | None = None,
-        annotated_trace_path: str | os.PathLike | None = None,
-        ceilings: Any = None,
-    ) -> Any:
-        """Analyze the trace and present it (terminal, and JSON/HTML/annotated trace if asked)."""
-        from membound.report import emit
-
-        analysis = self.analyze(ceilings)
-        emit(
-            analysis,
-            console=console,
-            json_path=json_path,
-            html_path=html_path,
-            annotated_trace_path=annotated_trace_path,
-        )
-        return analysis
-
-
-def profile(
-    steps: int = 8,
-    wait: int = 1,
-    warmup: int = 2,
-    out: str | os.PathLike | None = None,
-    record_shapes: bool = True,
-    activities: list | None = None,
-    stop_after_capture: bool = False,
-) -> Capture:
-    """Profile `steps` training steps after skipping `wait` + `warmup` ones.
-
-    Use as ``with membound.profile(steps=8) as p: <loop>`` then ``p.report()``. Steps are found
-    from optimizer steps or DataLoader batches, or call `membound.step()` once per iteration.
-    The trace goes to ``out/trace.json.gz`` (``out`` defaults to a fresh temporary directory).
-    """
-    return Capture(
-        steps=steps,
-        wait=wait,
-        warmup=warmup,
-        out=out,
-        record_shapes=record_shapes,
-        activities=activities,
-        stop_after_capture=stop_after_capture,
-    )
 
 
 def step() -> None:

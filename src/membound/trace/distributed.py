@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from membound._env import nccl_safe_env
+from membound.dtypes import canonical, itemsize
 from membound.trace.files import open_trace
-from membound.trace.kineto import collective_kind
+from membound.trace.kineto_names import collective_kind
 
 RANK_TRACE = "trace.rank{rank}.json.gz"
 RANK_META = "capture.rank{rank}.json"
@@ -174,20 +175,11 @@ class CommRecord:
         return self.nelems * size if size else None
 
 
-_DTYPE_SIZES = {
-    "double": 8, "float64": 8, "f64": 8, "long": 8, "int64": 8, "complexfloat": 8,
-    "float": 4, "float32": 4, "f32": 4, "int": 4, "int32": 4,
-    "half": 2, "float16": 2, "f16": 2, "bfloat16": 2, "bf16": 2, "short": 2, "int16": 2,
-    "byte": 1, "char": 1, "bool": 1, "uint8": 1, "int8": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
-}  # fmt: skip
-
-
 def dtype_size(dtype: str | None) -> int | None:
-    if not dtype:
-        return None
-    key = str(dtype).lower().replace("c10::", "").replace("torch.", "").replace("scalartype::", "")
-    return _DTYPE_SIZES.get(key)
+    """Bytes per element of a recorded dtype ("BFloat16", "c10::Half", "torch.float32");
+    None when unknown."""
+    name = canonical(dtype) if dtype else None
+    return itemsize(name) if name else None
 
 
 _HEAD = 1 << 20

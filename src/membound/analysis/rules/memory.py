@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from membound.analysis.findings import rule
-from membound.cost.dtypes import itemsize, trace_dtype
+from membound.dtypes import itemsize, trace_dtype
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
 MEMORY_OP_SHARE = 0.10

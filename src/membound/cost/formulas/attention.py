@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.dtypes import compute_key
 from membound.cost.formulas._torch_flops import sdpa_backward_flops, sdpa_flops
 from membound.cost.registry import Cost, register
+from membound.dtypes import compute_key
 
 
 @dataclass(frozen=True)

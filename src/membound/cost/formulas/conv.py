@@ -8,9 +8,9 @@ Post hoc the output shape comes from stride / padding / dilation / output_paddin
 from __future__ import annotations
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.dtypes import compute_key
 from membound.cost.formulas._torch_flops import conv_backward_flops, conv_flops
 from membound.cost.registry import Cost, register, simple
+from membound.dtypes import compute_key
 
 # op -> argument positions: (bias, stride, padding, dilation, transposed, output_padding)
 # None = the op does not take that argument.

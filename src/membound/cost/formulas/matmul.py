@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 from membound.cost.call import OpCall, TensorMeta, broadcast
-from membound.cost.dtypes import as_dtype, compute_key
 from membound.cost.formulas._torch_flops import bmm_flops, mm_flops
 from membound.cost.registry import Cost, register, simple
+from membound.dtypes import as_dtype, compute_key
 
 
 def _matmul(call: OpCall, a: TensorMeta, b: TensorMeta, out_dtype: str | None = None) -> Cost:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.dtypes import as_dtype
 from membound.cost.registry import VECTOR, Cost, out_bytes, register
+from membound.dtypes import as_dtype
 
 VIEWS = (
     "view _unsafe_view reshape _reshape_alias t transpose permute expand expand_as "

@@ -13,8 +13,8 @@ else the input dtype (argmax/argmin: int64; max/min with dim also return int64 i
 from __future__ import annotations
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.dtypes import as_dtype
 from membound.cost.registry import VECTOR, Cost, register, simple
+from membound.dtypes import as_dtype
 
 PER_INPUT = {
     "sum": 1,

@@ -16,8 +16,8 @@ weights and writes the full dx (N×C, mostly zeros). Cross-entropy reads the log
 from __future__ import annotations
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.dtypes import as_dtype
 from membound.cost.registry import VECTOR, Cost, register, simple
+from membound.dtypes import as_dtype
 
 SOFTMAX_FWD = 5
 SOFTMAX_BWD = 4

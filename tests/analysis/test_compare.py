@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from membound.analysis.compare import compare, load_report
 from membound.cli import main
-from membound.commands.compare import compare, load_report
 from membound.demos import recorded_ceilings, recorded_trace
 from membound.report.json_report import to_dict
 

@@ -1,4 +1,4 @@
-"""Dtypes, the one table: canonical names, bytes per element, the names a profiler trace
+"""Dtypes, the one table (the vocabulary every layer shares): canonical names, bytes per element, the names a profiler trace
 prints, ScalarType codes, and the compute-ceiling key of math in each dtype.
 
 Canonical names are torch's without "torch." ("bfloat16", "float32"); `canonical` maps the
@@ -94,8 +94,34 @@ _COMPUTE = {
     "int8": "int8",
     "uint8": "int8",
 }
-# lower-case C type names seen in older traces and user input
-_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+# c10::ScalarType names, as NCCL collective records print a tensor's dtype ("BFloat16")
+SCALAR_TYPE_NAMES = {
+    "Byte": "uint8",
+    "Char": "int8",
+    "Short": "int16",
+    "Int": "int32",
+    "Long": "int64",
+    "Half": "float16",
+    "Float": "float32",
+    "Double": "float64",
+    "ComplexHalf": "complex32",
+    "ComplexFloat": "complex64",
+    "ComplexDouble": "complex128",
+    "Bool": "bool",
+    "BFloat16": "bfloat16",
+    "Float8_e5m2": "float8_e5m2",
+    "Float8_e4m3fn": "float8_e4m3fn",
+    "Float8_e5m2fnuz": "float8_e5m2fnuz",
+    "Float8_e4m3fnuz": "float8_e4m3fnuz",
+}
+# lower-case and short spellings seen in older traces, kernel names and user input
+_ALIASES = {
+    **{k.lower(): v for k, v in SCALAR_TYPE_NAMES.items()},
+    "bf16": "bfloat16",
+    "f16": "float16",
+    "f32": "float32",
+    "f64": "float64",
+}
 
 
 def compute_key(dtype: str) -> str:
@@ -127,13 +153,16 @@ def trace_dtype(type_name: str) -> str | None:
 
 def canonical(value: Any) -> str | None:
     """Any spelling of a dtype membound meets (torch.dtype, canonical name, the profiler's C++
-    name, "c10::BFloat16", "half") -> canonical name; None when it is none of them."""
+    name, "c10::BFloat16", a ScalarType name "BFloat16", "half", "bf16") -> canonical name;
+    None when it is none of them."""
     text = str(value).strip()
-    found = trace_dtype(text) or as_dtype(text)
-    if found:
-        return found
-    name = text.lower().removeprefix("torch.").removeprefix("c10::")
-    return as_dtype(name) or _ALIASES.get(name)
+    bare = text.removeprefix("torch.").removeprefix("c10::").removeprefix("ScalarType::")
+    for t in (text, bare):
+        found = TRACE_DTYPES.get(t) or SCALAR_TYPE_NAMES.get(t) or as_dtype(t)
+        if found:
+            return found
+    low = bare.lower()
+    return as_dtype(low) or TRACE_DTYPES.get(low) or _ALIASES.get(low)
 
 
 def itemsize(dtype: str | None, default: int = 4) -> int:
