@@ -72,7 +72,7 @@ class Profile(Capture):
         return analysis
 
 
-#: `membound.profile(steps=8, wait=1, warmup=2, out=None, record_shapes=True, activities=None,
+#: `membound.profile(steps=8, wait=6, warmup=2, out=None, record_shapes=True, activities=None,
 #: stop_after_capture=False)`: profile `steps` training steps after skipping `wait` +
 #: `warmup` ones. Use as ``with membound.profile(steps=8) as p: <loop>`` then ``p.report()``.
 #: Steps are found from optimizer steps or DataLoader batches, or call `membound.step()` once

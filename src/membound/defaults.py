@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-#: a capture skips WAIT steps unprofiled (compilation, autotuning, allocator growth),
-#: profiles WARMUP more without keeping them (profiler start-up), then records STEPS
-CAPTURE_WAIT = 1
+#: a capture runs WAIT steps unprofiled (the first warms up: compilation, autotuning,
+#: allocator growth; membound's step timer times the others), profiles WARMUP more without
+#: keeping them (profiler start-up), records STEPS, then times up to STEPS more unprofiled
+CAPTURE_WAIT = 6
 CAPTURE_WARMUP = 2
 CAPTURE_STEPS = 8
 

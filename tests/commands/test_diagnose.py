@@ -217,8 +217,8 @@ def test_subprocess_python_dash_m_membound(tmp_path, script):
                                                        os.environ.get("PYTHONPATH", "")]))  # fmt: skip
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "membound", "diagnose", "--steps", "2", "--no-analyze",
-         "--out", str(out), "--", str(script), str(tmp_path), "8", "--exit3"],
+        [sys.executable, "-m", "membound", "diagnose", "--wait", "1", "--steps", "2",
+         "--no-analyze", "--out", str(out), "--", str(script), str(tmp_path), "8", "--exit3"],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 3, proc.stderr

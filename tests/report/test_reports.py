@@ -41,7 +41,15 @@ def test_json_has_design_schema(pipeline, tmp_path):
     assert d["gpu_busy_fraction"] == pytest.approx(0.42)
     assert d["idle_breakdown"]["pageable_copy"] == pytest.approx(0.91)
     f = d["findings"][0]
-    assert set(f) == {"code", "title", "time_lost_ms_per_step", "share_of_step", "evidence", "fix"}
+    assert set(f) == {
+        "code",
+        "title",
+        "time_lost_ms_per_step",
+        "expected_step_ms_after_fix",
+        "share_of_step",
+        "evidence",
+        "fix",
+    }
     assert f["code"] == "input-starved"
 
 

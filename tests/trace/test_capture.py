@@ -53,7 +53,11 @@ def test_optimizer_steps_drive_the_schedule(tmp_path, model_opt):
             assert not p.complete
             train_iteration(*model_opt)
         assert p.complete  # wait + warmup + steps = 5 boundaries
-        # Once complete the DataLoader patch is gone although the context is still open.
+        # the profiler is off; membound's step timer times `steps` more steps, then lets go:
+        # the DataLoader patch is gone although the context is still open
+        assert cap.active() is p
+        for _ in range(3):
+            train_iteration(*model_opt)
         assert not hasattr(_BaseDataLoaderIter.__dict__["__next__"], "__wrapped__")
         assert cap.active() is None
         train_iteration(*model_opt)
@@ -64,6 +68,42 @@ def test_optimizer_steps_drive_the_schedule(tmp_path, model_opt):
     meta = json.loads((tmp_path / "capture.json").read_text())
     assert meta["step_source"] == "optimizer" and meta["steps_captured"] == 3
     assert meta["complete"] is True
+    times = meta["step_times_ms"]  # wait=1: its one step warms up, so nothing before
+    assert len(times["unprofiled"]) == 0
+    assert len(times["profiled"]) == 3 and len(times["after"]) == 3
+    assert all(t > 0 for t in times["profiled"] + times["after"])
+
+
+def test_step_timer_times_the_unprofiled_steps_before_and_after(tmp_path, model_opt):
+    import time
+
+    def slow_iteration(ms):
+        time.sleep(ms / 1e3)  # a step of known host time
+        train_iteration(*model_opt)
+
+    with membound.profile(steps=2, wait=4, warmup=1, out=tmp_path):
+        for ms in (0, 30, 30, 30, 0, 0, 0, 80, 80, 5):
+            slow_iteration(ms)
+    times = json.loads((tmp_path / "capture.json").read_text())["step_times_ms"]
+    # steps 1-3 (wait, the first warms up), 5-6 recorded, 7-8 after (steps=2 of them); a
+    # sleep is never shorter than asked, a busy 2-core machine makes it longer
+    assert len(times["unprofiled"]) == 3 and all(29 < t < 79 for t in times["unprofiled"])
+    assert len(times["profiled"]) == 2
+    assert len(times["after"]) == 2 and all(79 < t < 200 for t in times["after"])
+    from membound.analysis.step_timing import StepTiming
+
+    timing = StepTiming.from_meta({"step_times_ms": times})
+    assert timing.unprofiled_ms == times["unprofiled"] + times["after"]
+
+
+def test_stop_after_capture_times_no_step_after(tmp_path, model_opt):
+    with pytest.raises(cap.CaptureDone):
+        with membound.profile(steps=2, wait=3, warmup=1, out=tmp_path, stop_after_capture=True):
+            for _ in range(10):
+                train_iteration(*model_opt)
+    times = json.loads((tmp_path / "capture.json").read_text())["step_times_ms"]
+    assert len(times["unprofiled"]) == 2 and len(times["after"]) == 0
+    assert cap.active() is None
 
 
 def test_second_optimizer_does_not_double_step(tmp_path):

@@ -29,6 +29,7 @@ class AnalysedTrace:
     rows: list[OpRow]
     ceilings: Any | None
     notes: list[str] = field(default_factory=list)
+    timing: Any = None  # `analysis.step_timing.StepTiming` of membound's capture, if any
 
     @property
     def n_steps(self) -> int:
@@ -37,6 +38,11 @@ class AnalysedTrace:
     @property
     def mean_step_ms(self) -> float:
         return sum(s.wall_ms for s in self.steps) / self.n_steps if self.steps else 0.0
+
+    @property
+    def reference_step_ms(self) -> float:
+        """The step savings refer to: the unprofiled one when timed, else the trace's mean."""
+        return self.timing.unprofiled_median_ms if self.timing is not None else self.mean_step_ms
 
     @property
     def window(self) -> tuple[float, float]:
@@ -48,7 +54,8 @@ class AnalysedTrace:
         return total_ms / self.n_steps
 
     def share(self, ms_per_step: float) -> float:
-        return ms_per_step / self.mean_step_ms if self.mean_step_ms > 0 else 0.0
+        step = self.reference_step_ms
+        return ms_per_step / step if step > 0 else 0.0
 
     def in_window(self, ts: np.ndarray) -> np.ndarray:
         lo, hi = self.window
@@ -85,6 +92,10 @@ class AnalysedTrace:
     ) -> Finding:
         """A finding of `code` saving `lost_ms` per step (its share of the step follows)."""
         return Finding(code, title, lost_ms, self.share(lost_ms), evidence, fix, list(spans))
+
+    def expected_after(self, lost_ms: float) -> float:
+        """The step a saving of `lost_ms` leaves."""
+        return max(self.reference_step_ms - lost_ms, 0.0)
 
     def spans(self, intervals: iv.Intervals, limit: int = 2000) -> list[tuple[float, float]]:
         s, e = intervals

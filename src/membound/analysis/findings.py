@@ -26,12 +26,17 @@ class Finding:
     evidence: dict[str, Any]
     fix: str
     spans: list[tuple[float, float]] = field(default_factory=list)  # µs on the trace clock
+    #: the unprofiled step (else the trace's mean step) minus `time_lost_ms_per_step`
+    expected_step_ms_after_fix: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
             "title": self.title,
             "time_lost_ms_per_step": round(self.time_lost_ms_per_step, 4),
+            "expected_step_ms_after_fix": None
+            if self.expected_step_ms_after_fix is None
+            else round(self.expected_step_ms_after_fix, 4),
             "share_of_step": round(self.share_of_step, 4),
             "evidence": self.evidence,
             "fix": self.fix,
@@ -79,6 +84,8 @@ def run_rules(trace: Any, codes: Iterable[str] | None = None) -> list[Finding]:
     for code in codes or list(RULES):
         for f in RULES[code](trace) or ():
             if f.time_lost_ms_per_step > 0 and f.share_of_step >= MIN_SHARE:
+                if f.expected_step_ms_after_fix is None:
+                    f.expected_step_ms_after_fix = trace.expected_after(f.time_lost_ms_per_step)
                 out.append(f)
     return ranked(out)
 

@@ -13,9 +13,11 @@ from membound.analysis.context import AnalysedTrace
 from membound.analysis.findings import Finding, ranked, run_rules
 from membound.analysis.ops import join_calls, op_rows
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
+from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_for_name
 from membound.errors import BadInput
+from membound.trace.capture import read_meta
 from membound.trace.load import load_trace
 
 
@@ -32,7 +34,10 @@ def analyze(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        results = [analyze_trace(load_trace(p, progress), ceilings) for p in paths]
+        results = [
+            analyze_trace(load_trace(p, progress), ceilings, StepTiming.from_meta(read_meta(p)))
+            for p in paths
+        ]
     finally:
         if enabled:
             gc.enable()
@@ -41,8 +46,9 @@ def analyze(
     return results[0] if len(results) == 1 else merge(results)
 
 
-def analyze_trace(trace, ceilings=None) -> Analysis:
-    """Analyze an already loaded `membound.trace.model.Trace`."""
+def analyze_trace(trace, ceilings=None, timing: StepTiming | None = None) -> Analysis:
+    """Analyze an already loaded `membound.trace.model.Trace`; `timing`: membound's own step
+    timer of the capture (`analysis.step_timing`), which every ms/step then refers to."""
     notes: list[str] = []
     windows, marked = step_windows(trace)
     if not windows:
@@ -75,12 +81,18 @@ def analyze_trace(trace, ceilings=None) -> Analysis:
         ceilings = None
     timeline = Timeline(trace, windows)
     steps = timeline.steps
+    for s in steps:
+        s.idle_by_cause.setdefault(PROFILER, 0.0)
+    if timing is not None:
+        notes.append(timing.note())
+        if trace.has_gpu:
+            remove_profiler_idle(steps, timing.unprofiled_median_ms)
     calls = join_calls(trace) if trace.has_gpu else []
     kernel_us = sum(s.kernel_busy_ms for s in steps) * 1e3
     rows = op_rows(calls, ceilings, kernel_us)
     if trace.has_gpu and calls and not any(r.exact_cost for r in rows):
         notes.append("no op recorded shapes the cost model knows: record with record_shapes=True")
-    ctx = AnalysedTrace(trace, timeline, steps, calls, rows, ceilings, notes)
+    ctx = AnalysedTrace(trace, timeline, steps, calls, rows, ceilings, notes, timing)
     findings = run_rules(ctx) if trace.has_gpu and steps else []
     n = max(len(steps), 1)
     wall = sum(s.wall_ms for s in steps)
@@ -101,6 +113,7 @@ def analyze_trace(trace, ceilings=None) -> Analysis:
         findings=findings,
         notes=notes,
         step_marked=marked,
+        timing=timing,
     )
 
 
@@ -132,9 +145,11 @@ def merge(results: list[Analysis]) -> Analysis:
                 )
             else:
                 by_code[f.code].time_lost_ms_per_step += f.time_lost_ms_per_step * weight
-    mean_step = wall / n if n else 0.0
+    timing = StepTiming.pool([a.timing for a in results])
+    step = timing.unprofiled_median_ms if timing is not None else (wall / n if n else 0.0)
     for f in by_code.values():
-        f.share_of_step = f.time_lost_ms_per_step / mean_step if mean_step else 0.0
+        f.share_of_step = f.time_lost_ms_per_step / step if step else 0.0
+        f.expected_step_ms_after_fix = max(step - f.time_lost_ms_per_step, 0.0)
     first = results[0]
     return Analysis(
         trace_path=", ".join(a.trace_path for a in results),
@@ -152,4 +167,5 @@ def merge(results: list[Analysis]) -> Analysis:
         findings=ranked(by_code.values()),
         notes=[f"{len(results)} traces pooled"] + sorted({n for a in results for n in a.notes}),
         step_marked=all(a.step_marked for a in results),
+        timing=timing,
     )

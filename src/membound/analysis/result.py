@@ -8,8 +8,10 @@ from typing import Any
 
 from membound.analysis.findings import Finding
 
-#: why the GPU sat idle, in the order a gap instant is attributed (first match wins).
-IDLE_CAUSES = ("dataloader", "pageable_copy", "copy", "sync", "launch", "other")
+#: why the GPU sat idle, in the order a gap instant is attributed (first match wins) ...
+ATTRIBUTED_CAUSES = ("dataloader", "pageable_copy", "copy", "sync", "launch", "other")
+#: ... and the idle only the profiler added (`analysis.step_timing`): shown, never a finding
+IDLE_CAUSES = (*ATTRIBUTED_CAUSES, "profiler")
 
 
 def computing_fraction(walls, kernel_busy) -> float | None:
@@ -104,6 +106,28 @@ class Analysis:
     findings: list[Finding]
     notes: list[str] = field(default_factory=list)
     step_marked: bool = True
+    #: membound's own step timer (`analysis.step_timing.StepTiming`), None for traces
+    #: captured elsewhere
+    timing: Any = None
+
+    @property
+    def unprofiled_step_ms(self) -> float | None:
+        return self.timing.unprofiled_median_ms if self.timing is not None else None
+
+    @property
+    def profiled_step_ms(self) -> float | None:
+        return self.timing.profiled_median_ms if self.timing is not None else None
+
+    @property
+    def profiler_overhead_fraction(self) -> float | None:
+        return self.timing.overhead_fraction if self.timing is not None else None
+
+    @property
+    def reference_step_ms(self) -> float:
+        """The step every ms/step refers to: the unprofiled one when it was timed, else the
+        mean step of the trace."""
+        u = self.unprofiled_step_ms
+        return u if u is not None else self.mean_step_ms
 
     @property
     def median_step_ms(self) -> float:

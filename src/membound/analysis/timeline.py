@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
-from membound.analysis.result import IDLE_CAUSES, Step
+from membound.analysis.result import ATTRIBUTED_CAUSES, Step
 from membound.trace.model import (
     COPY_OP,
     CPU_OP,
@@ -114,7 +114,7 @@ class Timeline:
         self.kernel_busy = iv.union(gpu.ts[k], gpu.ts[k] + gpu.dur[k])
         self.windows = windows
         self.host = self._host_causes()
-        self.idle_by_cause: dict[str, iv.Intervals] = {c: iv.EMPTY for c in IDLE_CAUSES}
+        self.idle_by_cause: dict[str, iv.Intervals] = {c: iv.EMPTY for c in ATTRIBUTED_CAUSES}
         self.steps = self._steps()
 
     def _host_causes(self) -> dict[str, iv.Intervals]:
@@ -202,7 +202,7 @@ class Timeline:
         idle = iv.intersect(idle_all, windows)  # cut at step boundaries
         rest = idle
         by_cause: dict[str, np.ndarray] = {}
-        for cause in IDLE_CAUSES:
+        for cause in ATTRIBUTED_CAUSES:
             if cause == "other":
                 part = rest
             else:

@@ -23,8 +23,11 @@ examples:
   membound diagnose -- train.py --lr 0.1
   membound diagnose --steps 4 --json report.json -- python -m mypkg.train
 Steps are the optimizer's steps; without an optimizer, DataLoader batches; or call
-membound.step() in the loop. Defaults skip {CAPTURE_WAIT} step (compilation, autotuning, allocator
-growth), profile {CAPTURE_WARMUP} more as warm-up without keeping them, then record {CAPTURE_STEPS}.
+membound.step() in the loop. Defaults run {CAPTURE_WAIT} steps without the profiler (the first
+warms up: compilation, autotuning, allocator growth; membound times the others with its own
+step timer, no sync), profile {CAPTURE_WARMUP} more as warm-up without keeping them, record
+{CAPTURE_STEPS}, then time up to {CAPTURE_STEPS} more without the profiler (none with
+--stop-after-capture). Every ms/step in the report refers to the unprofiled step.
 """
 
 
@@ -36,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=CAPTURE_WAIT,
         metavar="N",
-        help=f"steps run unprofiled first (default {CAPTURE_WAIT})",
+        help=f"steps run unprofiled first; all but the first are timed (default {CAPTURE_WAIT})",
     )
     parser.add_argument(
         "--warmup",

@@ -20,6 +20,7 @@ CAUSE_COLOURS = {
     "sync": "#1f77b4",
     "launch": "#17becf",
     "other": "#bbbbbb",
+    "profiler": "#555555",
 }
 MAX_BARS = 200
 

@@ -42,6 +42,9 @@ def to_dict(result) -> dict[str, Any]:
         "count": len(a.steps),
         "median_step_ms": a.median_step_ms,
         "mean_step_ms": a.mean_step_ms,
+        # membound's own step timer (no profiler, no sync); None for traces from elsewhere
+        "unprofiled_median_ms": a.unprofiled_step_ms,
+        "profiled_median_ms": a.profiled_step_ms,
         "marked": a.step_marked,
         "per_step": [
             {
@@ -64,6 +67,7 @@ def to_dict(result) -> dict[str, Any]:
             "trace": a.trace_path,
             "device": device,
             "steps": steps,
+            "profiler_overhead_fraction": a.profiler_overhead_fraction,
             "gpu_busy_fraction": a.gpu_busy_fraction,
             "idle_breakdown": a.idle_breakdown,
             "findings": [f.to_dict() for f in a.findings],

@@ -17,6 +17,7 @@ CAUSE_STYLE = {
     "sync": ("blue", "S"),
     "launch": ("cyan", "L"),
     "other": ("grey50", "·"),
+    "profiler": ("grey30", "~"),
 }
 BAR_WIDTH = 50
 
@@ -27,6 +28,12 @@ def summary_line(a) -> str:
     parts = [
         f"{len(a.steps)} step{'s' if len(a.steps) != 1 else ''}, median {a.median_step_ms:.2f} ms"
     ]
+    if a.unprofiled_step_ms is not None:
+        parts = [f"step {a.unprofiled_step_ms:.2f} ms unprofiled"]
+        if a.profiled_step_ms is not None:
+            parts[0] += (
+                f", {a.profiled_step_ms:.2f} ms profiled ({a.profiler_overhead_fraction:+.0%})"
+            )
     if a.gpu_busy_fraction is not None:
         parts.append(f"GPU busy {a.gpu_busy_fraction:.0%}")
     if a.findings:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from membound.defaults import CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP
+from membound.trace.step_clock import StepClock
 
 TRACE_NAME = "trace.json.gz"
 META_NAME = "capture.json"
@@ -90,6 +91,11 @@ class Capture:
         self._pending_batch = False  # a DataLoader batch was fetched since the last opt step
         self._hook_handle: Any = None
         self._orig_next: Any = None
+        # unprofiled steps timed after the recorded ones (none when the script is stopped)
+        self.clock = StepClock(
+            self.wait, self.warmup, self.steps, 0 if stop_after_capture else self.steps
+        )
+        self._after_left = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -122,6 +128,7 @@ class Capture:
         if self.auto_steps:
             self._install_hooks()
         self._prof.start()
+        self.clock.start()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -132,12 +139,12 @@ class Capture:
         self._stop(keep_optimizer_hook=False)
 
     def _stop(self, keep_optimizer_hook: bool) -> None:
-        global _ACTIVE
-        self._remove_hooks(keep_optimizer_hook)
-        if _ACTIVE is self:
-            _ACTIVE = None
+        was_timing = self._after_left > 0
+        self._release(keep_optimizer_hook)
         prof, self._prof = self._prof, None
         if prof is None:
+            if was_timing:
+                self._write_meta()  # the steps timed after the capture, up to now
             return
         try:
             prof.stop()  # inside the recording window this exports a partial trace
@@ -146,11 +153,28 @@ class Capture:
                 self.notes.append(self._shortfall_note())
             self._write_meta()
 
+    def _release(self, keep_optimizer_hook: bool) -> None:
+        """Remove the hooks; the capture is no longer the active one."""
+        global _ACTIVE
+        self._after_left = 0
+        self._remove_hooks(keep_optimizer_hook)
+        if _ACTIVE is self:
+            _ACTIVE = None
+
     # ---- step handling ---------------------------------------------------------------------
 
     def step(self, source: str = "explicit") -> None:
-        """Advance the profiler by one step if `source` is (or now becomes) the step source."""
-        if self._prof is None or self.complete:
+        """Advance the profiler by one step if `source` is (or now becomes) the step source;
+        after the recorded steps, only time the next ones."""
+        if self.complete:
+            if self._after_left > 0 and source == self.source:
+                self.clock.mark()
+                self._after_left -= 1
+                if self._after_left == 0:  # timed enough: nothing of membound's runs any more
+                    self._release(keep_optimizer_hook=True)
+                    self._write_meta()
+            return
+        if self._prof is None:
             return
         if self.source != source:
             if self.source is not None and _PRIORITY[source] <= _PRIORITY[self.source]:
@@ -165,6 +189,7 @@ class Capture:
                 )
                 return
         self.steps_taken += 1
+        self.clock.mark()  # before the profiler's own work at this boundary
         self._prof.step()
         if self.complete:
             self._finish_early()
@@ -184,12 +209,19 @@ class Capture:
         self.complete = self.steps_taken >= self.wait + self.warmup + self.steps
 
     def _finish_early(self) -> None:
-        """The schedule is done: drop the hooks and profiler now so the rest runs at full speed.
+        """The schedule is done: drop the profiler now so the rest runs at full speed, and
+        time up to `clock.after` more steps (unprofiled) before dropping the hooks too.
 
         The optimizer hook may be what called us, and torch iterates its hook dict while calling
         them, so that one handle stays registered (inert) until the context exits.
         """
-        self._stop(keep_optimizer_hook=True)
+        prof, self._prof = self._prof, None
+        prof.stop()
+        self.clock.restart()
+        self._after_left = self.clock.after
+        if self._after_left == 0:
+            self._release(keep_optimizer_hook=True)
+        self._write_meta()
         if self.stop_after_capture:
             raise CaptureDone()
 
@@ -237,7 +269,7 @@ class Capture:
             self._orig_next = None
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._prof is None:
+        if self._prof is None and self._after_left == 0:
             return
         self._pending_batch = False
         lead = self._lead_optimizer() if self._lead_optimizer is not None else None
@@ -267,6 +299,8 @@ class Capture:
             "wait": self.wait,
             "warmup": self.warmup,
             "complete": self.complete,
+            # [ms] per complete step by phase: membound's host step timer (no sync)
+            "step_times_ms": self.clock.durations_ms(),
             "argv": list(sys.argv),
             "notes": self.notes,
         }
@@ -296,3 +330,19 @@ def step() -> None:
 def active() -> Capture | None:
     """The capture in progress, if any."""
     return _ACTIVE
+
+
+def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The capture meta (`capture.json`, `capture.rank{R}.json`) written beside a trace by
+    membound's capture, or None (a trace from elsewhere, or an unreadable meta)."""
+    from membound.trace.distributed import meta_name, rank_of_path, trace_name
+
+    path = Path(trace_path)
+    rank = rank_of_path(path)
+    if path.name != trace_name(rank):
+        return None  # not a file membound's capture named
+    try:
+        meta = json.loads((path.parent / meta_name(rank)).read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None

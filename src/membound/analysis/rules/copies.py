@@ -36,7 +36,7 @@ def pageable_copy(ctx):
     dur_us = gpu.dur[sel]
     pinned_us = nbytes / bw * 1e6
     excess_ms = float(np.sum(np.maximum(dur_us - pinned_us, 0.0))) / 1e3
-    idle_ms = iv.total(ctx.idle("pageable_copy")) / 1e3
+    idle_ms = ctx.idle_ms_per_step("pageable_copy") * ctx.n_steps
     lost = ctx.per_step(excess_ms + idle_ms)
     achieved = float(nbytes.sum() / (dur_us.sum() * 1e-6)) if dur_us.sum() > 0 else 0.0
     spans = [(float(gpu.ts[i]), float(gpu.ts[i] + gpu.dur[i])) for i in sel[:2000]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from membound.analysis import intervals as iv
 from membound.analysis.findings import rule
 from membound.trace.model import SYNC, SYNC_OP
 
@@ -19,7 +18,7 @@ def host_sync(ctx):
     starts work — the queue drained, the GPU waits for Python to issue more — ÷ steps.
     """
     idle = ctx.idle("sync")
-    lost = ctx.per_step(iv.total(idle) / 1e3)
+    lost = ctx.idle_ms_per_step("sync")
     if lost <= 0:
         return []
     t = ctx.trace

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from membound.analysis import intervals as iv
 from membound.analysis.findings import rule
 from membound.trace.model import DATALOADER_ROLES, DATALOADER_WORKERS
 
@@ -18,7 +17,7 @@ def input_starved(ctx):
     `enumerate(DataLoader)#_*DataLoaderIter.__next__`), ÷ steps.
     """
     idle = ctx.idle("dataloader")
-    lost = ctx.per_step(iv.total(idle) / 1e3)
+    lost = ctx.idle_ms_per_step("dataloader")
     if lost <= 0:
         return []
     t = ctx.trace

@@ -30,7 +30,7 @@ def launch_bound(ctx):
     host time, is the signature. The profiler inflates per-launch host cost (evidence note).
     """
     idle = ctx.idle("launch")
-    lost = ctx.per_step(iv.total(idle) / 1e3)
+    lost = ctx.idle_ms_per_step("launch")
     if lost <= 0:
         return []
     gpu = ctx.trace.gpu

@@ -1,0 +1,123 @@
+"""The unprofiled step, and what the profiler added to the profiled one.
+
+membound's capture times every step with its own host timer (`trace.step_clock`: a host
+timestamp at each step boundary, no sync, no profiler) and writes the durations into the
+capture meta beside the trace (`capture.json`). The unprofiled step is the median over the
+steps that ran without the profiler (before the capture, the first excluded, and after it);
+the profiled step the median over the recorded steps, by the same timer, so their ratio is
+the profiler's overhead on this program. Every `ms/step` a finding predicts is a saving of
+the unprofiled step.
+
+The profiler's overhead is host time: it slows the host by a few microseconds per recorded op
+and launch, and the GPU then idles longer waiting for work. So the idle the trace shows
+exceeds what the program has by itself; per step, that excess (the profiled step's idle
+minus (unprofiled step − GPU busy)) becomes the idle cause `profiler`, taken first from the
+causes the host's speed sets (`launch`, `other`, `sync`, `dataloader`, in proportion to
+their size) and, if they do not hold it all, from the rest, so the causes of a step never add
+up to more than the unprofiled step minus its GPU busy time. `profiler` is shown, never a
+finding.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+#: causes whose idle grows when the host is slowed (by the profiler's per-op recording)
+HOST_SPEED_CAUSES = ("launch", "other", "sync", "dataloader")
+PROFILER = "profiler"
+
+
+@dataclass
+class StepTiming:
+    """The capture's own step timer: durations of unprofiled and profiled steps, in ms."""
+
+    unprofiled_ms: list[float]
+    profiled_ms: list[float]
+    before_ms: list[float] = field(default_factory=list)
+    after_ms: list[float] = field(default_factory=list)
+
+    @classmethod
+    def from_meta(cls, meta: Any) -> StepTiming | None:
+        """From a capture meta's `step_times_ms`; None when it has no unprofiled step."""
+        times = meta.get("step_times_ms") if isinstance(meta, dict) else None
+        if not isinstance(times, dict):
+            return None
+
+        def ms(key: str) -> list[float]:
+            values = times.get(key)
+            if not isinstance(values, list):
+                return []
+            return [float(v) for v in values if isinstance(v, int | float) and v > 0]
+
+        before, after, profiled = ms("unprofiled"), ms("after"), ms("profiled")
+        if not before and not after:
+            return None
+        return cls(before + after, profiled, before, after)
+
+    @classmethod
+    def pool(cls, timings) -> StepTiming | None:
+        """The steps of several captures (ranks, windows) together; None unless every one
+        was timed."""
+        timings = list(timings)
+        if not timings or any(t is None for t in timings):
+            return None
+        return cls(
+            [v for t in timings for v in t.unprofiled_ms],
+            [v for t in timings for v in t.profiled_ms],
+            [v for t in timings for v in t.before_ms],
+            [v for t in timings for v in t.after_ms],
+        )
+
+    @property
+    def unprofiled_median_ms(self) -> float:
+        return statistics.median(self.unprofiled_ms)
+
+    @property
+    def profiled_median_ms(self) -> float | None:
+        return statistics.median(self.profiled_ms) if self.profiled_ms else None
+
+    @property
+    def overhead_fraction(self) -> float | None:
+        p = self.profiled_median_ms
+        return p / self.unprofiled_median_ms - 1 if p is not None else None
+
+    def note(self) -> str:
+        parts = [
+            f"step {self.unprofiled_median_ms:.2f} ms unprofiled "
+            f"(membound's step timer, median of {len(self.unprofiled_ms)} steps)"
+        ]
+        if self.profiled_median_ms is not None:
+            parts.append(
+                f"{self.profiled_median_ms:.2f} ms while profiled "
+                f"({self.overhead_fraction:+.0%}); every ms/step refers to the unprofiled step"
+            )
+        return ", ".join(parts)
+
+
+def remove_profiler_idle(steps, unprofiled_ms: float) -> float:
+    """Move the idle the profiler added into the cause `profiler`, per step, in place (see
+    the module docstring); returns the mean ms per step moved."""
+    moved = 0.0
+    for s in steps:
+        causes = s.idle_by_cause
+        causes.setdefault(PROFILER, 0.0)
+        excess = sum(v for c, v in causes.items() if c != PROFILER) - max(
+            unprofiled_ms - s.busy_ms, 0.0
+        )
+        for group in (HOST_SPEED_CAUSES, tuple(c for c in causes if c != PROFILER)):
+            if excess <= 1e-9:
+                break
+            pool = sum(causes.get(c, 0.0) for c in group)
+            if pool <= 0:
+                continue
+            take = min(excess, pool)
+            keep = 1.0 - take / pool  # every cause of the group gives the same fraction
+            for c in group:
+                if causes.get(c, 0.0) > 0:
+                    causes[c] = causes[c] * keep if take < pool else 0.0
+            causes[PROFILER] += take
+            excess -= take
+            moved += take
+    return moved / max(len(steps), 1)

@@ -1,0 +1,88 @@
+"""The unprofiled step (membound's own step timer, from the capture meta) and the idle only
+the profiler added: hand-computed on the planted input pipeline (5 ms profiled steps, GPU
+busy 2.1 ms; idle dataloader 1.0, pageable copy 0.91, sync 0.48, other 0.51)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from membound.analysis import analyze
+from membound.analysis.result import Step
+from membound.analysis.step_timing import StepTiming, remove_profiler_idle
+from membound.report.json_report import to_dict
+from support.paths import FIXTURES
+
+PIPELINE = {"dataloader": 1.0, "pageable_copy": 0.91, "copy": 0.0, "sync": 0.48, "launch": 0.0,
+            "other": 0.51}  # fmt: skip
+
+
+def _step(causes=None):
+    causes = dict(PIPELINE if causes is None else causes)
+    idle = sum(causes.values())
+    return Step(0, 0.0, 5000.0, 5.0, 2.1, 2.0, idle, causes, 2)
+
+
+def test_from_meta_reads_the_timer_and_ignores_junk():
+    meta = {"step_times_ms": {"unprofiled": [4.0, "x", -1, 6.0], "profiled": [5.0], "after": [5.0]}}
+    t = StepTiming.from_meta(meta)
+    assert t.unprofiled_ms == [4.0, 6.0, 5.0] and t.unprofiled_median_ms == 5.0
+    assert t.profiled_median_ms == 5.0 and t.overhead_fraction == pytest.approx(0.0)
+    assert StepTiming.from_meta({"step_times_ms": {"unprofiled": [], "profiled": [5.0]}}) is None
+    assert StepTiming.from_meta(None) is None and StepTiming.from_meta({"x": 1}) is None
+
+
+def test_profiler_idle_comes_from_the_host_speed_causes_first():
+    s = _step()
+    moved = remove_profiler_idle([s], unprofiled_ms=4.0)
+    # allowed idle 4.0 - 2.1 = 1.9 of 2.9: 1.0 ms moves, from dataloader/sync/other (1.99 ms)
+    assert moved == pytest.approx(1.0)
+    c = s.idle_by_cause
+    assert c["profiler"] == pytest.approx(1.0)
+    assert c["pageable_copy"] == pytest.approx(0.91) and c["copy"] == 0.0
+    for cause in ("dataloader", "sync", "other"):
+        assert c[cause] == pytest.approx(PIPELINE[cause] * (1 - 1.0 / 1.99))
+    assert sum(v for k, v in c.items() if k != "profiler") == pytest.approx(1.9)
+
+
+def test_idle_never_adds_up_to_more_than_the_unprofiled_step_minus_busy():
+    s = _step({"dataloader": 0.1, "pageable_copy": 2.8})
+    remove_profiler_idle([s], unprofiled_ms=2.5)  # allowed 0.4 of 2.9
+    c = s.idle_by_cause
+    assert c["dataloader"] == 0.0 and c["pageable_copy"] == pytest.approx(0.4)
+    assert c["profiler"] == pytest.approx(2.5)
+    t = _step()
+    remove_profiler_idle([t], unprofiled_ms=6.0)  # slower unprofiled: nothing to move
+    assert t.idle_by_cause["profiler"] == 0.0 and t.idle_by_cause["dataloader"] == 1.0
+
+
+def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings):
+    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", tmp_path)
+    times = {"unprofiled": [4.0, 4.0, 3.0], "profiled": [5.0, 5.0], "after": [4.0, 5.0]}
+    (tmp_path / "capture.json").write_text(json.dumps({"step_times_ms": times}))
+    a = analyze([tmp_path / "trace.json.gz"], ceilings)
+    assert a.unprofiled_step_ms == 4.0 and a.profiled_step_ms == 5.0
+    assert a.profiler_overhead_fraction == pytest.approx(0.25)
+    f = {x.code: x for x in a.findings}
+    starved = f["input-starved"]
+    assert starved.time_lost_ms_per_step == pytest.approx(1.0 * (1 - 1.0 / 1.99))
+    assert starved.share_of_step == pytest.approx(starved.time_lost_ms_per_step / 4.0)
+    assert starved.expected_step_ms_after_fix == pytest.approx(4.0 - starved.time_lost_ms_per_step)
+    assert a.idle_breakdown["profiler"] == pytest.approx(1.0)
+    assert any("4.00 ms unprofiled" in n and "+25%" in n for n in a.notes)
+    doc = to_dict(a)
+    assert doc["steps"]["unprofiled_median_ms"] == 4.0
+    assert doc["steps"]["profiled_median_ms"] == 5.0
+    assert doc["profiler_overhead_fraction"] == pytest.approx(0.25)
+    # the same trace without membound's capture meta: the trace's own step, nothing moved
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", other / "t.json.gz")
+    b = analyze([other / "t.json.gz"], ceilings)
+    assert b.unprofiled_step_ms is None and to_dict(b)["profiler_overhead_fraction"] is None
+    assert b.idle_breakdown["profiler"] == 0.0
+    assert {x.code: x for x in b.findings}["input-starved"].time_lost_ms_per_step == pytest.approx(
+        1.0
+    )
