@@ -146,9 +146,13 @@ def _assign_steps(cols: list[Collective], steps) -> None:
     (no launch records) the step its kernel starts in."""
     if not steps:
         return
-    starts = np.array([s.start_us for s in steps])
-    ends = np.array([s.end_us for s in steps])
     by_issue = _by_issue(cols)
+    if by_issue:  # launch times are host times: the steps' host windows
+        starts = np.array([_or(s.host_start_us, s.start_us) for s in steps])
+        ends = np.array([_or(s.host_end_us, s.end_us) for s in steps])
+    else:
+        starts = np.array([s.start_us for s in steps])
+        ends = np.array([s.end_us for s in steps])
     for c in cols:
         t = c.issued_us if by_issue else c.start_us
         if t is None:
@@ -156,6 +160,10 @@ def _assign_steps(cols: list[Collective], steps) -> None:
         j = int(np.searchsorted(starts, t, side="right")) - 1
         if j >= 0 and t < ends[j]:
             c.step = j
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def _attach_sizes(cols: list[Collective], records) -> None:

@@ -83,6 +83,12 @@ def analyze_trace(trace, ceilings=None, timing: StepTiming | None = None) -> Ana
     steps = timeline.steps
     for s in steps:
         s.idle_by_cause.setdefault(PROFILER, 0.0)
+    lead = max((s.host_lead_ms for s in steps), default=0.0)
+    if marked and steps and lead > 0.05 * max(s.wall_ms for s in steps):
+        notes.append(
+            f"the host ran up to {lead:.2f} ms ahead of the GPU: steps are placed on the GPU's "
+            "clock (each starts when the GPU finishes the work launched before its host mark)"
+        )
     if timing is not None:
         notes.append(timing.note())
         if trace.has_gpu:

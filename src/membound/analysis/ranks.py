@@ -297,7 +297,10 @@ def _waits(results: list[RankResult], common: list[int], groups):
     matched = np.zeros(n, dtype=int)
     steps = {r.rank: _step_index(r) for r in results}
     for r in results:
-        wall_of = {s.index: s.wall_ms for s in r.analysis.steps}
+        # the host's step windows: waits are matched by issue (host) time, and the cross-rank
+        # comparison was validated on 2xH200 with them (the GPU-clock windows of a rank whose
+        # host runs ahead are not, until a multi-GPU machine checks them: issue 19)
+        wall_of = {s.index: s.host_wall_ms for s in r.analysis.steps}
         walls[r.rank] = np.array([wall_of[i] for i in common], dtype=float)
     spans: dict[tuple[int, int], list[tuple[float, float]]] = {}
     first = results[0].rank

@@ -35,6 +35,21 @@ class Step:
     idle_ms: float
     idle_by_cause: dict[str, float] = field(default_factory=dict)  # IDLE_CAUSES -> ms
     kernels: int = 0
+    #: the host's own step mark (the window above is on the GPU's clock: `timeline.gpu_clock`)
+    host_start_us: float | None = None
+    host_end_us: float | None = None
+
+    @property
+    def host_wall_ms(self) -> float:
+        """The step by the host's own marks."""
+        if self.host_start_us is None or self.host_end_us is None:
+            return self.wall_ms
+        return (self.host_end_us - self.host_start_us) / 1e3
+
+    @property
+    def host_lead_ms(self) -> float:
+        """How far the host ran ahead: the GPU started this step that much after the host."""
+        return (self.start_us - self.host_start_us) / 1e3 if self.host_start_us is not None else 0.0
 
 
 @dataclass

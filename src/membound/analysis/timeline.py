@@ -56,8 +56,9 @@ LAUNCH_GAP_US = 20.0
 GLUE_US = 100.0
 
 
-def step_windows(trace: Trace) -> tuple[list[tuple[int, float, float]], bool]:
-    """[(index, start_us, end_us)] and whether the trace had step marks."""
+def step_windows(trace: Trace) -> tuple[list[tuple[int, float, float, float, float]], bool]:
+    """[(index, start_us, end_us, host_start_us, host_end_us)] and whether the trace had step
+    marks. Windows are on the GPU's clock (`gpu_clock`); the host marks stay beside them."""
     cpu = trace.cpu
     idx = np.flatnonzero(cpu.role == STEP)
     if len(idx) == 0:
@@ -73,22 +74,82 @@ def step_windows(trace: Trace) -> tuple[list[tuple[int, float, float]], bool]:
         ]
         if not starts:
             return [], False
-        return [(0, float(min(a.min() for a in starts)), float(max(a.max() for a in ends)))], False
+        lo, hi = float(min(a.min() for a in starts)), float(max(a.max() for a in ends))
+        return [(0, lo, hi, lo, hi)], False
     order = idx[np.lexsort((-cpu.dur[idx], cpu.ts[idx]))]
     # some torch versions record a step mark twice (cpu_op and user_annotation): keep one
     _, first = np.unique(cpu.name[order], return_index=True)
     order = order[np.sort(first)]
+    host = cpu.ts[order].astype(np.float64)
+    host_end = float(cpu.ts[order[-1]] + cpu.dur[order[-1]])
+    starts, end = gpu_clock(trace, host, host_end)
+    # the host window of the last step ends with its mark or the GPU work launched inside it
+    host_end = max(host_end, _launched_until(trace, float(host[-1]), host_end))
     out = []
     for k, i in enumerate(order):
-        start = float(cpu.ts[i])
         number = int(cpu.step[i]) if cpu.step[i] >= 0 else k
-        if k + 1 < len(order):
-            end = float(cpu.ts[order[k + 1]])
-        else:
-            host_end = start + float(cpu.dur[i])
-            end = max(host_end, _launched_until(trace, start, host_end))
-        out.append((number, start, end))
+        last = k + 1 == len(order)
+        stop = end if last else float(starts[k + 1])
+        out.append(
+            (
+                number,
+                float(starts[k]),
+                stop,
+                float(host[k]),
+                host_end if last else float(host[k + 1]),
+            )
+        )
     return out, True
+
+
+def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[np.ndarray, float]:
+    """Step boundaries on the GPU's clock, from the host's step marks.
+
+    Step i starts when the host marks it, or, if the GPU is still running work launched
+    before that mark, when that work ends: s_i = max(h_i, end of every GPU activity launched
+    (by its runtime call) before h_i; activity the trace has no launch for was launched
+    before the capture). The last step ends with its host mark or with the GPU
+    work launched up to then, whichever is later. A loop that syncs every step keeps its host
+    windows; one whose host runs ahead (a GPU-bound loop that never syncs) gets steps as long
+    as the GPU's step period instead of the host's enqueue time. Without launch records the
+    host marks are the boundaries."""
+    rt, gpu = trace.runtime, trace.gpu
+    if not len(rt) or not len(gpu):
+        return host_starts.copy(), host_end
+    on = gpu.device == trace.main_device
+    if not on.any():
+        return host_starts.copy(), host_end
+    # activity without its launch call in the trace was issued before the capture began (the
+    # profiler records GPU work still running when it starts): launched before every mark
+    t = np.nan_to_num(_launch_times(rt, gpu.correlation[on]), nan=-np.inf)
+    ends = gpu.ts[on] + gpu.dur[on]
+    order = np.argsort(t, kind="stable")
+    t, busy_until = t[order], np.maximum.accumulate(ends[order])
+
+    def until(times: np.ndarray, side: str) -> np.ndarray:
+        """End of the GPU work launched before each time (-inf: none)."""
+        j = np.searchsorted(t, times, side=side) - 1
+        return np.where(j >= 0, busy_until[np.maximum(j, 0)], -np.inf)
+
+    starts = np.maximum(host_starts, until(host_starts, "left"))
+    starts = np.maximum.accumulate(starts)
+    end = max(host_end, float(until(np.array([host_end]), "right")[0]), float(starts[-1]))
+    return starts, end
+
+
+def _launch_times(rt, correlation: np.ndarray) -> np.ndarray:
+    """Host time of the runtime call that launched each GPU activity (NaN: not in the trace)."""
+    out = np.full(len(correlation), np.nan)
+    keep = rt.correlation >= 0
+    ids, ts = rt.correlation[keep], rt.ts[keep]
+    if not len(ids) or not len(correlation):
+        return out
+    order = np.argsort(ids, kind="stable")
+    ids, ts = ids[order], ts[order]
+    pos = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
+    hit = (ids[pos] == correlation) & (correlation >= 0)
+    out[hit] = ts[pos[hit]]
+    return out
 
 
 def _launched_until(trace: Trace, lo: float, hi: float) -> float:
@@ -105,7 +166,7 @@ def _launched_until(trace: Trace, lo: float, hi: float) -> float:
 class Timeline:
     """Busy/idle per step and the attributed idle intervals (global, for charts and spans)."""
 
-    def __init__(self, trace: Trace, windows: list[tuple[int, float, float]]):
+    def __init__(self, trace: Trace, windows: list[tuple[int, float, float, float, float]]):
         self.trace = trace
         gpu = trace.gpu
         on = gpu.device == trace.main_device if len(gpu) else np.zeros(0, dtype=bool)
@@ -229,6 +290,8 @@ class Timeline:
                 start_us=w[1],
                 end_us=w[2],
                 wall_ms=(w[2] - w[1]) / 1e3,
+                host_start_us=w[3],
+                host_end_us=w[4],
                 busy_ms=float(busy[i]),
                 kernel_busy_ms=float(kernel_busy[i]),
                 idle_ms=float(idle_ms[i]),

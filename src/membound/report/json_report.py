@@ -45,6 +45,8 @@ def to_dict(result) -> dict[str, Any]:
         # membound's own step timer (no profiler, no sync); None for traces from elsewhere
         "unprofiled_median_ms": a.unprofiled_step_ms,
         "profiled_median_ms": a.profiled_step_ms,
+        # how far the host's step marks ran ahead of the GPU's steps (ms)
+        "host_lead_max_ms": max((s.host_lead_ms for s in a.steps), default=0.0),
         "marked": a.step_marked,
         "per_step": [
             {
@@ -57,6 +59,8 @@ def to_dict(result) -> dict[str, Any]:
                 "idle_ms": s.idle_ms,
                 "idle_by_cause": s.idle_by_cause,
                 "kernels": s.kernels,
+                "host_start_us": s.host_start_us,
+                "host_lead_ms": s.host_lead_ms,
             }
             for s in a.steps
         ],
