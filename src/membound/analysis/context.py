@@ -30,6 +30,7 @@ class AnalysedTrace:
     ceilings: Any | None
     notes: list[str] = field(default_factory=list)
     timing: Any = None  # `analysis.step_timing.StepTiming` of membound's capture, if any
+    frameworks: tuple[str, ...] = ()  # what the script imported (lightning, transformers, ...)
 
     @property
     def n_steps(self) -> int:

@@ -34,10 +34,7 @@ def analyze(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        results = [
-            analyze_trace(load_trace(p, progress), ceilings, StepTiming.from_meta(read_meta(p)))
-            for p in paths
-        ]
+        results = [analyze_trace(load_trace(p, progress), ceilings, read_meta(p)) for p in paths]
     finally:
         if enabled:
             gc.enable()
@@ -46,9 +43,12 @@ def analyze(
     return results[0] if len(results) == 1 else merge(results)
 
 
-def analyze_trace(trace, ceilings=None, timing: StepTiming | None = None) -> Analysis:
-    """Analyze an already loaded `membound.trace.model.Trace`; `timing`: membound's own step
-    timer of the capture (`analysis.step_timing`), which every ms/step then refers to."""
+def analyze_trace(trace, ceilings=None, meta: dict | None = None) -> Analysis:
+    """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
+    membound wrote beside it (`trace.capture.read_meta`), with its own step timer (every ms/step
+    then refers to the unprofiled step) and the frameworks the script imported (fix texts)."""
+    timing = StepTiming.from_meta(meta)
+    frameworks = tuple(meta.get("frameworks") or ()) if isinstance(meta, dict) else ()
     notes: list[str] = []
     windows, marked = step_windows(trace)
     if not windows:
@@ -98,7 +98,7 @@ def analyze_trace(trace, ceilings=None, timing: StepTiming | None = None) -> Ana
     rows = op_rows(calls, ceilings, kernel_us)
     if trace.has_gpu and calls and not any(r.exact_cost for r in rows):
         notes.append("no op recorded shapes the cost model knows: record with record_shapes=True")
-    ctx = AnalysedTrace(trace, timeline, steps, calls, rows, ceilings, notes, timing)
+    ctx = AnalysedTrace(trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks)
     findings = run_rules(ctx) if trace.has_gpu and steps else []
     n = max(len(steps), 1)
     wall = sum(s.wall_ms for s in steps)

@@ -52,6 +52,7 @@ from membound.analysis.pipeline import analyze_trace, merge
 from membound.analysis.result import Analysis
 from membound.device.lookup import interconnect_for
 from membound.errors import BadInput
+from membound.trace.capture import read_meta
 from membound.trace.distributed import rank_of_path, read_distributed_info
 from membound.trace.load import load_trace
 
@@ -150,7 +151,7 @@ def is_rank_set(paths: Sequence[str | os.PathLike]) -> bool:
 # ------------------------------------------------------------------------------- analysis
 def _analyze_one(path: str, ceilings: Any, fallback_rank: int) -> RankResult:
     trace = load_trace(path)
-    analysis = analyze_trace(trace, ceilings)
+    analysis = analyze_trace(trace, ceilings, read_meta(path))
     cols = collectives(trace, analysis.steps)
     rank, world, backend = rank_of(path)
     return RankResult(

@@ -302,6 +302,7 @@ class Capture:
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
             "argv": list(sys.argv),
+            "frameworks": frameworks(),
             "notes": self.notes,
         }
         self.meta_path.write_text(json.dumps(meta, indent=1) + "\n")
@@ -319,6 +320,15 @@ class Capture:
             f"step boundaries from {source}."
         )
         return [head, *self.notes]
+
+
+#: training frameworks whose own switches a fix can name (`analysis.fixes`)
+FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "timm", "torchvision")
+
+
+def frameworks() -> list[str]:
+    """The frameworks this process imported (the script's, seen from inside it)."""
+    return [name for name in FRAMEWORKS if name in sys.modules]
 
 
 def step() -> None:

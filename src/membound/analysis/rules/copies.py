@@ -6,7 +6,8 @@ import numpy as np
 
 from membound.analysis import intervals as iv
 from membound.analysis.findings import rule
-from membound.trace.model import H2D, PAGEABLE, PINNED
+from membound.analysis.fixes import pageable_fix
+from membound.trace.model import DATALOADER_ROLES, H2D, PAGEABLE, PINNED
 
 
 def _h2d(ctx, pageable: bool | None):
@@ -56,11 +57,8 @@ def pageable_copy(ctx):
                 "excess_over_pinned_ms_per_step": ctx.per_step(excess_ms),
                 "gpu_idle_in_copy_call_ms_per_step": ctx.per_step(idle_ms),
             },
-            fix=(
-                "Copy from pinned memory: DataLoader(pin_memory=True), or wrap the loader in "
-                "membound.data.prefetch(loader) which pins batches and copies the next one on a "
-                "side stream while the current step computes; send uint8 instead of float32 "
-                "where the data allows."
+            fix=pageable_fix(
+                ctx.frameworks, bool(np.isin(ctx.trace.cpu.role, DATALOADER_ROLES).any())
             ),
             spans=spans,
         )

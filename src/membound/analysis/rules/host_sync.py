@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis.findings import rule
+from membound.analysis.fixes import sync_fix
 from membound.trace.model import SYNC, SYNC_OP
 
 
@@ -33,11 +34,7 @@ def host_sync(ctx):
             title="the host waits on the GPU (item()/cpu()/synchronize) and the GPU then waits on the host",
             lost_ms=lost,
             evidence={"syncs_per_step": counts, "gpu_idle_after_sync_ms_per_step": lost},
-            fix=(
-                "Remove per-step .item()/.cpu()/print of GPU values and explicit synchronize(): "
-                "accumulate metrics on the GPU and read them every N steps, or copy them with "
-                "non_blocking=True into pinned memory and read after a later step."
-            ),
+            fix=sync_fix(ctx.frameworks),
             spans=ctx.spans(idle),
         )
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from membound.analysis.findings import rule
+from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
 from membound.dtypes import itemsize, trace_dtype
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
@@ -47,7 +48,6 @@ FUSIBLE_NAMES = {
     "aten::neg",
     "aten::pow",
 }
-_NORMS = ("norm",)
 
 
 def _bandwidth(ctx) -> float | None:
@@ -81,6 +81,7 @@ def memory_bound_op(ctx):
     bw = _bandwidth(ctx)
     if not bw:
         return []
+    after_add = _after_residual_add(ctx.calls)
     out = []
     for r in ctx.rows:
         if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
@@ -91,7 +92,6 @@ def memory_bound_op(ctx):
             continue  # kilobyte-sized calls: latency, not bandwidth (launch-bound's to report)
         attainable_ms = r.bytes / bw * 1e3
         lost = ctx.per_step(max(r.device_ms - attainable_ms, 0.0))
-        is_norm = any(k in r.name for k in _NORMS)
         out.append(
             ctx.finding(
                 code="memory-bound-op",
@@ -108,24 +108,28 @@ def memory_bound_op(ctx):
                     "attainable_ms_per_step": ctx.per_step(attainable_ms),
                     "dtypes": r.dtypes,
                 },
-                fix=(
-                    "Use channels_last (model.to(memory_format=torch.channels_last)): cuDNN "
-                    "otherwise transposes NCHW to NHWC around each tensor-core convolution; "
-                    "and store activations in bf16 (torch.autocast)."
-                )
-                if "conv" in r.name
-                else (
-                    "Move fewer bytes: fuse it with its neighbours "
-                    + (
-                        "(membound.nn.FusedAddLayerNorm / membound.swap_norms(model) for residual add + norm) "
-                        if is_norm
-                        else "(torch.compile) "
-                    )
-                    + "and store activations in bf16 instead of fp32."
-                ),
+                fix=memory_bound_fix(r.name, r.name in after_add),
             )
         )
     return out
+
+
+ADDS = ("aten::add", "aten::add_")
+
+
+def _follows_add(calls, i: int) -> bool:
+    """Whether calls[i] directly follows a same-size add on its thread (a residual add)."""
+    prev, cur = calls[i - 1], calls[i]
+    return prev.name in ADDS and prev.tid == cur.tid and _out_bytes(prev) == _out_bytes(cur) > 0
+
+
+def _after_residual_add(calls) -> set[str]:
+    """Names of the norm ops that at least once directly follow a residual add."""
+    return {
+        c.name
+        for i, c in enumerate(calls)
+        if i and op_family(c.name) in NORMS and _follows_add(calls, i)
+    }
 
 
 def _fusible(call) -> bool:
@@ -184,7 +188,6 @@ def unfused_chain(ctx):
     lost = ctx.per_step(inter_bytes / bw * 1e3)
     patterns = Counter(" → ".join(c.name for c in ch) for ch in chains)
     top, count = patterns.most_common(1)[0]
-    has_norm = any("norm" in c.name for ch in chains for c in ch)
     return [
         ctx.finding(
             code="unfused-chain",
@@ -197,14 +200,9 @@ def unfused_chain(ctx):
                 "intermediate_bytes_per_step": inter_bytes / ctx.n_steps,
                 "bandwidth_gb_s": bw / 1e9,
             },
-            fix=(
-                (
-                    "Replace residual add + dropout + LayerNorm with membound.nn.FusedAddLayerNorm "
-                    "(membound.swap_norms(model) does it in place); "
-                    if has_norm
-                    else ""
-                )
-                + "let torch.compile fuse the remaining elementwise chains."
+            fix=chain_fix(
+                {c.name for ch in chains for c in ch},
+                any(_follows_add(ch, i) for ch in chains for i in range(1, len(ch))),
             ),
             spans=[(ch[0].first_kernel_us, ch[-1].last_kernel_end_us) for ch in chains[:2000]],
         )

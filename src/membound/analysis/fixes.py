@@ -1,0 +1,137 @@
+"""The fix each finding proposes, chosen by the op family it is about and the code around it
+(the frameworks the script imported, from the capture meta): one place, so a BatchNorm is
+never told to use a LayerNorm module.
+
+Families: the op's aten name decides (`op_family`); a norm "next to a residual add" is one
+whose call follows an `aten::add` of the same size on the same thread (`rules.memory`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+#: (family, what the op's name holds), first match wins
+_FAMILIES = (
+    ("batch_norm", ("batch_norm",)),
+    ("layer_norm", ("layer_norm",)),
+    ("rms_norm", ("rms_norm",)),
+    ("group_norm", ("group_norm",)),
+    ("optimizer", ("_foreach_", "_fused_adam", "_fused_sgd", "_fused_adagrad")),
+    (
+        "attention",
+        ("scaled_dot_product", "flash_attention", "efficient_attention", "_cudnn_attention"),
+    ),
+    ("conv", ("conv",)),
+    ("matmul", ("::mm", "addmm", "bmm", "matmul", "linear", "baddbmm")),
+    ("softmax", ("softmax",)),
+)
+NORMS = ("layer_norm", "rms_norm")
+
+BF16 = "store activations in bf16 (torch.autocast('cuda', dtype=torch.bfloat16))"
+COMPILE = "torch.compile(model) fuses it with the ops around it"
+
+
+def op_family(name: str) -> str:
+    low = name.lower()
+    for family, parts in _FAMILIES:
+        if any(p in low for p in parts):
+            return family
+    return "elementwise"
+
+
+def memory_bound_fix(name: str, after_residual_add: bool = False) -> str:
+    """What makes this memory-bound op move fewer bytes (or move them faster)."""
+    family = op_family(name)
+    if family == "batch_norm":
+        return (
+            f"BatchNorm moves its activations twice: {BF16} and use channels_last "
+            "(model.to(memory_format=torch.channels_last)) so cuDNN runs it on NHWC 16-bit data; "
+            f"{COMPILE} (BatchNorm + ReLU in one kernel)."
+        )
+    if family in NORMS:
+        kind = "LayerNorm" if family == "layer_norm" else "RMSNorm"
+        fused = (
+            f"this {kind} follows a residual add: membound.nn.FusedAdd{kind} does the add, "
+            f"dropout and {kind} in one pass (write it into the block: y, s = "
+            f"norm(x, residual) instead of norm(x + residual)); "
+            if after_residual_add
+            else ""
+        )
+        return (
+            f"{fused}membound.swap_norms(model) replaces the model's {kind} modules with "
+            f"membound's fused kernel in place; {COMPILE}; {BF16}."
+        )
+    if family == "group_norm":
+        return f"{COMPILE}; {BF16}."
+    if family == "conv":
+        return (
+            "Use channels_last (model.to(memory_format=torch.channels_last)): cuDNN otherwise "
+            f"transposes NCHW to NHWC around each tensor-core convolution; and {BF16}."
+        )
+    if family == "optimizer":
+        return (
+            "Use the fused optimizer (torch.optim.AdamW(..., fused=True)), which updates every "
+            "parameter in a few kernels; keep master weights fp32 but gradients bf16 where the "
+            "framework allows."
+        )
+    if family == "softmax":
+        return f"{COMPILE} (or use F.scaled_dot_product_attention for attention scores); {BF16}."
+    return f"Move fewer bytes: {COMPILE}; {BF16} instead of fp32."
+
+
+def chain_fix(names: Iterable[str], after_residual_add: bool) -> str:
+    """What removes the HBM round trips of an unfused chain of these ops."""
+    families = {op_family(n) for n in names}
+    parts = []
+    norm = next((f for f in ("layer_norm", "rms_norm") if f in families), None)
+    if norm and after_residual_add:
+        kind = "LayerNorm" if norm == "layer_norm" else "RMSNorm"
+        parts.append(
+            f"Replace residual add + dropout + {kind} with membound.nn.FusedAdd{kind} (in the "
+            "block: y, s = norm(x, residual)); membound.swap_norms(model) swaps the norm modules"
+        )
+    if "batch_norm" in families:
+        parts.append("use channels_last and bf16 autocast for the BatchNorm/activation chains")
+    parts.append("let torch.compile fuse the elementwise chains")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def pageable_fix(frameworks: Iterable[str], dataloader: bool) -> str:
+    """The pinning switch of what feeds this script, where it can be recognised."""
+    fw = set(frameworks)
+    switches = []
+    if "transformers" in fw:
+        switches.append("TrainingArguments(dataloader_pin_memory=True)")
+    if fw & {"lightning", "pytorch_lightning"}:
+        switches.append("pin_memory=True on the DataLoader your LightningModule/DataModule returns")
+    if dataloader and not switches:
+        switches.append("DataLoader(pin_memory=True)")
+    if "timm" in fw:
+        switches.append("timm's loader: create_loader(..., pin_memory=True)")
+    head = (
+        f"Copy from pinned memory: {'; or '.join(switches)}; or "
+        if switches
+        else (
+            "Copy from pinned memory (tensor.pin_memory() once, for data that stays on the host), or "
+        )
+    )
+    return (
+        head + "wrap the loader in membound.data.prefetch(loader), which pins batches in a "
+        "reusable pool with several threads and copies the next one on a side stream while the "
+        "current step computes; send uint8 instead of float32 where the data allows."
+    )
+
+
+def sync_fix(frameworks: Iterable[str]) -> str:
+    fw = set(frameworks)
+    if "transformers" in fw:
+        how = "raise TrainingArguments(logging_steps=...) so the Trainer reads the loss less often"
+    elif fw & {"lightning", "pytorch_lightning"}:
+        how = "log with self.log(..., on_step=False, on_epoch=True) or a larger log_every_n_steps"
+    else:
+        how = "read the loss (loss.item()) every N steps instead of every step"
+    return (
+        f"Sync less often: {how}; accumulate metrics on the GPU; remove explicit "
+        "torch.cuda.synchronize() and .cpu() of GPU values from the step."
+    )
