@@ -70,7 +70,7 @@ class GPT(nn.Module):
         for blk in self.blocks:
             x = blk(x)
         logits = self.head(self.ln(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def gpt2(device: str):

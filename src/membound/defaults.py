@@ -8,6 +8,9 @@ from __future__ import annotations
 CAPTURE_WAIT = 6
 CAPTURE_WARMUP = 2
 CAPTURE_STEPS = 8
+#: on a GPU, steps recorded after those with CPU ops and shapes, for the roofline alone
+#: (`trace.capture`: the timeline pass records GPU activity only)
+CAPTURE_OP_STEPS = 3
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
 DIAGNOSE_OUT = "membound-out"

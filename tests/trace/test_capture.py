@@ -266,15 +266,33 @@ def test_report_analyzes_the_trace_and_adds_capture_notes(tmp_path, model_opt, m
 
 
 @pytest.mark.gpu
-def test_cuda_capture_records_kernels(tmp_path):
-    model = torch.nn.Linear(256, 256).cuda()
+def test_cuda_capture_takes_a_timeline_pass_and_an_ops_pass(tmp_path):
+    """On CUDA: the timeline trace holds GPU activity, runtime calls and membound's own marks
+    (no CPU op), the ops trace CPU ops with shapes; the analysis joins them."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.LayerNorm(256)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
-        for _ in range(6):
+    loader = DataLoader(TensorDataset(torch.randn(64 * 16, 256)), batch_size=64)
+    with membound.profile(steps=3, wait=2, warmup=1, out=tmp_path, ops_steps=2) as p:
+        for (x,) in loader:
             opt.zero_grad()
-            model(torch.randn(64, 256, device="cuda")).sum().backward()
+            model(x.cuda(non_blocking=True)).sum().backward()
             opt.step()
     with gzip.open(p.trace_path, "rt") as f:
         events = json.load(f)["traceEvents"]
-    assert any(e.get("cat") == "kernel" for e in events)
-    assert len(step_markers(p.trace_path)) == 3
+    cats = {e.get("cat") for e in events}
+    assert "kernel" in cats and "cuda_runtime" in cats and "cpu_op" not in cats
+    assert step_markers(p.trace_path) == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]
+    assert sum("DataLoader" in str(e.get("name")) for e in events) >= 3
+    meta = json.loads(p.meta_path.read_text())
+    assert meta["timeline"] == "gpu+host marks" and meta["ops_trace"] == "trace.ops.json.gz"
+    with gzip.open(p.ops_path, "rt") as f:
+        ops = json.load(f)["traceEvents"]
+    assert any(e.get("cat") == "cpu_op" and "Input Dims" in (e.get("args") or {}) for e in ops)
+    times = meta["step_times_ms"]
+    assert len(times["unprofiled"]) == 1 and len(times["profiled"]) == 3
+    assert len(times["after"]) == 3  # 16 batches: 2 + 1 + 3 + 1 + 2 ops steps, then 3 timed
+    a = membound.analyze(p.trace_path)
+    assert len(a.steps) == 3 and a.unprofiled_step_ms is not None
+    assert any(r.name == "aten::addmm" for r in a.ops)

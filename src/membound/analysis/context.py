@@ -31,6 +31,9 @@ class AnalysedTrace:
     notes: list[str] = field(default_factory=list)
     timing: Any = None  # `analysis.step_timing.StepTiming` of membound's capture, if any
     frameworks: tuple[str, ...] = ()  # what the script imported (lightning, transformers, ...)
+    #: steps the op calls and rows cover: the ops pass's when membound captured one (its
+    #: calls come from that trace), else the timeline's
+    op_steps: int | None = None
 
     @property
     def n_steps(self) -> int:
@@ -53,6 +56,14 @@ class AnalysedTrace:
 
     def per_step(self, total_ms: float) -> float:
         return total_ms / self.n_steps
+
+    @property
+    def n_op_steps(self) -> int:
+        return max(self.op_steps or len(self.steps), 1)
+
+    def per_op_step(self, total: float) -> float:
+        """A total over the op calls / rows (`calls`, `rows`), per step."""
+        return total / self.n_op_steps
 
     def share(self, ms_per_step: float) -> float:
         step = self.reference_step_ms

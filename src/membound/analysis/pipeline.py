@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.context import AnalysedTrace
@@ -19,6 +20,7 @@ from membound.device.lookup import ceilings_for_name
 from membound.errors import BadInput
 from membound.trace.capture import read_meta
 from membound.trace.load import load_trace
+from membound.trace.model import CPU_OP
 
 
 def analyze(
@@ -34,7 +36,7 @@ def analyze(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        results = [analyze_trace(load_trace(p, progress), ceilings, read_meta(p)) for p in paths]
+        results = [_analyze_file(p, ceilings, progress) for p in paths]
     finally:
         if enabled:
             gc.enable()
@@ -43,10 +45,22 @@ def analyze(
     return results[0] if len(results) == 1 else merge(results)
 
 
-def analyze_trace(trace, ceilings=None, meta: dict | None = None) -> Analysis:
+def _analyze_file(path, ceilings, progress) -> Analysis:
+    """One trace file, with what membound's capture wrote beside it (meta, ops pass)."""
+    meta = read_meta(path)
+    ops = None
+    name = meta.get("ops_trace") if isinstance(meta, dict) else None
+    if isinstance(name, str) and (Path(path).parent / name).is_file():
+        ops = load_trace(Path(path).parent / name)
+    return analyze_trace(load_trace(path, progress), ceilings, meta, ops)
+
+
+def analyze_trace(trace, ceilings=None, meta: dict | None = None, ops_trace=None) -> Analysis:
     """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
     membound wrote beside it (`trace.capture.read_meta`), with its own step timer (every ms/step
-    then refers to the unprofiled step) and the frameworks the script imported (fix texts)."""
+    then refers to the unprofiled step) and the frameworks the script imported (fix texts);
+    `ops_trace`: membound's ops pass (CPU ops and shapes), which the op rows come from when
+    the timeline trace recorded GPU activity alone."""
     timing = StepTiming.from_meta(meta)
     frameworks = tuple(meta.get("frameworks") or ()) if isinstance(meta, dict) else ()
     notes: list[str] = []
@@ -93,12 +107,29 @@ def analyze_trace(trace, ceilings=None, meta: dict | None = None) -> Analysis:
         notes.append(timing.note())
         if trace.has_gpu:
             remove_profiler_idle(steps, timing.unprofiled_median_ms)
-    calls = join_calls(trace) if trace.has_gpu else []
-    kernel_us = sum(s.kernel_busy_ms for s in steps) * 1e3
+    op_steps, kernel_us = len(steps), sum(s.kernel_busy_ms for s in steps) * 1e3
+    op_source = trace
+    if ops_trace is not None and ops_trace.has_gpu:
+        op_source = ops_trace
+        ops_windows, _ = step_windows(ops_trace)
+        op_steps = len(ops_windows)
+        kernel_us = sum(s.kernel_busy_ms for s in Timeline(ops_trace, ops_windows).steps) * 1e3
+        notes.append(
+            f"ops and their costs from membound's ops pass ({op_steps} step(s) with CPU ops and "
+            "shapes); the timeline and idle from the GPU-only pass"
+        )
+    calls = join_calls(op_source) if trace.has_gpu else []
     rows = op_rows(calls, ceilings, kernel_us)
+    if trace.has_gpu and op_source is trace and not (trace.cpu.kind == CPU_OP).any():
+        notes.append(
+            "the trace recorded GPU activity only and no ops pass is beside it: kernels are "
+            "not joined to ops, so nothing is placed on the roofline"
+        )
     if trace.has_gpu and calls and not any(r.exact_cost for r in rows):
         notes.append("no op recorded shapes the cost model knows: record with record_shapes=True")
-    ctx = AnalysedTrace(trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks)
+    ctx = AnalysedTrace(
+        trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks, op_steps
+    )
     findings = run_rules(ctx) if trace.has_gpu and steps else []
     n = max(len(steps), 1)
     wall = sum(s.wall_ms for s in steps)
@@ -115,7 +146,10 @@ def analyze_trace(trace, ceilings=None, meta: dict | None = None) -> Analysis:
         idle_breakdown={c: sum(s.idle_by_cause.get(c, 0.0) for s in steps) / n for c in IDLE_CAUSES}
         if trace.has_gpu
         else {},
-        ops=rows,
+        # the report's rows are per the timeline's steps, like every other total
+        ops=[r.per(op_steps / len(steps)) for r in rows]
+        if op_source is not trace and steps
+        else rows,
         findings=findings,
         notes=notes,
         step_marked=marked,

@@ -231,7 +231,7 @@ class Timeline:
         launch = rt.call == LAUNCH
         calls = iv.union(rt.ts[launch], rt.ts[launch] + rt.dur[launch])
         self.launch_calls = calls
-        self.issuing_ops = _issuing_op_spans(t, rt.tid[launch], rt.ts[launch])
+        self.issuing_ops = _issuing_op_spans(t, rt.tid[launch], rt.ts[launch], rt.dur[launch])
         out["launch"] = iv.union(
             np.concatenate([calls[0], self.issuing_ops[0]]),
             np.concatenate([calls[1], self.issuing_ops[1]]),
@@ -302,18 +302,27 @@ class Timeline:
         ]
 
 
-def _issuing_op_spans(trace: Trace, tids: np.ndarray, ts: np.ndarray) -> iv.Intervals:
+def _issuing_op_spans(
+    trace: Trace, tids: np.ndarray, ts: np.ndarray, dur: np.ndarray
+) -> iv.Intervals:
     """Host spans of the outermost CPU ops (per thread) inside which a kernel was launched:
     the framework issuing GPU work (Python binding, dispatcher, autograd node, allocator,
-    the launch call itself). CPU ops that launch nothing (work on CPU tensors) are left out."""
+    the launch call itself). CPU ops that launch nothing (work on CPU tensors) are left out.
+    A trace of GPU activity alone (membound's timeline pass) has no CPU ops: there the
+    launch calls themselves are the spans, bridged by the same short glue."""
     cpu = trace.cpu
     ops = cpu.kind == CPU_OP
+    gpu_only = not ops.any()
     starts, ends = [], []
     for tid in np.unique(tids):
         m = ops & (cpu.tid == tid)
-        if not m.any():
+        if gpu_only:
+            mine = tids == tid
+            span = iv.union(ts[mine], ts[mine] + dur[mine])
+        elif not m.any():
             continue
-        span = iv.union(cpu.ts[m], cpu.ts[m] + cpu.dur[m])  # merged: the outermost ops
+        else:
+            span = iv.union(cpu.ts[m], cpu.ts[m] + cpu.dur[m])  # merged: the outermost ops
         t = ts[tids == tid]
         j = np.searchsorted(span[0], t, side="right") - 1
         ok = (j >= 0) & (t < span[1][np.maximum(j, 0)])

@@ -63,6 +63,7 @@ def _expand(items: list[str]) -> list[Path]:
                 for q in p.iterdir()
                 if q.name.endswith(_SUFFIXES)
                 and ".membound." not in q.name
+                and ".ops." not in q.name  # membound's ops pass: read with its timeline trace
                 and not q.name.startswith("capture.")  # diagnose's meta files, not traces
             )
             if not found:

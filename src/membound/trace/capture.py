@@ -1,8 +1,19 @@
 """Capture a kineto trace of N training steps, with step boundaries found automatically.
 
-`profile()` drives `torch.profiler.profile` on a wait/warmup/active schedule so the exported
-trace carries one `ProfilerStep#N` marker per recorded step. Steps advance from exactly one
-source per capture, so a loop is never double-stepped:
+`Capture` drives `torch.profiler.profile` on a wait/warmup/active schedule. On a CUDA machine
+it takes two passes, so that what it measures is disturbed as little as it can be:
+
+1. the **timeline pass** (`trace.json.gz`) records GPU activity and CUDA runtime calls only
+   (+1-13% on the step on the H200, against +12-34% with CPU ops and shapes:
+   `benchmarks/bench_capture.py`); membound's own host marks (`trace.marks`: step boundaries,
+   DataLoader waits) are written into it on the trace's clock. The timeline and every idle
+   cause come from this trace.
+2. the **ops pass** (`trace.ops.json.gz`), right after: a few steps (`ops_steps`) with CPU ops
+   and their shapes, used only to join kernels to aten ops and cost them (the roofline),
+   never for idle.
+
+Passing `activities` (or having no GPU) takes one pass with those activities, as before.
+Steps advance from exactly one source per capture, so a loop is never double-stepped:
 
 1. ``explicit``  - the user calls `membound.step()`; once seen it wins over everything else;
 2. ``optimizer`` - a global optimizer step post-hook (only the first optimizer that steps
@@ -21,11 +32,14 @@ import json
 import os
 import sys
 import tempfile
+import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
 
-from membound.defaults import CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP
+from membound.defaults import CAPTURE_OP_STEPS, CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP
+from membound.trace.marks import HostMarks, inject
 from membound.trace.step_clock import StepClock
 
 TRACE_NAME = "trace.json.gz"
@@ -57,6 +71,7 @@ class Capture:
         activities: list | None = None,
         stop_after_capture: bool = False,
         auto_steps: bool = True,
+        ops_steps: int = CAPTURE_OP_STEPS,
     ) -> None:
         from membound.errors import BadInput
 
@@ -71,12 +86,19 @@ class Capture:
             os.path.abspath(out if out is not None else tempfile.mkdtemp(prefix="membound-"))
         )
         # [distributed] under torchrun every rank writes its own trace.rank{R}.json.gz
-        from membound.trace.distributed import meta_name, rank_info, trace_name
+        from membound.trace.distributed import meta_name, ops_name, rank_info, trace_name
 
         info = rank_info()
         self.rank = info.rank if info.distributed else None
         self.trace_path = self.out / trace_name(self.rank)
+        self.ops_path = self.out / ops_name(self.rank)
         self.meta_path = self.out / meta_name(self.rank)
+        self.ops_steps = max(int(ops_steps), 0)
+        self.two_pass = False  # decided on entry: CUDA, and no activities given
+        self.marks = HostMarks()
+        self._marking = False  # inside the timeline pass's recorded steps
+        self._ops_prof: Any = None
+        self.ops_written = False
         self.record_shapes = record_shapes
         self.activities = activities
         self.stop_after_capture = stop_after_capture
@@ -95,6 +117,8 @@ class Capture:
         self.clock = StepClock(
             self.wait, self.warmup, self.steps, 0 if stop_after_capture else self.steps
         )
+        self._query: Any = None
+        self._thread: int | None = None  # the loop's thread: its steps, its DataLoader waits
         self._after_left = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -111,20 +135,31 @@ class Capture:
         from torch.profiler import ProfilerActivity, schedule
 
         activities = self.activities
+        shapes = self.record_shapes
         if activities is None:
-            activities = [ProfilerActivity.CPU]
             if torch.cuda.is_available():
-                activities.append(ProfilerActivity.CUDA)
+                # the timeline pass: GPU activity and runtime calls only; the ops pass follows
+                self.two_pass = self.ops_steps > 0
+                activities = [ProfilerActivity.CUDA]
+                if not self.two_pass:
+                    activities.insert(0, ProfilerActivity.CPU)
+                shapes = shapes and not self.two_pass
+                self._query = torch.cuda.current_stream().query
+            else:
+                activities = [ProfilerActivity.CPU]
+        self.clock.extra = 1 + self.ops_steps if self.two_pass else 0
         self.out.mkdir(parents=True, exist_ok=True)
-        if self.trace_path.exists():  # never report a stale trace from an earlier run
-            self.trace_path.unlink()
+        for stale in (self.trace_path, self.ops_path):  # never report an earlier run's trace
+            if stale.exists():
+                stale.unlink()
         self._prof = torch.profiler.profile(
             activities=activities,
             schedule=schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1),
             on_trace_ready=self._on_trace_ready,
-            record_shapes=self.record_shapes,
+            record_shapes=shapes,
         )
         _ACTIVE = self
+        self._thread = threading.get_ident()
         if self.auto_steps:
             self._install_hooks()
         self._prof.start()
@@ -142,12 +177,15 @@ class Capture:
         was_timing = self._after_left > 0
         self._release(keep_optimizer_hook)
         prof, self._prof = self._prof, None
-        if prof is None:
+        ops, self._ops_prof = self._ops_prof, None
+        if prof is None and ops is None:
             if was_timing:
                 self._write_meta()  # the steps timed after the capture, up to now
             return
         try:
-            prof.stop()  # inside the recording window this exports a partial trace
+            for p in (prof, ops):
+                if p is not None:
+                    p.stop()  # inside the recording window this exports a partial trace
         finally:
             if not self.complete and self.steps_captured < self.steps:
                 self.notes.append(self._shortfall_note())
@@ -189,8 +227,17 @@ class Capture:
                 )
                 return
         self.steps_taken += 1
-        self.clock.mark()  # before the profiler's own work at this boundary
-        self._prof.step()
+        t = self.clock.mark()  # before the profiler's own work at this boundary
+        if self._ops_prof is not None:
+            self._ops_prof.step()
+        else:
+            recorded = self.steps_taken - self.wait - self.warmup
+            self._marking = self.two_pass and 0 <= recorded < self.steps
+            if self.two_pass and 0 <= recorded <= self.steps:
+                self.marks.boundary(self.steps_taken, t, self._query)
+            self._prof.step()
+            if self.written and self.two_pass and not self.complete:
+                self._start_ops_pass()
         if self.complete:
             self._finish_early()
 
@@ -206,7 +253,39 @@ class Capture:
         # Written first, before any analysis can fail: the trace is the product.
         prof.export_chrome_trace(str(self.trace_path))
         self.written = True
-        self.complete = self.steps_taken >= self.wait + self.warmup + self.steps
+        self._marking = False
+        if self.two_pass:
+            try:
+                self.host_marks = inject(self.trace_path, self.marks, None)
+            except (OSError, ValueError) as exc:  # the trace stays; it lacks the marks
+                self.host_marks = None
+                self.notes.append(f"could not write membound's host marks into the trace ({exc})")
+            if self.host_marks is None:
+                self.notes.append(
+                    "the timeline trace holds no anchor call: its steps could not be marked"
+                )
+        done = self.steps_taken >= self.wait + self.warmup + self.steps
+        self.complete = done and not self.two_pass
+
+    def _start_ops_pass(self) -> None:
+        """The timeline pass is written: record `ops_steps` steps with CPU ops and shapes."""
+        import torch
+        from torch.profiler import ProfilerActivity, schedule
+
+        prof, self._prof = self._prof, None
+        prof.stop()
+        self._ops_prof = torch.profiler.profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=schedule(wait=0, warmup=1, active=self.ops_steps, repeat=1),
+            on_trace_ready=self._on_ops_ready,
+            record_shapes=self.record_shapes,
+        )
+        self._ops_prof.start()
+
+    def _on_ops_ready(self, prof: Any) -> None:
+        prof.export_chrome_trace(str(self.ops_path))
+        self.ops_written = True
+        self.complete = True
 
     def _finish_early(self) -> None:
         """The schedule is done: drop the profiler now so the rest runs at full speed, and
@@ -215,8 +294,11 @@ class Capture:
         The optimizer hook may be what called us, and torch iterates its hook dict while calling
         them, so that one handle stays registered (inert) until the context exits.
         """
-        prof, self._prof = self._prof, None
-        prof.stop()
+        for name in ("_prof", "_ops_prof"):
+            prof = getattr(self, name)
+            setattr(self, name, None)
+            if prof is not None:
+                prof.stop()
         self.clock.restart()
         self._after_left = self.clock.after
         if self._after_left == 0:
@@ -253,7 +335,13 @@ class Capture:
 
         def __next__(it):  # noqa: N807 - replaces the dunder on the class
             capture._on_batch()
-            return orig(it)
+            if not capture._marking or threading.get_ident() != capture._thread:
+                return orig(it)
+            t0 = time.perf_counter_ns()
+            try:
+                return orig(it)
+            finally:  # the host waited this long for the batch (a DataLoader span, on the GPU-only trace)
+                capture.marks.loader.append((t0, time.perf_counter_ns(), type(it).__name__))
 
         __next__.__wrapped__ = orig  # type: ignore[attr-defined]
         _BaseDataLoaderIter.__next__ = __next__
@@ -269,7 +357,7 @@ class Capture:
             self._orig_next = None
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._prof is None and self._after_left == 0:
+        if self._prof is None and self._ops_prof is None and self._after_left == 0:
             return
         self._pending_batch = False
         lead = self._lead_optimizer() if self._lead_optimizer is not None else None
@@ -280,8 +368,11 @@ class Capture:
         self.step("optimizer")
 
     def _on_batch(self) -> None:
-        # Trust DataLoader boundaries only after two fetches without an optimizer step in
-        # between: a training loop's first optimizer step comes before its second batch.
+        # A loader iterated on another thread (a prefetcher's producer) marks no step of
+        # the loop's; trust DataLoader boundaries only after two fetches without an optimizer
+        # step in between: a training loop's first optimizer step comes before its second batch.
+        if threading.get_ident() != self._thread:
+            return
         if self.source is None and not self._pending_batch:
             self._pending_batch = True
             return
@@ -299,6 +390,11 @@ class Capture:
             "wait": self.wait,
             "warmup": self.warmup,
             "complete": self.complete,
+            # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
+            # the ops pass (CPU ops and shapes) is for the roofline alone
+            "timeline": "gpu+host marks" if self.two_pass else "single pass",
+            "host_marks": getattr(self, "host_marks", None),
+            "ops_trace": self.ops_path.name if self.ops_written else None,
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
             "argv": list(sys.argv),

@@ -68,6 +68,11 @@ def meta_name(rank: int | None) -> str:
     return "capture.json" if rank is None else RANK_META.format(rank=rank)
 
 
+def ops_name(rank: int | None) -> str:
+    """The ops pass's trace (CPU ops and shapes, for the roofline) beside the timeline's."""
+    return trace_name(rank).replace(".json.gz", ".ops.json.gz")
+
+
 def rank_of_path(path: str | os.PathLike) -> int | None:
     """The rank a file name carries (`trace.rank3.json.gz` -> 3), or None."""
     m = _RANK_RE.search(Path(path).name)

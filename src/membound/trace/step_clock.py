@@ -27,13 +27,18 @@ class StepClock:
     warmup: int
     steps: int
     after: int
+    #: profiled steps after the recorded ones, timed in no phase (the ops pass)
+    extra: int = 0
     times: list[float] = field(default_factory=list)  # perf_counter() at each boundary
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
 
-    def mark(self) -> None:
-        self.times.append(time.perf_counter())
+    def mark(self) -> int:
+        """Record a boundary; returns it in `time.perf_counter_ns` units."""
+        t = time.perf_counter_ns()
+        self.times.append(t / 1e9)
+        return t
 
     def restart(self) -> None:
         """The step after the last boundary starts now: membound's own work at that boundary
@@ -47,7 +52,8 @@ class StepClock:
             return "unprofiled"
         if recording <= s < recording + self.steps:
             return "profiled"
-        if recording + self.steps <= s < recording + self.steps + self.after:
+        done = recording + self.steps + self.extra
+        if done <= s < done + self.after:
             return "after"
         return None
 

@@ -66,7 +66,7 @@ def fp32_matmul(ctx):
         ops[call.name] += 1
     if lost_us <= 0:
         return []
-    lost = ctx.per_step(lost_us / 1e3)
+    lost = ctx.per_op_step(lost_us / 1e3)
     return [
         ctx.finding(
             code="fp32-matmul",
@@ -74,7 +74,7 @@ def fp32_matmul(ctx):
             lost_ms=lost,
             evidence={
                 "ops": dict(ops),
-                "device_ms_per_step": ctx.per_step(device_us / 1e3),
+                "device_ms_per_step": ctx.per_op_step(device_us / 1e3),
                 "achieved_tflops": flops / (device_us * 1e-6) / 1e12 if device_us else 0.0,
                 "fp32_ceiling_tflops": fp32_peak / 1e12,
                 f"{fast_key}_ceiling_tflops": fast_peak / 1e12,

@@ -91,7 +91,7 @@ def memory_bound_op(ctx):
         if r.bytes / bw / max(r.calls, 1) * 1e6 < LATENCY_US:
             continue  # kilobyte-sized calls: latency, not bandwidth (launch-bound's to report)
         attainable_ms = r.bytes / bw * 1e3
-        lost = ctx.per_step(max(r.device_ms - attainable_ms, 0.0))
+        lost = ctx.per_op_step(max(r.device_ms - attainable_ms, 0.0))
         out.append(
             ctx.finding(
                 code="memory-bound-op",
@@ -99,13 +99,13 @@ def memory_bound_op(ctx):
                 lost_ms=lost,
                 evidence={
                     "op": r.name,
-                    "calls_per_step": r.calls / ctx.n_steps,
-                    "device_ms_per_step": ctx.per_step(r.device_ms),
-                    "bytes_per_step": r.bytes / ctx.n_steps,
+                    "calls_per_step": ctx.per_op_step(r.calls),
+                    "device_ms_per_step": ctx.per_op_step(r.device_ms),
+                    "bytes_per_step": ctx.per_op_step(r.bytes),
                     "arithmetic_intensity": r.arithmetic_intensity,
                     "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
                     "share_of_gpu_time": r.share_of_gpu_time,
-                    "attainable_ms_per_step": ctx.per_step(attainable_ms),
+                    "attainable_ms_per_step": ctx.per_op_step(attainable_ms),
                     "dtypes": r.dtypes,
                 },
                 fix=memory_bound_fix(r.name, r.name in after_add),
@@ -196,7 +196,7 @@ def unfused_chain(ctx):
         bw = moved / time_s if time_s else 0.0
     if not bw:
         return []
-    lost = ctx.per_step(inter_bytes / bw * 1e3)
+    lost = ctx.per_op_step(inter_bytes / bw * 1e3)
     patterns = Counter(" → ".join(c.name for c in ch) for ch in chains)
     top, count = patterns.most_common(1)[0]
     return [
@@ -205,10 +205,10 @@ def unfused_chain(ctx):
             title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
             lost_ms=lost,
             evidence={
-                "chains_per_step": len(chains) / ctx.n_steps,
+                "chains_per_step": ctx.per_op_step(len(chains)),
                 "top_chain": top,
-                "top_chain_per_step": count / ctx.n_steps,
-                "intermediate_bytes_per_step": inter_bytes / ctx.n_steps,
+                "top_chain_per_step": ctx.per_op_step(count),
+                "intermediate_bytes_per_step": ctx.per_op_step(inter_bytes),
                 "bandwidth_gb_s": bw / 1e9,
             },
             fix=chain_fix(
@@ -252,16 +252,18 @@ def fp32_storage(ctx):
         ops[c.name] += c.device_us / 1e3
     if not nbytes:
         return []
-    lost = ctx.per_step(0.5 * nbytes / bw * 1e3)
+    lost = ctx.per_op_step(0.5 * nbytes / bw * 1e3)
     return [
         ctx.finding(
             code="fp32-storage",
             title="memory-bound ops move fp32 tensors; bf16 storage would halve their bytes",
             lost_ms=lost,
             evidence={
-                "fp32_bytes_per_step": nbytes / ctx.n_steps,
-                "chain_intermediate_bytes_left_to_unfused_chain_per_step": excluded / ctx.n_steps,
-                "ops": {k: round(v / ctx.n_steps, 4) for k, v in ops.most_common(5)},
+                "fp32_bytes_per_step": ctx.per_op_step(nbytes),
+                "chain_intermediate_bytes_left_to_unfused_chain_per_step": ctx.per_op_step(
+                    excluded
+                ),
+                "ops": {k: round(ctx.per_op_step(v), 4) for k, v in ops.most_common(5)},
                 "memory_bandwidth_gb_s": bw / 1e9,
             },
             fix=(
