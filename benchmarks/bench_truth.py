@@ -74,6 +74,8 @@ class Script:
     steps: int = 20  # timed steps of each unprofiled run
     warmup: int = 5  # untimed steps first (compile, autotune, workers); diagnose waits as long
     quick_steps: int = 10
+    diag_steady: int = 3  # unprofiled steps after the warm-up, before profiling: membound's
+    # own unprofiled step timing (steps.unprofiled_median_ms) sees steady steps, not compiles
     diag_warmup: int = 2  # profiled, discarded
     diag_steps: int = 5  # recorded
     timeout_s: float = 150.0  # one unprofiled run
@@ -168,6 +170,10 @@ def parse_truth(text: str) -> dict | None:
     return found
 
 
+#: the run in progress, so that a SIGTERM to the benchmark ends it too (see main)
+_CURRENT: list[subprocess.Popen] = []
+
+
 def run_command(
     command: list[str], log_path: Path, timeout_s: float, env=None
 ) -> tuple[int | None, str, float]:
@@ -185,11 +191,14 @@ def run_command(
             )  # fmt: skip
         except OSError as exc:
             return None, f"could not start: {exc}", 0.0
+        _CURRENT.append(proc)
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return None, f"timed out after {timeout_s:.0f} s", time.perf_counter() - t0
+        finally:
+            _CURRENT.remove(proc)
     return rc, "", time.perf_counter() - t0
 
 
@@ -230,11 +239,13 @@ def unprofiled_command(s: Script, extra: tuple[str, ...], steps: int) -> list[st
 
 
 def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = None) -> list[str]:
-    """`membound diagnose` waits through the script's warm-up, profiles `diag_warmup` steps,
-    records `diag_steps`, and stops the script; the script is told to run a few more."""
-    total = s.warmup + s.diag_warmup + s.diag_steps
+    """`membound diagnose` waits through the script's warm-up and `diag_steady` more steps,
+    profiles `diag_warmup` steps, records `diag_steps`, and stops the script (which is told
+    to run a few more)."""
+    wait = s.warmup + s.diag_steady
+    total = wait + s.diag_warmup + s.diag_steps
     cmd = [
-        sys.executable, "-m", "membound", "diagnose", "--wait", str(s.warmup),
+        sys.executable, "-m", "membound", "diagnose", "--wait", str(wait),
         "--warmup", str(s.diag_warmup), "--steps", str(s.diag_steps), "--stop-after-capture",
         "--no-annotate", "--out", str(out), "--json", str(report),
     ]  # fmt: skip
@@ -451,7 +462,7 @@ def format_table(res: ScriptResult) -> str:
         )
         if not fr.run.ok:
             lines.append(f"    {fr.run.error or 'failed'} (log: {fr.run.log or '-'})")
-    if not any(fr.fix.membound for fr in res.fixes):
+    if not any(f.membound for f in res.script.fixes):
         lines.append("  (no membound fix applies to this script)")
     lines += [f"  verdict: {v}" for v in verdicts(res)]
     lines += [f"  note: {n}" for n in res.notes]
@@ -693,6 +704,13 @@ def _print_plan(names: list[str]) -> None:
             print(f"  {f.name:<20} {' '.join(f.args):<30} -> {'/'.join(f.addresses)}{tags}  ({f.why})")  # fmt: skip
 
 
+def _on_sigterm(signum, frame) -> None:
+    for proc in list(_CURRENT):
+        _kill_group(proc)
+    print(f"[truth] {_now()} terminated: the run in progress was killed", flush=True)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
@@ -707,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         _print_plan(names)
         return 0
+    signal.signal(signal.SIGTERM, _on_sigterm)
     run_id = args.run or "truth-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="bench_truth-"))
     traces = Path(args.keep_traces) if args.keep_traces else None

@@ -238,10 +238,11 @@ def test_runs_that_do_not_fit_the_budget_are_skipped(bt, fake, tmp_path):
 def test_real_diagnose_on_the_fake_loop(bt, tmp_path, monkeypatch):
     """The diagnose command line works with `membound diagnose` and its report parses."""
     monkeypatch.setenv("FAKE_TRUTH_COUNTER", str(tmp_path / "counter"))
-    s = bt.Script("fake", FAKE, (), args=("--train",), warmup=1, diag_warmup=1, diag_steps=2)
+    s = bt.Script("fake", FAKE, (), args=("--train",), warmup=1, diag_steady=1, diag_warmup=1,
+                  diag_steps=2)  # fmt: skip
     cmd = bt.diagnose_command(s, tmp_path / "out", tmp_path / "out" / "report.json")
-    assert cmd[cmd.index("--wait") + 1] == "1" and "--stop-after-capture" in cmd
-    assert cmd[cmd.index("--") + 1 :][-5:] == ["--steps", "7", "--warmup-steps", "0", "--train"]
+    assert cmd[cmd.index("--wait") + 1] == "2" and "--stop-after-capture" in cmd
+    assert cmd[cmd.index("--") + 1 :][-5:] == ["--steps", "8", "--warmup-steps", "0", "--train"]
     bench = bt.Bench(
         tmp_path / "logs", budget_s=120, say=lambda _: None, trace_dir=tmp_path / "keep"
     )
