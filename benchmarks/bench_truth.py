@@ -573,11 +573,15 @@ class Bench:
     def left_s(self) -> float:
         return self.budget_s - (time.perf_counter() - self.t0)
 
-    def _run(self, s: Script, kind: str, variant: str, command: list[str], timeout_s: float) -> Run:
+    def _run(self, s: Script, kind: str, variant: str, command: list[str], timeout_s: float,
+             reserve_s: float = 0.0) -> Run:  # fmt: skip
+        """One run, limited by its timeout and by the budget left less `reserve_s` (kept for
+        a later run); skipped when less than 15 s would be left for it."""
         run = Run(s.name, kind, variant, command)
-        limit = min(timeout_s, self.left_s() - 5)
+        limit = min(timeout_s, self.left_s() - reserve_s - 5)
         if limit < 15:
-            run.error = f"skipped: {self.left_s():.0f} s of the budget left"
+            kept = f", {reserve_s:.0f} s kept for the second baseline" if reserve_s else ""
+            run.error = f"skipped: {self.left_s():.0f} s of the budget left{kept}"
             self.say(f"[truth] {_now()} {s.name} {variant}: {run.error}")
             return run
         log = self.log_dir / f"{s.name}.{variant}.log"
@@ -596,12 +600,12 @@ class Bench:
         )
         return run
 
-    def _diagnose(self, s: Script) -> Run:
+    def _diagnose(self, s: Script, reserve_s: float = 0.0) -> Run:
         keep = self.trace_dir is not None
         out = self.trace_dir / s.name if keep else Path(tempfile.mkdtemp(prefix="truth-"))
         report = out / "report.json"
         command = diagnose_command(s, out, report, self.ceilings)
-        run = self._run(s, "diagnose", "diagnose", command, s.diag_timeout_s)
+        run = self._run(s, "diagnose", "diagnose", command, s.diag_timeout_s, reserve_s)
         if report.exists():
             try:
                 run.report = read_report(report)
@@ -622,12 +626,15 @@ class Bench:
         """Baseline, diagnose, each fix, baseline again: one script's paired runs."""
         steps = self.steps or (s.quick_steps if self.quick else s.steps)
 
-        def unprofiled(kind: str, variant: str, flags: tuple[str, ...]) -> Run:
-            return self._run(s, kind, variant, unprofiled_command(s, flags, steps), s.timeout_s)
+        def unprofiled(kind: str, variant: str, flags: tuple[str, ...], reserve_s=0.0) -> Run:
+            command = unprofiled_command(s, flags, steps)
+            return self._run(s, kind, variant, command, s.timeout_s, reserve_s)
 
         baselines = [unprofiled("baseline", "baseline-1", ())]
-        diag = self._diagnose(s) if self.do_diagnose else None
-        fixes = [(fix, unprofiled("fix", fix.name, fix.args)) for fix in self.fixes_of(s)]
+        # the second baseline is what shows drift: fixes may not eat its time
+        reserve = 1.5 * baselines[0].wall_s + 10 if self.rebaseline and baselines[0].ok else 0.0
+        diag = self._diagnose(s, reserve) if self.do_diagnose else None
+        fixes = [(f, unprofiled("fix", f.name, f.args, reserve)) for f in self.fixes_of(s)]
         if self.rebaseline:
             baselines.append(unprofiled("baseline", "baseline-2", ()))
         res = summarize(s, baselines, diag, fixes)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Truth by intervention on the H200: benchmarks/bench_truth.py over the examples/real scripts.
-# Run from the repo root, one group of scripts per device call (each fits ~9 minutes):
-#   bash benchmarks/gpu/truth.sh gpt2,resnet50_fp32
-#   bash benchmarks/gpu/truth.sh gpt2_compiled,resnet50_prefetch
-#   bash benchmarks/gpu/truth.sh lightning_fit,hf_trainer_llama
+# Run from the repo root, one group of scripts per device call (each fits ~9 minutes; in this
+# order, so gpt2's --compile run warms the inductor cache for gpt2_compiled on a warm machine):
+#   bash benchmarks/gpu/truth.sh gpt2,resnet50_fp32,resnet50_prefetch    # ~6-7 min
+#   bash benchmarks/gpu/truth.sh gpt2_compiled                           # ~7 min (compiles)
+#   bash benchmarks/gpu/truth.sh lightning_fit,hf_trainer_llama          # ~5-6 min
 # No argument runs all six (more than one call's time: the budget then skips what does not
 # fit). TRUTH_ARGS adds bench_truth options (e.g. "--quick", "--fixes compile,amp").
 # Products under $OUT (or $GPU_OUT/truth): truth.csv (this call's rows; append them to

@@ -313,9 +313,12 @@ def main(argv: list[str] | None = None, *, compiled: bool = False) -> dict:
         lr = get_lr(it)
         for group in optimizer.param_groups:
             group["lr"] = lr
+        if cudagraphs:
+            # one new CUDA-graph generation per optimizer step, not per micro-step: the
+            # gradients of micro-step 1 (graph outputs held by .grad) must stay alive, so
+            # the next micro-steps' replays may not reuse their memory
+            torch.compiler.cudagraph_mark_step_begin()
         for _ in range(accum):
-            if cudagraphs:  # each micro-step's fwd+bwd is complete before the next replay
-                torch.compiler.cudagraph_mark_step_begin()
             with ctx:
                 _, loss = model(X, Y)
                 loss = loss / accum  # the gradients of a mean over the whole step

@@ -76,7 +76,7 @@ def _bench(bt, tmp_path, report=REPORT, **kw):
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report))
 
-    def diagnose(s):
+    def diagnose(s, reserve_s=0.0):
         return bt.Run(s.name, "diagnose", "diagnose", ["membound", "diagnose"], rc=0,
                       report=bt.read_report(path))  # fmt: skip
 
@@ -233,6 +233,15 @@ def test_runs_that_do_not_fit_the_budget_are_skipped(bt, fake, tmp_path):
     res = _bench(bt, tmp_path, budget_s=10).script(fake)
     assert all(not b.ok and b.error.startswith("skipped") for b in res.baselines)
     assert res.baseline_ms is None and "no baseline run succeeded" in res.notes[0]
+
+
+def test_fixes_leave_time_for_the_second_baseline(bt, fake, tmp_path):
+    # 28 s: baseline-1 fits (23 s limit); each fix would get 28 - ~10 s kept - 5 < 15 s;
+    # the second baseline still runs, so the drift is known
+    res = _bench(bt, tmp_path, budget_s=28, quick=True).script(fake)
+    assert [b.step_ms for b in res.baselines] == [100.0, 102.0]
+    assert all("kept for the second baseline" in fr.run.error for fr in res.fixes)
+    assert all(fr.saving_ms is None for fr in res.fixes)
 
 
 def test_real_diagnose_on_the_fake_loop(bt, tmp_path, monkeypatch):
