@@ -462,6 +462,11 @@ def format_table(res: ScriptResult) -> str:
         )
         if not fr.run.ok:
             lines.append(f"    {fr.run.error or 'failed'} (log: {fr.run.log or '-'})")
+        extra = (fr.run.truth or {}).get("extra") or {}
+        if "norms_swapped" in extra:  # a swap that swapped nothing cannot save anything
+            lines.append(
+                f"    swap_norms swapped {extra['norms_swapped']} of {extra.get('norms')} norms"
+            )
     if not any(f.membound for f in res.script.fixes):
         lines.append("  (no membound fix applies to this script)")
     lines += [f"  verdict: {v}" for v in verdicts(res)]

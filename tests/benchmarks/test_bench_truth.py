@@ -261,3 +261,23 @@ def test_real_diagnose_on_the_fake_loop(bt, tmp_path, monkeypatch):
     meta = json.loads((tmp_path / "keep" / "fake" / "capture.json").read_text())
     assert meta["complete"] and meta["step_source"] == "optimizer"
     assert (tmp_path / "keep" / "fake" / "trace.json.gz").exists()
+
+
+def test_a_swap_that_swapped_nothing_says_so(bt, fake):
+    def run(kind, variant, step_ms, extra=None):
+        truth = {"step_ms": step_ms, "steps": 3, **({"extra": extra} if extra else {})}
+        return bt.Run("fake", kind, variant, ["x"], rc=0, truth=truth)
+
+    swap = bt.Fix("swap-norms", ("--swap-norms",), ("memory-bound-op",), membound=True)
+    res = bt.summarize(
+        fake,
+        [run("baseline", "baseline-1", 50.0), run("baseline", "baseline-2", 50.5)],
+        None,
+        [(swap, run("fix", "swap-norms", 50.2, {"norms": 17, "norms_swapped": 0}))],
+    )
+    (fr,) = res.fixes
+    assert fr.saving_ms == pytest.approx(0.05) and fr.predicted_ms is None
+    assert fr.within_tolerance  # no finding predicted a saving, and none was measured
+    table = bt.format_table(res)
+    assert "swap_norms swapped 0 of 17 norms" in table
+    assert "under diagnose  no report (not run)" in table
