@@ -1,0 +1,768 @@
+"""Truth by intervention: does membound's top finding, applied, save what it predicted?
+
+For each script of `examples/real/` (PLAN below), in one invocation:
+
+1. the script alone, unprofiled, as the user runs it: its own plain step timer prints one
+   `MEMBOUND_TRUTH {json}` line (examples/real/_common.py), read here (the baseline);
+2. the script under `membound diagnose --json F --stop-after-capture`: the profiled step,
+   membound's own unprofiled step and profiler overhead when the report has them, GPU busy,
+   and the top findings with their predicted savings;
+3. each intervention (one set of fix flags) alone, unprofiled, same timer; one of them is
+   membound's own fix wherever one applies;
+4. the baseline again, so machine drift shows (the two baselines' spread is printed).
+
+Savings are measured against the mean of the baselines: `baseline - with fix`. Each fix names
+the finding codes it is the remedy for; the finding among them with the largest predicted
+saving is set against the measured saving (issue 15's target: |predicted - measured| <=
+max(25% of measured, 2 ms)). Rows (one per run) go to one CSV, appended.
+
+    PYTHONPATH=src python benchmarks/bench_truth.py --only gpt2,gpt2_compiled
+    PYTHONPATH=src python benchmarks/bench_truth.py --quick --keep-traces /tmp/truth-traces
+    python benchmarks/bench_truth.py --list
+
+Every run has a timeout (its process group is killed: DataLoader workers too), and the whole
+invocation a budget (`--budget-s`): a run that cannot fit is skipped and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "examples" / "real"
+DEFAULT_CSV = ROOT / "benchmarks" / "results" / "truth.csv"
+TRUTH_PREFIX = "MEMBOUND_TRUTH "  # examples/real/_common.py prints it
+#: issue 15: a prediction is right within max(25% of the measured saving, 2 ms)
+TOLERANCE_FRACTION, TOLERANCE_MS = 0.25, 2.0
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One intervention: flags added to the script's command line."""
+
+    name: str
+    args: tuple[str, ...]
+    addresses: tuple[str, ...]  # finding codes this fix is the remedy for
+    why: str = ""
+    membound: bool = False  # membound's own fix (membound.data.prefetch, swap_norms, ...)
+    core: bool = True  # also run with --quick
+
+
+@dataclass(frozen=True)
+class Script:
+    """One script of examples/real and how to measure it."""
+
+    name: str
+    path: Path
+    fixes: tuple[Fix, ...]
+    args: tuple[str, ...] = ()  # passed to every run of the script
+    steps: int = 20  # timed steps of each unprofiled run
+    warmup: int = 5  # untimed steps first (compile, autotune, workers); diagnose waits as long
+    quick_steps: int = 10
+    diag_steady: int = 3  # unprofiled steps after the warm-up, before profiling: membound's
+    # own unprofiled step timing (steps.unprofiled_median_ms) sees steady steps, not compiles
+    diag_warmup: int = 2  # profiled, discarded
+    diag_steps: int = 5  # recorded
+    timeout_s: float = 150.0  # one unprofiled run
+    diag_timeout_s: float = 240.0
+
+
+SYNC = ("host-sync",)
+GPU_WORK = ("memory-bound-op", "unfused-chain", "fp32-storage")
+INPUT = ("pageable-copy", "blocking-copy", "input-starved")
+
+_AMP = ("fp32-storage", "fp32-matmul", "memory-bound-op")
+#: per script: its interventions, in the order they run (between the two baselines), and why
+#: a user would try each; sizes and timeouts fit the three device calls of benchmarks/gpu/truth.sh
+PLAN: dict[str, Script] = {s.name: s for s in (
+    Script("gpt2", REAL / "gpt2.py", (
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "nanoGPT's own default: fuses the elementwise chains"),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "nanoGPT's log_interval: no per-step .item()"),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True),
+        Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False),
+    ), steps=20, warmup=3, diag_steps=3, timeout_s=180),
+    Script("gpt2_compiled", REAL / "gpt2_compiled.py", (
+        Fix("reduce-overhead", ("--mode", "reduce-overhead"), ("launch-bound",), "CUDA graphs: one launch per graph"),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()"),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms before compiling", membound=True, core=False),
+    ), steps=20, warmup=5, diag_steps=3, timeout_s=240, diag_timeout_s=300),
+    Script("resnet50_fp32", REAL / "resnet50_fp32.py", (
+        Fix("amp", ("--amp",), _AMP, "bf16 autocast: half the bytes, tensor-core math"),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "NHWC convolutions and BatchNorm"),
+        Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 for the fp32 matmuls and convolutions"),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False),
+        Fix("amp+channels-last", ("--amp", "--channels-last"), _AMP, "both, as a user ends up"),
+    ), steps=15, warmup=5),
+    Script("resnet50_prefetch", REAL / "resnet50_prefetch.py", (
+        Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory"),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch + Normalize", membound=True),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last"),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False),
+    ), steps=20, warmup=5),
+    Script("lightning_fit", REAL / "lightning_fit.py", (
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)"),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True),
+        Fix("bf16-mixed", ("--precision", "bf16-mixed"), _AMP, "Trainer(precision='bf16-mixed')"),
+        Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False),
+    ), steps=30, warmup=5),
+    Script("hf_trainer_llama", REAL / "hf_trainer_llama.py", (
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the Llama", membound=True),
+        Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host"),
+        Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True)"),
+        Fix("logging-steps-1000", ("--logging-steps", "1000"), SYNC, "no logging sync in the window", core=False),
+    ), steps=30, warmup=5, timeout_s=240, diag_timeout_s=300),
+)}  # fmt: skip
+
+
+# ---- one run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One subprocess: what ran, how it ended, what it printed."""
+
+    script: str
+    kind: str  # baseline | fix | diagnose
+    variant: str
+    command: list[str]
+    rc: int | None = None
+    error: str = ""
+    wall_s: float = 0.0
+    truth: dict | None = None  # the MEMBOUND_TRUTH line
+    report: dict | None = None  # read_report() of a diagnose run
+    log: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if self.kind == "diagnose":
+            return self.report is not None
+        return self.truth is not None and self.truth.get("step_ms") is not None
+
+    @property
+    def step_ms(self) -> float | None:
+        return self.truth.get("step_ms") if self.truth else None
+
+
+def parse_truth(text: str) -> dict | None:
+    """The last MEMBOUND_TRUTH line's JSON in `text`, or None."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith(TRUTH_PREFIX):
+            try:
+                found = json.loads(line[len(TRUTH_PREFIX) :])
+            except json.JSONDecodeError:
+                continue
+    return found
+
+
+#: the run in progress, so that a SIGTERM to the benchmark ends it too (see main)
+_CURRENT: list[subprocess.Popen] = []
+
+
+def run_command(
+    command: list[str], log_path: Path, timeout_s: float, env=None
+) -> tuple[int | None, str, float]:
+    """Run `command` in its own process group with output to `log_path`; returns
+    (exit code or None on timeout, error text, wall seconds). A timed-out group is killed."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with log_path.open("w") as log:
+        log.write("$ " + shlex.join(command) + "\n")
+        log.flush()
+        try:
+            proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                start_new_session=True, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError as exc:
+            return None, f"could not start: {exc}", 0.0
+        _CURRENT.append(proc)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return None, f"timed out after {timeout_s:.0f} s", time.perf_counter() - t0
+        finally:
+            _CURRENT.remove(proc)
+    return rc, "", time.perf_counter() - t0
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error:" in ln or ln.startswith(("needs ", "membound diagnose:")):
+            return ln[:300]
+    return lines[-1][:300] if lines else ""
+
+
+def script_env() -> dict[str, str]:
+    """The scripts' environment: this tree's membound first on the path, unbuffered output."""
+    env = dict(os.environ)
+    src = str(ROOT / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def unprofiled_command(s: Script, extra: tuple[str, ...], steps: int) -> list[str]:
+    """The script alone, as the user runs it, plus the fix's flags."""
+    head = [sys.executable, str(s.path), "--steps", str(steps), "--warmup-steps", str(s.warmup)]
+    return [*head, *s.args, *extra]
+
+
+def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = None) -> list[str]:
+    """`membound diagnose` waits through the script's warm-up and `diag_steady` more steps,
+    profiles `diag_warmup` steps, records `diag_steps`, and stops the script (which is told
+    to run a few more)."""
+    wait = s.warmup + s.diag_steady
+    total = wait + s.diag_warmup + s.diag_steps
+    cmd = [
+        sys.executable, "-m", "membound", "diagnose", "--wait", str(wait),
+        "--warmup", str(s.diag_warmup), "--steps", str(s.diag_steps), "--stop-after-capture",
+        "--no-annotate", "--out", str(out), "--json", str(report),
+    ]  # fmt: skip
+    if ceilings:
+        cmd += ["--ceilings", ceilings]
+    script = ["python", str(s.path), "--steps", str(total + 3), "--warmup-steps", "0", *s.args]
+    return [*cmd, "--", *script]
+
+
+def read_report(path: str | os.PathLike) -> dict:
+    """What bench_truth reads from a `membound diagnose --json` report. Keys another engineer
+    is adding (unprofiled/profiled step, overhead, expected step after a fix) are read where
+    present, else None."""
+    rep = json.loads(Path(path).read_text())
+    steps = rep.get("steps") or {}
+
+    def key(name):  # in `steps` per DESIGN, or at the top level
+        return steps.get(name, rep.get(name))
+
+    busy = [s.get("busy_ms") for s in steps.get("per_step") or [] if s.get("busy_ms") is not None]
+    findings = [
+        {
+            "code": f.get("code"),
+            "title": f.get("title", ""),
+            "time_lost_ms_per_step": f.get("time_lost_ms_per_step"),
+            "expected_step_ms_after_fix": f.get("expected_step_ms_after_fix"),
+            "share_of_step": f.get("share_of_step"),
+        }
+        for f in rep.get("findings") or []
+    ]
+    return {
+        "steps": steps.get("count"),
+        "median_step_ms": steps.get("median_step_ms"),
+        "unprofiled_median_ms": key("unprofiled_median_ms"),
+        "profiled_median_ms": key("profiled_median_ms"),
+        "profiler_overhead_fraction": key("profiler_overhead_fraction"),
+        "gpu_busy_fraction": rep.get("gpu_busy_fraction"),
+        "gpu_busy_ms": statistics.median(busy) if busy else None,
+        "findings": findings,
+    }
+
+
+# ---- a script's result -----------------------------------------------------------------
+
+
+@dataclass
+class FixResult:
+    fix: Fix
+    run: Run
+    saving_ms: float | None = None
+    saving_pct: float | None = None
+    predicted_ms: float | None = None
+    predicted_code: str | None = None
+    within_tolerance: bool | None = None
+
+
+@dataclass
+class ScriptResult:
+    script: Script
+    baselines: list[Run]
+    diagnose: Run | None
+    fixes: list[FixResult]
+    baseline_ms: float | None = None
+    drift_pct: float | None = None  # spread of the baselines, % of their mean
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def report(self) -> dict | None:
+        return self.diagnose.report if self.diagnose is not None else None
+
+    def profiled_ms(self) -> float | None:
+        r = self.report
+        if not r:
+            return None
+        return (
+            r["profiled_median_ms"] if r["profiled_median_ms"] is not None else r["median_step_ms"]
+        )
+
+    def overhead_vs_timer(self) -> float | None:
+        """Profiled step / the plain timer's unprofiled step - 1."""
+        p = self.profiled_ms()
+        return p / self.baseline_ms - 1 if p is not None and self.baseline_ms else None
+
+    def best_fix(self) -> FixResult | None:
+        done = [f for f in self.fixes if f.saving_ms is not None]
+        return max(done, key=lambda f: f.saving_ms) if done else None
+
+
+def summarize(
+    s: Script, baselines: list[Run], diagnose: Run | None, fixes: list[tuple[Fix, Run]]
+) -> ScriptResult:
+    """Pair the runs: baseline mean and drift, each fix's saving, predictions set against it."""
+    res = ScriptResult(s, baselines, diagnose, [FixResult(f, r) for f, r in fixes])
+    good = [b.step_ms for b in baselines if b.ok]
+    if good:
+        res.baseline_ms = statistics.fmean(good)
+        if len(good) > 1:
+            res.drift_pct = 100 * (max(good) - min(good)) / res.baseline_ms
+    else:
+        res.notes.append("no baseline run succeeded: no savings computed")
+    findings = (res.report or {}).get("findings") or []
+    for fr in res.fixes:
+        if res.baseline_ms is not None and fr.run.ok:
+            fr.saving_ms = res.baseline_ms - fr.run.step_ms
+            fr.saving_pct = 100 * fr.saving_ms / res.baseline_ms
+        matched = [
+            f for f in findings
+            if f["code"] in fr.fix.addresses and f["time_lost_ms_per_step"] is not None
+        ]  # fmt: skip
+        if matched:
+            best = max(matched, key=lambda f: f["time_lost_ms_per_step"])
+            fr.predicted_ms, fr.predicted_code = best["time_lost_ms_per_step"], best["code"]
+        if fr.saving_ms is not None:
+            predicted = fr.predicted_ms or 0.0  # no finding: membound predicted no saving
+            tolerance = max(TOLERANCE_FRACTION * abs(fr.saving_ms), TOLERANCE_MS)
+            fr.within_tolerance = abs(predicted - fr.saving_ms) <= tolerance
+    return res
+
+
+def verdicts(res: ScriptResult) -> list[str]:
+    """Issue 15's targets, as far as this run can judge them."""
+    out = []
+    findings = (res.report or {}).get("findings") or []
+    best = res.best_fix()
+    if best is not None and res.report is not None:
+        top = findings[0]["code"] if findings else None
+        if best.saving_pct is not None and best.saving_pct < 5:
+            big = [f for f in findings if (f.get("share_of_step") or 0) >= 0.10]
+            out.append(
+                f"every fix saves < 5%: findings >= 10% of the step: "
+                f"{', '.join(f['code'] for f in big) or 'none'} ({'ok' if not big else 'MISS'})"
+            )
+        else:
+            ok = top is not None and top in best.fix.addresses
+            out.append(
+                f"top finding {top or 'none'} vs best fix {best.fix.name} "
+                f"(saves {best.saving_ms:.1f} ms, addresses {'/'.join(best.fix.addresses)}): "
+                f"{'ok' if ok else 'MISS'}"
+            )
+    over = res.overhead_vs_timer()
+    if over is not None:
+        out.append(
+            f"profiler overhead vs plain timer {100 * over:+.1f}% ({'ok' if over <= 0.10 else 'over 10%'})"
+        )
+    r = res.report or {}
+    if r.get("unprofiled_median_ms") is not None and res.baseline_ms:
+        d = r["unprofiled_median_ms"] / res.baseline_ms - 1
+        out.append(
+            f"membound's unprofiled step vs plain timer {100 * d:+.1f}% ({'ok' if abs(d) <= 0.05 else 'off by > 5%'})"
+        )
+    return out
+
+
+# ---- presentation ----------------------------------------------------------------------
+
+
+def _pct(fraction: float | None) -> float | None:
+    return None if fraction is None else 100 * fraction
+
+
+def _f(v: Any, spec: str = ".1f", empty: str = "-") -> str:
+    if v is None:
+        return empty
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return format(v, spec)
+    return str(v)
+
+
+def format_table(res: ScriptResult) -> str:
+    s, lines = res.script, []
+    base_runs = ", ".join(_f(b.step_ms, ".2f", "failed") for b in res.baselines)
+    failed = [b for b in res.baselines if not b.ok]
+    lines.append(f"== {s.name}")
+    lines.append(
+        f"  baseline        {_f(res.baseline_ms, '.2f')} ms/step   (runs: {base_runs}; "
+        f"baselines differ by {_f(res.drift_pct, '.1f')}%)"
+    )
+    lines += [f"    {b.variant}: {b.error or 'failed'} (log: {b.log or '-'})" for b in failed]
+    r = res.report
+    if r is None:
+        why = res.diagnose.error if res.diagnose is not None else "not run"
+        lines.append(f"  under diagnose  no report ({why})")
+    else:
+        over = res.overhead_vs_timer()
+        lines.append(
+            f"  under diagnose  {_f(res.profiled_ms(), '.2f')} ms/step profiled "
+            f"({_f(_pct(over), '+.1f')}% vs plain timer), "
+            f"{_f(r['steps'], 'd')} steps; membound: unprofiled {_f(r['unprofiled_median_ms'], '.2f')} ms, "
+            f"overhead {_f(_pct(r['profiler_overhead_fraction']), '.1f')}%"
+        )
+        lines.append(
+            f"  GPU busy        {_f(r['gpu_busy_ms'], '.2f')} ms/step "
+            f"({_f(_pct(r['gpu_busy_fraction']), '.0f')}%)"
+        )
+        for i, f in enumerate(r["findings"][:3], 1):
+            lines.append(
+                f"  finding {i}       {f['code']:<16} predicts -{_f(f['time_lost_ms_per_step'], '.2f')} ms"
+                f" (-> {_f(f['expected_step_ms_after_fix'], '.2f')} ms/step, "
+                f"{_f(_pct(f['share_of_step']), '.0f')}% of the step)"
+            )
+        if not r["findings"]:
+            lines.append("  findings        none")
+    lines.append(
+        f"  {'intervention':<20}{'step ms':>9}{'saved ms':>10}{'saved %':>9}"
+        f"{'predicted':>11}  {'by finding':<16}{'within tol':>11}"
+    )
+    for fr in res.fixes:
+        tag = " [membound]" if fr.fix.membound else ""
+        step = _f(fr.run.step_ms, ".2f") if fr.run.ok else "failed"
+        lines.append(
+            f"  {fr.fix.name + tag:<20}{step:>9}{_f(fr.saving_ms, '.2f'):>10}{_f(fr.saving_pct, '.1f'):>9}"
+            f"{_f(fr.predicted_ms, '.2f'):>11}  {fr.predicted_code or '-':<16}"
+            f"{_f({True: 'yes', False: 'NO', None: None}[fr.within_tolerance]):>11}"
+        )
+        if not fr.run.ok:
+            lines.append(f"    {fr.run.error or 'failed'} (log: {fr.run.log or '-'})")
+        extra = (fr.run.truth or {}).get("extra") or {}
+        if "norms_swapped" in extra:  # a swap that swapped nothing cannot save anything
+            lines.append(
+                f"    swap_norms swapped {extra['norms_swapped']} of {extra.get('norms')} norms"
+            )
+    if not any(f.membound for f in res.script.fixes):
+        lines.append("  (no membound fix applies to this script)")
+    lines += [f"  verdict: {v}" for v in verdicts(res)]
+    lines += [f"  note: {n}" for n in res.notes]
+    return "\n".join(lines)
+
+
+FIELDS = [
+    "run", "script", "kind", "variant", "args", "membound_fix", "addresses", "status", "error",
+    "timed_steps", "step_ms", "step_ms_median", "baseline_ms", "baselines_differ_pct",
+    "saving_ms", "saving_pct", "predicted_ms", "predicted_code", "within_tolerance",
+    "report_steps", "report_median_step_ms", "unprofiled_median_ms", "profiled_median_ms",
+    "profiler_overhead_fraction", "overhead_vs_timer", "gpu_busy_ms", "gpu_busy_fraction",
+    "top1_code", "top1_ms", "top1_after_ms", "top2_code", "top2_ms", "top2_after_ms",
+    "top3_code", "top3_ms", "top3_after_ms", "wall_s", "command", "bench_command",
+    "gpu", "torch", "triton", "date",
+]  # fmt: skip
+
+
+def csv_rows(res: ScriptResult, run_id: str, env: dict[str, str], bench_command: str) -> list[dict]:
+    """One row per run of the script (baselines, the diagnose run, each fix), FIELDS columns."""
+    common = {"run": run_id, "script": res.script.name, "bench_command": bench_command, **env}
+    common.update(baseline_ms=res.baseline_ms, baselines_differ_pct=res.drift_pct)
+
+    def row(run: Run, **extra) -> dict:
+        t = run.truth or {}
+        out = dict.fromkeys(FIELDS)
+        out.update(common)
+        out.update(
+            kind=run.kind, variant=run.variant, status="ok" if run.ok else "failed",
+            error=run.error, timed_steps=t.get("steps"), step_ms=t.get("step_ms"),
+            step_ms_median=t.get("step_ms_median"), wall_s=round(run.wall_s, 1),
+            command=shlex.join(run.command),
+        )  # fmt: skip
+        out.update(extra)
+        return out
+
+    rows = [row(b, args="") for b in res.baselines]
+    if res.diagnose is not None:
+        r = res.report or {}
+        extra = {
+            "report_steps": r.get("steps"),
+            "report_median_step_ms": r.get("median_step_ms"),
+            "unprofiled_median_ms": r.get("unprofiled_median_ms"),
+            "profiled_median_ms": r.get("profiled_median_ms"),
+            "profiler_overhead_fraction": r.get("profiler_overhead_fraction"),
+            "overhead_vs_timer": res.overhead_vs_timer(),
+            "gpu_busy_ms": r.get("gpu_busy_ms"),
+            "gpu_busy_fraction": r.get("gpu_busy_fraction"),
+        }
+        for i, f in enumerate((r.get("findings") or [])[:3], 1):
+            extra[f"top{i}_code"] = f["code"]
+            extra[f"top{i}_ms"] = f["time_lost_ms_per_step"]
+            extra[f"top{i}_after_ms"] = f["expected_step_ms_after_fix"]
+        rows.append(row(res.diagnose, **extra))
+    for fr in res.fixes:
+        rows.append(
+            row(
+                fr.run, args=" ".join(fr.fix.args), membound_fix=fr.fix.membound,
+                addresses=" ".join(fr.fix.addresses), saving_ms=fr.saving_ms,
+                saving_pct=fr.saving_pct, predicted_ms=fr.predicted_ms,
+                predicted_code=fr.predicted_code, within_tolerance=fr.within_tolerance,
+            )
+        )  # fmt: skip
+    return rows
+
+
+def append_csv(path: Path, rows: list[dict]) -> None:
+    """Append rows to one CSV (header written once; an existing file must have FIELDS)."""
+    if not rows:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with path.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != FIELDS:
+            raise SystemExit(
+                f"{path} has other columns than this benchmark writes; pass --csv NEW.csv"
+            )
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            w.writeheader()
+        for r in rows:
+            w.writerow(
+                {
+                    k: ("" if v is None else round(v, 4) if isinstance(v, float) else v)
+                    for k, v in r.items()
+                }
+            )
+
+
+# ---- the benchmark ---------------------------------------------------------------------
+
+
+class Bench:
+    """Runs scripts within a budget; `log_dir` keeps every run's output."""
+
+    def __init__(self, log_dir: Path, budget_s: float, steps: int | None = None, quick: bool = False,
+                 trace_dir: Path | None = None, ceilings: str | None = None, diagnose: bool = True,
+                 rebaseline: bool = True, fixes: set[str] | None = None, say=print):  # fmt: skip
+        self.log_dir, self.budget_s, self.steps, self.quick = log_dir, budget_s, steps, quick
+        self.trace_dir, self.ceilings, self.do_diagnose = trace_dir, ceilings, diagnose
+        self.rebaseline, self.only_fixes, self.say = rebaseline, fixes, say
+        self.t0 = time.perf_counter()
+        self.env = script_env()
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.perf_counter() - self.t0)
+
+    def _run(self, s: Script, kind: str, variant: str, command: list[str], timeout_s: float,
+             reserve_s: float = 0.0) -> Run:  # fmt: skip
+        """One run, limited by its timeout and by the budget left less `reserve_s` (kept for
+        a later run); skipped when less than 15 s would be left for it."""
+        run = Run(s.name, kind, variant, command)
+        limit = min(timeout_s, self.left_s() - reserve_s - 5)
+        if limit < 15:
+            kept = f", {reserve_s:.0f} s kept for the second baseline" if reserve_s else ""
+            run.error = f"skipped: {self.left_s():.0f} s of the budget left{kept}"
+            self.say(f"[truth] {_now()} {s.name} {variant}: {run.error}")
+            return run
+        log = self.log_dir / f"{s.name}.{variant}.log"
+        self.say(f"[truth] {_now()} {s.name} {variant}: start (timeout {limit:.0f} s)")
+        run.rc, run.error, run.wall_s = run_command(command, log, limit, self.env)
+        run.log = str(log)
+        text = log.read_text(errors="replace")
+        if kind != "diagnose":
+            run.truth = parse_truth(text)
+            if run.truth is None and not run.error:
+                run.error = f"rc={run.rc}, no MEMBOUND_TRUTH line: {_last_error_line(text)}"
+        self.say(
+            f"[truth] {_now()} {s.name} {variant}: rc={run.rc} in {run.wall_s:.0f} s"
+            + (f", {run.step_ms:.2f} ms/step" if run.step_ms is not None else "")
+            + (f" ({run.error})" if run.error else "")
+        )
+        return run
+
+    def _diagnose(self, s: Script, reserve_s: float = 0.0) -> Run:
+        keep = self.trace_dir is not None
+        out = self.trace_dir / s.name if keep else Path(tempfile.mkdtemp(prefix="truth-"))
+        report = out / "report.json"
+        command = diagnose_command(s, out, report, self.ceilings)
+        run = self._run(s, "diagnose", "diagnose", command, s.diag_timeout_s, reserve_s)
+        if report.exists():
+            try:
+                run.report = read_report(report)
+            except (OSError, ValueError) as exc:
+                run.error = f"unreadable report: {exc}"
+        elif not run.error and run.log:
+            text = Path(run.log).read_text(errors="replace")
+            run.error = f"rc={run.rc}, no report: {_last_error_line(text)}"
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
+        return run
+
+    def fixes_of(self, s: Script) -> list[Fix]:
+        fixes = [f for f in s.fixes if f.core or not self.quick]
+        return [f for f in fixes if not self.only_fixes or f.name in self.only_fixes]
+
+    def script(self, s: Script) -> ScriptResult:
+        """Baseline, diagnose, each fix, baseline again: one script's paired runs."""
+        steps = self.steps or (s.quick_steps if self.quick else s.steps)
+
+        def unprofiled(kind: str, variant: str, flags: tuple[str, ...], reserve_s=0.0) -> Run:
+            command = unprofiled_command(s, flags, steps)
+            return self._run(s, kind, variant, command, s.timeout_s, reserve_s)
+
+        baselines = [unprofiled("baseline", "baseline-1", ())]
+        # the second baseline is what shows drift: fixes may not eat its time
+        reserve = 1.5 * baselines[0].wall_s + 10 if self.rebaseline and baselines[0].ok else 0.0
+        diag = self._diagnose(s, reserve) if self.do_diagnose else None
+        fixes = [(f, unprofiled("fix", f.name, f.args, reserve)) for f in self.fixes_of(s)]
+        if self.rebaseline:
+            baselines.append(unprofiled("baseline", "baseline-2", ()))
+        res = summarize(s, baselines, diag, fixes)
+        if self.trace_dir is not None:
+            _write_truth_json(self.trace_dir / s.name / "truth.json", res)
+        return res
+
+
+def _write_truth_json(path: Path, res: ScriptResult) -> None:
+    """Beside a kept trace: the plain-timer figures of the same invocation (fixture truth)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "script": res.script.name,
+        "baseline_ms": res.baseline_ms,
+        "baselines_differ_pct": res.drift_pct,
+        "baselines": [b.truth for b in res.baselines],
+        "fixes": {
+            fr.fix.name: {
+                "args": list(fr.fix.args),
+                "truth": fr.run.truth,
+                "saving_ms": fr.saving_ms,
+            }
+            for fr in res.fixes
+        },
+        "diagnose_command": res.diagnose.command if res.diagnose else None,
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%H:%M:%S")
+
+
+def _env_columns() -> dict[str, str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from harness import env_info
+    finally:
+        sys.path.pop(0)
+    return env_info()
+
+
+def _parser() -> argparse.ArgumentParser:
+    doc = __doc__.splitlines()
+    p = argparse.ArgumentParser(
+        description=doc[0], epilog="\n".join(doc[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    # fmt: off
+    p.add_argument("--only", help=f"comma-separated scripts (default all: {','.join(PLAN)})")
+    p.add_argument("--fixes", help="comma-separated intervention names to run (default all)")
+    p.add_argument("--steps", type=int, help="timed steps per unprofiled run (default per script)")
+    p.add_argument("--quick", action="store_true", help="fewer steps, core interventions only")
+    p.add_argument("--budget-s", type=float, default=540, help="wall budget of the whole invocation (default 540)")
+    p.add_argument("--csv", default=str(DEFAULT_CSV), help="CSV to append rows to (default benchmarks/results/truth.csv)")
+    p.add_argument("--no-csv", action="store_true", help="write no CSV")
+    p.add_argument("--log-dir", help="directory for each run's output (default: a temporary one)")
+    p.add_argument("--keep-traces", metavar="DIR", help="keep each diagnose run's trace, report and the plain-timer figures under DIR/<script>/")
+    p.add_argument("--ceilings", help="ceilings JSON for membound diagnose (e.g. benchmarks/results/h200_ceilings.json)")
+    p.add_argument("--no-diagnose", action="store_true", help="only the unprofiled runs")
+    p.add_argument("--no-rebaseline", action="store_true", help="one baseline, not one before and one after the fixes")
+    p.add_argument("--run", help="the run column (default truth-<UTC time>)")
+    p.add_argument("--list", action="store_true", help="print the plan and exit")
+    # fmt: on
+    return p
+
+
+def _print_plan(names: list[str]) -> None:
+    for n in names:
+        s = PLAN[n]
+        print(f"{n}: {s.path.relative_to(ROOT)}, {s.steps} timed steps ({s.quick_steps} quick), {s.warmup} warm-up")  # fmt: skip
+        for f in s.fixes:
+            tags = ("  [membound]" if f.membound else "") + ("" if f.core else "  (not --quick)")
+            print(f"  {f.name:<20} {' '.join(f.args):<30} -> {'/'.join(f.addresses)}{tags}  ({f.why})")  # fmt: skip
+
+
+def _on_sigterm(signum, frame) -> None:
+    for proc in list(_CURRENT):
+        _kill_group(proc)
+    print(f"[truth] {_now()} terminated: the run in progress was killed", flush=True)
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else list(PLAN)
+    unknown = [n for n in names if n not in PLAN]
+    if unknown:
+        p.error(f"unknown script(s) {', '.join(unknown)}; choose from {', '.join(PLAN)}")
+    fixes = set(args.fixes.split(",")) if args.fixes else None
+    known = {f.name for n in names for f in PLAN[n].fixes}
+    if fixes and fixes - known:
+        p.error(f"unknown intervention(s) {', '.join(sorted(fixes - known))}; see --list")
+    if args.list:
+        _print_plan(names)
+        return 0
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    run_id = args.run or "truth-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="bench_truth-"))
+    traces = Path(args.keep_traces) if args.keep_traces else None
+    bench = Bench(log_dir, args.budget_s, args.steps, args.quick, traces, args.ceilings,
+                  not args.no_diagnose, not args.no_rebaseline, fixes)  # fmt: skip
+    env = _env_columns()
+    bench_command = shlex.join(
+        ["benchmarks/bench_truth.py", *(sys.argv[1:] if argv is None else argv)]
+    )
+    triton = env["triton"] or "-"
+    print(f"[truth] {_now()} run {run_id} on {env['gpu']} (torch {env['torch']}, triton {triton}); logs in {log_dir}")  # fmt: skip
+    results = []
+    for n in names:
+        res = bench.script(PLAN[n])
+        results.append(res)
+        print(format_table(res), flush=True)
+        if not args.no_csv:
+            append_csv(Path(args.csv), csv_rows(res, run_id, env, bench_command))
+    runs = [run for r in results for run in (*r.baselines, *(fr.run for fr in r.fixes))]
+    failed = sum(not run.ok for run in runs)
+    where = "" if args.no_csv else f"; rows appended to {args.csv}"
+    print(f"[truth] {_now()} done in {time.perf_counter() - bench.t0:.0f} s; {failed} of {len(runs)} unprofiled run(s) failed or skipped{where}")  # fmt: skip
+    # failure only when nothing could be measured at all
+    return 0 if any(r.baseline_ms is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

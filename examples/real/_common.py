@@ -1,0 +1,198 @@
+"""Shared plumbing for the truth-by-intervention scripts: arguments, device, the plain step timer.
+
+Each script in this folder is a training loop written the way public training code is
+written, with flags that apply one fix each. `StepTimer` times the steps the way the user
+runs them: `time.perf_counter()` at every step boundary and `torch.cuda.synchronize()` only
+when the timed window opens and when it closes (never inside it), warm-up steps (compilation,
+autotuning, allocator growth, DataLoader start-up) skipped. At the end it prints one line,
+
+    MEMBOUND_TRUTH {"script": "gpt2", "steps": 20, "step_ms": 131.9, ...}
+
+which `benchmarks/bench_truth.py` reads. `step_ms` is the headline figure: the wall time of
+the timed window divided by its steps, synchronized at both ends. `step_ms_median` is the
+median of the per-step intervals between boundaries (host clock, unsynchronized: in a loop
+that runs ahead of the GPU each interval is host time, throttled by the GPU's pace).
+
+Nothing here imports membound: a script imports it only when a flag asks for a membound fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+
+#: the fixed prefix of the result line; the JSON object follows on the same line
+TRUTH_PREFIX = "MEMBOUND_TRUTH "
+
+#: exit code of a script whose framework is not installed (one line on stderr says which)
+EXIT_MISSING = 2
+
+
+def parser(doc: str, *, steps: int, warmup: int) -> argparse.ArgumentParser:
+    """An argument parser with the options every script shares."""
+    p = argparse.ArgumentParser(
+        description=doc.strip().splitlines()[0],
+        epilog="Prints one `MEMBOUND_TRUTH {json}` line at the end (examples/real/_common.py).",
+    )
+    p.add_argument(
+        "--steps", type=int, default=steps, help=f"timed training steps (default {steps})"
+    )
+    p.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=warmup,
+        metavar="N",
+        help=f"steps run before the timed window opens, not timed (default {warmup})",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="cuda (default when available: the real sizes) or cpu (tiny sizes, smoke tests)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse, check the step counts, resolve the device (`args.device`, `args.cuda`), seed."""
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.warmup_steps < 0:
+        p.error(
+            f"--steps must be >= 1 and --warmup-steps >= 0 (got {args.steps}, {args.warmup_steps})"
+        )
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.cuda = str(args.device).startswith("cuda")
+    if args.cuda and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device is available here; use --device cpu")
+    torch.manual_seed(args.seed)
+    return args
+
+
+def pick(args: argparse.Namespace, gpu_value: Any, cpu_value: Any) -> Any:
+    """The real size on CUDA, a tiny one on the CPU."""
+    return gpu_value if args.cuda else cpu_value
+
+
+def require(module: str, script: str, package: str | None = None) -> Any:
+    """Import `module`, or exit with EXIT_MISSING and one line saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pkg = package or module
+        print(
+            f"{script}: needs {pkg}, which is not importable here ({exc}); "
+            f"install it (pip install {pkg}) to run this script.",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_MISSING) from None
+
+
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+class StepTimer:
+    """The plain step timer: call `step()` once at the end of every training step.
+
+    The window opens at the end of warm-up step `warmup` (synchronize, then read the clock)
+    and closes at the end of step `warmup + steps` (synchronize, read the clock); steps in
+    between only read the clock. Steps after the window are ignored. `done` says whether
+    the window has closed; `report()` prints the MEMBOUND_TRUTH line and returns its dict.
+    """
+
+    def __init__(self, script: str, args: argparse.Namespace, *, flags: dict | None = None):
+        self.script = script
+        self.device = args.device
+        self.warmup = int(args.warmup_steps)
+        self.steps = int(args.steps)
+        self.flags = flags if flags is not None else flags_of(args)
+        self.extra: dict[str, Any] = {}
+        self.seen = 0
+        self.t_open: float | None = None
+        self.t_close: float | None = None
+        self.marks: list[float] = []  # clock at the end of each timed step (the last: synced)
+        if self.warmup == 0:
+            self._open()
+
+    def _open(self) -> None:
+        _sync(self.device)
+        self.t_open = time.perf_counter()
+
+    def step(self) -> None:
+        self.seen += 1
+        if self.seen < self.warmup or self.t_close is not None:
+            return
+        if self.seen == self.warmup:
+            self._open()
+            return
+        if self.seen == self.warmup + self.steps:
+            _sync(self.device)
+            self.t_close = time.perf_counter()
+            self.marks.append(self.t_close)
+            return
+        self.marks.append(time.perf_counter())
+
+    @property
+    def done(self) -> bool:
+        return self.t_close is not None
+
+    @property
+    def total_steps(self) -> int:
+        """Steps the loop must run for the window to close."""
+        return self.warmup + self.steps
+
+    def result(self) -> dict[str, Any]:
+        """The figures of the window (raises if it has not closed)."""
+        if self.t_open is None or self.t_close is None:
+            raise RuntimeError(
+                f"{self.script}: the timed window did not close: {self.seen} step(s) seen, "
+                f"{self.total_steps} needed (warm-up {self.warmup} + timed {self.steps})"
+            )
+        edges = [self.t_open, *self.marks]
+        per_step = [(edges[i + 1] - edges[i]) * 1e3 for i in range(len(edges) - 1)]
+        window_ms = (self.t_close - self.t_open) * 1e3
+        out = {
+            "script": self.script,
+            "device": str(self.device),
+            "gpu": torch.cuda.get_device_name() if str(self.device).startswith("cuda") else "",
+            "torch": torch.__version__,
+            "steps": len(per_step),
+            "warmup_steps": self.warmup,
+            "step_ms": round(window_ms / len(per_step), 4),
+            "step_ms_median": round(statistics.median(per_step), 4),
+            "step_ms_min": round(min(per_step), 4),
+            "step_ms_max": round(max(per_step), 4),
+            "window_ms": round(window_ms, 3),
+            "flags": self.flags,
+        }
+        if self.extra:
+            out["extra"] = self.extra
+        return out
+
+    def report(self) -> dict[str, Any]:
+        """Print the MEMBOUND_TRUTH line (stdout, flushed) and return its dict."""
+        out = self.result()
+        print(TRUTH_PREFIX + json.dumps(out, sort_keys=True), flush=True)
+        return out
+
+
+def flags_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed options as JSON-able values (what the result line records as `flags`)."""
+    out = {}
+    for key, value in sorted(vars(args).items()):
+        if key in ("cuda",):
+            continue
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value
+        else:
+            out[key] = str(value)
+    return out

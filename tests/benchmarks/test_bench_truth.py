@@ -1,0 +1,283 @@
+"""benchmarks/bench_truth.py: parsing, pairing, savings, verdicts, table and CSV.
+
+The runs go to a fake script (fake_real_script.py) whose step times are planted: baselines
+100 and 102 ms (drift), `--fix-sync` 80 ms, `--fix-copy` 95 ms. The report is a fake
+`membound diagnose --json` document with planted predictions, except in one test where the
+real `membound diagnose` captures the fake's tiny torch loop on the CPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+FAKE = Path(__file__).resolve().parent / "fake_real_script.py"
+
+REPORT = {
+    "schema": 1,
+    "steps": {
+        "count": 4,
+        "median_step_ms": 150.0,
+        "unprofiled_median_ms": 99.0,
+        "profiled_median_ms": 148.0,
+        "per_step": [{"busy_ms": b} for b in (60.0, 62.0, 61.0, 90.0)],
+    },
+    "profiler_overhead_fraction": 0.495,
+    "gpu_busy_fraction": 0.41,
+    "findings": [
+        {"code": "host-sync", "title": "t", "time_lost_ms_per_step": 15.0,
+         "expected_step_ms_after_fix": 84.0, "share_of_step": 0.15},
+        {"code": "memory-bound-op", "title": "t", "time_lost_ms_per_step": 12.0,
+         "expected_step_ms_after_fix": 87.0, "share_of_step": 0.12},
+        {"code": "pageable-copy", "title": "t", "time_lost_ms_per_step": 4.5,
+         "share_of_step": 0.045},  # no expected_step_ms_after_fix: read as None
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bt():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module("bench_truth")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+@pytest.fixture
+def fake(bt, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_TRUTH_COUNTER", str(tmp_path / "counter"))
+    monkeypatch.setenv("FAKE_TRUTH_PIDFILE", str(tmp_path / "pid"))
+    return bt.Script(
+        "fake",
+        FAKE,
+        (
+            bt.Fix("sync", ("--fix-sync",), ("host-sync",)),
+            bt.Fix("copy", ("--fix-copy",), ("pageable-copy", "input-starved"), membound=True),
+            bt.Fix("broken", ("--broken",), ("fp32-matmul",), core=False),
+        ),
+        steps=3,
+        warmup=1,
+        timeout_s=60,
+    )
+
+
+def _bench(bt, tmp_path, report=REPORT, **kw):
+    """A Bench whose diagnose run returns `report` (written to a file, read by read_report)."""
+    bench = bt.Bench(tmp_path / "logs", budget_s=kw.pop("budget_s", 300), say=lambda _: None, **kw)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+
+    def diagnose(s, reserve_s=0.0):
+        return bt.Run(s.name, "diagnose", "diagnose", ["membound", "diagnose"], rc=0,
+                      report=bt.read_report(path))  # fmt: skip
+
+    bench._diagnose = diagnose
+    return bench
+
+
+def test_parse_truth_takes_the_last_valid_line(bt):
+    text = "\n".join(
+        [
+            'MEMBOUND_TRUTH {"step_ms": 1.0}',
+            "MEMBOUND_TRUTH {not json",
+            'noise MEMBOUND_TRUTH {"step_ms": 9.0}',  # not at the start of the line
+            'MEMBOUND_TRUTH {"step_ms": 2.5, "steps": 7}',
+            "trailing output",
+        ]
+    )
+    assert bt.parse_truth(text) == {"step_ms": 2.5, "steps": 7}
+    assert bt.parse_truth("no line here\n") is None
+
+
+def test_read_report_takes_new_keys_where_present_else_none(bt, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(REPORT))
+    r = bt.read_report(path)
+    assert (r["steps"], r["median_step_ms"], r["unprofiled_median_ms"]) == (4, 150.0, 99.0)
+    assert (r["profiled_median_ms"], r["profiler_overhead_fraction"]) == (148.0, 0.495)
+    assert r["gpu_busy_ms"] == 61.5  # median of the per-step busy times
+    assert [f["code"] for f in r["findings"]] == ["host-sync", "memory-bound-op", "pageable-copy"]
+    assert r["findings"][2]["expected_step_ms_after_fix"] is None
+    old = {"steps": {"count": 2, "median_step_ms": 5.0}, "findings": []}  # today's report
+    path.write_text(json.dumps(old))
+    r = bt.read_report(path)
+    assert r["unprofiled_median_ms"] is None and r["profiler_overhead_fraction"] is None
+    assert r["gpu_busy_ms"] is None and r["findings"] == []
+
+
+def test_paired_runs_savings_drift_and_predictions(bt, fake, tmp_path):
+    res = _bench(bt, tmp_path, quick=True).script(fake)
+    assert [b.step_ms for b in res.baselines] == [100.0, 102.0]  # before and after the fixes
+    assert res.baselines[0].truth["steps"] == fake.quick_steps
+    assert res.baseline_ms == pytest.approx(101.0)
+    assert res.drift_pct == pytest.approx(200 / 101)
+    sync, copy = res.fixes  # --quick: the non-core fix does not run
+    assert sync.run.step_ms == 80.0 and copy.run.step_ms == 95.0
+    assert sync.saving_ms == pytest.approx(21.0) and sync.saving_pct == pytest.approx(2100 / 101)
+    assert copy.saving_ms == pytest.approx(6.0) and copy.saving_pct == pytest.approx(600 / 101)
+    # predicted 15 vs measured 21: off by 6 > max(25% of 21, 2 ms); 4.5 vs 6: within 2 ms
+    assert (sync.predicted_code, sync.predicted_ms, sync.within_tolerance) == (
+        "host-sync",
+        15.0,
+        False,
+    )
+    assert (copy.predicted_code, copy.predicted_ms, copy.within_tolerance) == (
+        "pageable-copy",
+        4.5,
+        True,
+    )
+    assert res.best_fix() is sync
+    assert res.overhead_vs_timer() == pytest.approx(148 / 101 - 1)
+    v = bt.verdicts(res)
+    assert v[0].startswith("top finding host-sync vs best fix sync") and v[0].endswith("ok")
+    assert "+46.5%" in v[1] and v[1].endswith("(over 10%)")
+    assert "-2.0%" in v[2] and v[2].endswith("(ok)")  # membound's 99 ms vs the timer's 101
+
+
+def test_failed_run_is_a_row_not_a_crash(bt, fake, tmp_path):
+    bench = _bench(bt, tmp_path, fixes={"broken"})
+    res = bench.script(fake)
+    (broken,) = res.fixes
+    assert not broken.run.ok and broken.run.rc == 1
+    assert "no MEMBOUND_TRUTH line" in broken.run.error and "planted failure" in broken.run.error
+    assert broken.saving_ms is None and broken.within_tolerance is None
+    assert res.baseline_ms == pytest.approx(101.0)
+    table = bt.format_table(res)
+    assert "broken" in table and "failed" in table and "planted failure" in table
+
+
+def test_top_finding_that_is_not_the_best_fix_is_a_miss(bt, fake, tmp_path):
+    report = json.loads(json.dumps(REPORT))
+    report["findings"].insert(0, {"code": "launch-bound", "time_lost_ms_per_step": 56.0})
+    res = _bench(bt, tmp_path, report=report, fixes={"sync", "copy"}, rebaseline=False).script(fake)
+    assert [b.step_ms for b in res.baselines] == [100.0] and res.drift_pct is None
+    assert res.fixes[0].saving_ms == pytest.approx(20.0)
+    assert (
+        bt.verdicts(res)[0].startswith("top finding launch-bound") and "MISS" in bt.verdicts(res)[0]
+    )
+
+
+def test_table_shows_every_figure(bt, fake, tmp_path):
+    res = _bench(bt, tmp_path, fixes={"sync", "copy"}).script(fake)
+    table = bt.format_table(res)
+    assert "101.00 ms/step" in table and "100.00, 102.00" in table and "differ by 2.0%" in table
+    assert "148.00 ms/step profiled (+46.5% vs plain timer)" in table
+    assert "unprofiled 99.00 ms, overhead 49.5%" in table
+    assert "61.50 ms/step (41%)" in table  # GPU busy
+    assert "host-sync        predicts -15.00 ms (-> 84.00 ms/step, 15% of the step)" in table
+    rows = {
+        ln.split()[0]: ln.split()
+        for ln in table.splitlines()
+        if ln.startswith("  sync") or ln.startswith("  copy")
+    }
+    assert rows["sync"][1:7] == ["80.00", "21.00", "20.8", "15.00", "host-sync", "NO"]
+    assert rows["copy"][1:2] == ["[membound]"] and rows["copy"][2:8] == [
+        "95.00",
+        "6.00",
+        "5.9",
+        "4.50",
+        "pageable-copy",
+        "yes",
+    ]
+
+
+def test_csv_rows_append_under_one_header(bt, fake, tmp_path):
+    res = _bench(bt, tmp_path, fixes={"sync", "copy"}).script(fake)
+    env = {"gpu": "FakeGPU", "torch": "9.9", "triton": "", "date": "2026-01-01"}
+    path = tmp_path / "results" / "truth.csv"
+    bt.append_csv(path, bt.csv_rows(res, "run-a", env, "bench_truth.py --only fake"))
+    bt.append_csv(path, bt.csv_rows(res, "run-b", env, "bench_truth.py --only fake"))
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert path.read_text().count("run,script,kind") == 1
+    assert [r["run"] for r in rows] == ["run-a"] * 5 + ["run-b"] * 5
+    first = rows[:5]
+    assert [r["kind"] for r in first] == ["baseline", "baseline", "diagnose", "fix", "fix"]
+    by = {r["variant"]: r for r in first}
+    assert float(by["sync"]["saving_ms"]) == pytest.approx(21.0)
+    assert float(by["copy"]["saving_pct"]) == pytest.approx(5.9406, abs=1e-4)
+    assert by["copy"]["membound_fix"] == "True" and by["copy"]["within_tolerance"] == "True"
+    assert by["diagnose"]["top1_code"] == "host-sync" and by["diagnose"]["top3_after_ms"] == ""
+    assert float(by["diagnose"]["overhead_vs_timer"]) == pytest.approx(148 / 101 - 1, abs=1e-4)
+    assert by["baseline-2"]["step_ms"] == "102.0" and by["baseline-1"]["gpu"] == "FakeGPU"
+    assert all(float(r["baseline_ms"]) == 101.0 for r in first)
+    assert "--fix-sync" in by["sync"]["command"]
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(SystemExit, match="other columns"):
+        bt.append_csv(other, bt.csv_rows(res, "run-c", env, ""))
+
+
+def test_a_hung_run_is_killed_at_its_timeout(bt, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_TRUTH_PIDFILE", str(tmp_path / "pid"))
+    cmd = [sys.executable, str(FAKE), "--steps", "1", "--warmup-steps", "0", "--hang"]
+    t0 = time.perf_counter()
+    rc, error, _ = bt.run_command(cmd, tmp_path / "hang.log", timeout_s=3, env=dict(os.environ))
+    assert rc is None and error == "timed out after 3 s"
+    assert time.perf_counter() - t0 < 15
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_runs_that_do_not_fit_the_budget_are_skipped(bt, fake, tmp_path):
+    res = _bench(bt, tmp_path, budget_s=10).script(fake)
+    assert all(not b.ok and b.error.startswith("skipped") for b in res.baselines)
+    assert res.baseline_ms is None and "no baseline run succeeded" in res.notes[0]
+
+
+def test_fixes_leave_time_for_the_second_baseline(bt, fake, tmp_path):
+    # 28 s: baseline-1 fits (23 s limit); each fix would get 28 - ~10 s kept - 5 < 15 s;
+    # the second baseline still runs, so the drift is known
+    res = _bench(bt, tmp_path, budget_s=28, quick=True).script(fake)
+    assert [b.step_ms for b in res.baselines] == [100.0, 102.0]
+    assert all("kept for the second baseline" in fr.run.error for fr in res.fixes)
+    assert all(fr.saving_ms is None for fr in res.fixes)
+
+
+def test_real_diagnose_on_the_fake_loop(bt, tmp_path, monkeypatch):
+    """The diagnose command line works with `membound diagnose` and its report parses."""
+    monkeypatch.setenv("FAKE_TRUTH_COUNTER", str(tmp_path / "counter"))
+    s = bt.Script("fake", FAKE, (), args=("--train",), warmup=1, diag_steady=1, diag_warmup=1,
+                  diag_steps=2)  # fmt: skip
+    cmd = bt.diagnose_command(s, tmp_path / "out", tmp_path / "out" / "report.json")
+    assert cmd[cmd.index("--wait") + 1] == "2" and "--stop-after-capture" in cmd
+    assert cmd[cmd.index("--") + 1 :][-5:] == ["--steps", "8", "--warmup-steps", "0", "--train"]
+    bench = bt.Bench(
+        tmp_path / "logs", budget_s=120, say=lambda _: None, trace_dir=tmp_path / "keep"
+    )
+    run = bench._diagnose(s)
+    assert run.ok, (run.error, Path(run.log).read_text()[-2000:])
+    assert run.report["steps"] == 2 and run.report["median_step_ms"] > 0
+    meta = json.loads((tmp_path / "keep" / "fake" / "capture.json").read_text())
+    assert meta["complete"] and meta["step_source"] == "optimizer"
+    assert (tmp_path / "keep" / "fake" / "trace.json.gz").exists()
+
+
+def test_a_swap_that_swapped_nothing_says_so(bt, fake):
+    def run(kind, variant, step_ms, extra=None):
+        truth = {"step_ms": step_ms, "steps": 3, **({"extra": extra} if extra else {})}
+        return bt.Run("fake", kind, variant, ["x"], rc=0, truth=truth)
+
+    swap = bt.Fix("swap-norms", ("--swap-norms",), ("memory-bound-op",), membound=True)
+    res = bt.summarize(
+        fake,
+        [run("baseline", "baseline-1", 50.0), run("baseline", "baseline-2", 50.5)],
+        None,
+        [(swap, run("fix", "swap-norms", 50.2, {"norms": 17, "norms_swapped": 0}))],
+    )
+    (fr,) = res.fixes
+    assert fr.saving_ms == pytest.approx(0.05) and fr.predicted_ms is None
+    assert fr.within_tolerance  # no finding predicted a saving, and none was measured
+    table = bt.format_table(res)
+    assert "swap_norms swapped 0 of 17 norms" in table
+    assert "under diagnose  no report (not run)" in table

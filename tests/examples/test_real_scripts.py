@@ -1,0 +1,198 @@
+"""examples/real: every script's --help, tiny CPU runs that print a parseable MEMBOUND_TRUTH line.
+
+The torch-only scripts (gpt2, gpt2_compiled) always run; the framework ones run when their
+framework is importable and otherwise must exit 2 with one line naming it. Runs are separate
+processes (the scripts set global torch flags and seeds), with the tiny CPU sizes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = ROOT / "examples" / "real"
+SCRIPTS = sorted(p.stem for p in REAL.glob("[!_]*.py"))
+PREFIX = "MEMBOUND_TRUTH "
+#: script -> the package it needs beyond torch (None: torch only)
+FRAMEWORK = {
+    "gpt2": None,
+    "gpt2_compiled": None,
+    "resnet50_fp32": "torchvision",
+    "resnet50_prefetch": "timm",  # or torchvision
+    "lightning_fit": "lightning",
+    "hf_trainer_llama": "transformers",
+}
+#: modules the scripts import by bare name from examples/real
+_LOCAL = ("_common", "gpt2")
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def run(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, str(REAL / f"{script}.py"), "--device", "cpu", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def truth(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(PREFIX)]
+    assert len(lines) == 1, proc.stdout[-2000:]
+    return json.loads(lines[0][len(PREFIX) :])
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """Run a script in this interpreter (for --help and the missing-framework exit) without
+    leaking its bare-name modules: examples/planted has a `_common` of its own."""
+    saved = {name: sys.modules.pop(name) for name in _LOCAL if name in sys.modules}
+    monkeypatch.syspath_prepend(str(REAL))
+    yield
+    for name in _LOCAL:
+        sys.modules.pop(name, None)
+    sys.modules.update(saved)
+
+
+def test_six_scripts_and_their_frameworks_are_listed():
+    assert set(SCRIPTS) == set(FRAMEWORK)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_works_without_the_framework(script, in_process, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--help"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(REAL / f"{script}.py"), run_name="__main__")
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage:") and "--steps" in out and "--device" in out
+    assert "MEMBOUND_TRUTH" in out  # the epilog says what the script prints
+
+
+@pytest.mark.parametrize(
+    "script,blocked",
+    [
+        ("resnet50_fp32", ("torchvision",)),
+        ("resnet50_prefetch", ("timm", "torchvision")),
+        ("lightning_fit", ("lightning",)),
+        ("hf_trainer_llama", ("transformers",)),
+    ],
+)
+def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
+    """Whether or not the framework is installed here: imports of it are made to fail."""
+    for name in blocked:
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` raises ImportError
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n in blocked else real_find_spec(n, *a)
+    )
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--device", "cpu", "--steps", "1"])
+    state = __import__("torch").random.get_rng_state()
+    try:
+        with pytest.raises(SystemExit) as exc:
+            runpy.run_path(str(REAL / f"{script}.py"), run_name="__main__")
+    finally:
+        __import__("torch").random.set_rng_state(state)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and blocked[-1] in err[0] and "pip install" in err[0]
+
+
+#: the gpt2 runs, in one process (one torch import): each main() call seeds itself anew
+GPT2_RUNS = [
+    ("baseline", ["--steps", "2", "--warmup-steps", "1", "--grad-accum", "2"], False),
+    ("fused", ["--steps", "2", "--warmup-steps", "1", "--grad-accum", "2", "--fused-add-norm",
+               "--log-every", "2"], False),
+    ("swapped", ["--steps", "2", "--warmup-steps", "1", "--grad-accum", "2", "--swap-norms"], False),
+    # the eager backend: dynamo traces the model (graph capture, guards) without codegen
+    ("compiled", ["--steps", "1", "--warmup-steps", "1", "--grad-accum", "1", "--backend", "eager"],
+     True),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gpt2_runs() -> dict[str, tuple[dict, list[str]]]:
+    """name -> (the MEMBOUND_TRUTH dict, the losses printed before it)."""
+    calls = "; ".join(
+        f"gpt2.main({[*args, '--device', 'cpu']!r}, compiled={compiled})"
+        for _, args, compiled in GPT2_RUNS
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REAL), str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import gpt2; {calls}"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out, seen = {}, []
+    names = iter(name for name, _, _ in GPT2_RUNS)
+    for line in proc.stdout.splitlines():
+        if line.startswith("iter "):
+            seen.append(line.split("loss ")[1].split(",")[0])
+        elif line.startswith(PREFIX):
+            out[next(names)] = (json.loads(line[len(PREFIX) :]), seen)
+            seen = []
+    assert list(out) == [name for name, _, _ in GPT2_RUNS], proc.stdout[-3000:]
+    return out
+
+
+def test_gpt2_prints_its_step_time(gpt2_runs):
+    t, losses = gpt2_runs["baseline"]
+    assert t["script"] == "gpt2" and t["device"] == "cpu"
+    assert t["steps"] == 2 and t["warmup_steps"] == 1
+    assert 0 < t["step_ms_min"] <= t["step_ms_median"] <= t["step_ms_max"]
+    # the window mean is the window's wall time over its steps
+    assert t["step_ms"] == pytest.approx(t["window_ms"] / 2, rel=1e-3)
+    assert t["flags"]["grad_accum"] == 2 and t["flags"]["compile"] is False
+    assert len(losses) == 3  # loss.item() every step (warm-up included)
+
+
+def test_gpt2_fused_add_norm_keeps_the_math(gpt2_runs):
+    """FusedAddBlock moves each residual add into the next norm: same initial weights, same
+    data, so the same losses (to the printed 4 decimals)."""
+    t, losses = gpt2_runs["fused"]
+    assert t["flags"]["fused_add_norm"] and t["flags"]["log_every"] == 2
+    base = gpt2_runs["baseline"][1]
+    assert losses == [base[0], base[2]]  # --log-every 2: iterations 0 and 2
+
+
+def test_gpt2_swap_norms_swaps_every_layernorm_and_keeps_the_math(gpt2_runs):
+    t, losses = gpt2_runs["swapped"]
+    # 2 layers x 2 norms + the final one, all nn.LayerNorm
+    assert t["extra"]["norms"] == 5 and t["extra"]["norms_swapped"] == 5
+    assert losses == gpt2_runs["baseline"][1]
+
+
+def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
+    t, losses = gpt2_runs["compiled"]
+    assert t["script"] == "gpt2_compiled" and t["steps"] == 1 and len(losses) == 2
+    assert t["flags"]["backend"] == "eager" and t["flags"]["mode"] == "default"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "script,args,extra",
+    [
+        ("resnet50_fp32", ("--amp", "--channels-last", "--tf32"), {"matmul_allow_tf32": True}),
+        ("resnet50_prefetch", ("--membound-prefetch", "--channels-last"), {"workers": 0}),
+        ("lightning_fit", ("--membound-prefetch",), {"workers": 0}),
+        ("hf_trainer_llama", ("--no-logging-nan-inf-filter",), {"norms": 5}),
+    ],
+)
+def test_framework_script_runs_tiny(script, args, extra):
+    pytest.importorskip(FRAMEWORK[script])
+    if script == "resnet50_prefetch":
+        pytest.importorskip("torchvision")
+    t = truth(run(script, "--steps", "1", "--warmup-steps", "1", *args, timeout=300))
+    assert t["script"] == script and t["steps"] == 1 and t["step_ms"] > 0
+    assert extra.items() <= t["extra"].items()
