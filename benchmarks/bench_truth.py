@@ -4,7 +4,7 @@ For each script of `examples/real/` (PLAN below), in one invocation:
 
 1. the script alone, unprofiled, as the user runs it: its own plain step timer prints one
    `MEMBOUND_TRUTH {json}` line (examples/real/_common.py), read here (the baseline);
-2. the script under `membound diagnose --json F --stop-after-capture`: the profiled step,
+2. the script under `membound diagnose --json F`: the profiled step,
    membound's own unprofiled step and profiler overhead when the report has them, GPU busy,
    and the top findings with their predicted savings;
 3. each intervention (one set of fix flags) alone, unprofiled, same timer; one of them is
@@ -240,18 +240,21 @@ def unprofiled_command(s: Script, extra: tuple[str, ...], steps: int) -> list[st
 
 def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = None) -> list[str]:
     """`membound diagnose` waits through the script's warm-up and `diag_steady` more steps,
-    profiles `diag_warmup` steps, records `diag_steps`, and stops the script (which is told
-    to run a few more)."""
+    profiles `diag_warmup` steps, records `diag_steps` (GPU activity only), then takes its ops
+    pass (1 + CAPTURE_OP_STEPS steps with CPU ops) and times `diag_steps` more unprofiled;
+    the script is told to run two steps beyond that and ends by itself."""
+    from membound.defaults import CAPTURE_OP_STEPS
+
     wait = s.warmup + s.diag_steady
-    total = wait + s.diag_warmup + s.diag_steps
+    total = wait + s.diag_warmup + s.diag_steps + 1 + CAPTURE_OP_STEPS + s.diag_steps + 2
     cmd = [
         sys.executable, "-m", "membound", "diagnose", "--wait", str(wait),
-        "--warmup", str(s.diag_warmup), "--steps", str(s.diag_steps), "--stop-after-capture",
+        "--warmup", str(s.diag_warmup), "--steps", str(s.diag_steps),
         "--no-annotate", "--out", str(out), "--json", str(report),
     ]  # fmt: skip
     if ceilings:
         cmd += ["--ceilings", ceilings]
-    script = ["python", str(s.path), "--steps", str(total + 3), "--warmup-steps", "0", *s.args]
+    script = ["python", str(s.path), "--steps", str(total), "--warmup-steps", "0", *s.args]
     return [*cmd, "--", *script]
 
 
