@@ -212,7 +212,7 @@ class Capture:
                     self._release(keep_optimizer_hook=True)
                     self._write_meta()
             return
-        if self._prof is None:
+        if self._prof is None and self._ops_prof is None:
             return
         if self.source != source:
             if self.source is not None and _PRIORITY[source] <= _PRIORITY[self.source]:
