@@ -27,7 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from membound.kernels.add_norm import _dropout_keep, _row_grads, _store_partials
+from membound.kernels.add_norm._jit import _dropout_keep, _row_grads, _store_partials
 
 
 @triton.jit

@@ -25,6 +25,9 @@ import torch
 
 from membound import _env
 
+# the reference never imports triton: it is what runs where the kernels cannot
+from membound.kernels.add_norm.ref import add_norm_bwd_ref, add_norm_ref, dropout_keep_ref
+
 _EMPTY = (0,)
 
 #: on CUDA, when autograd is involved, at most this many elements run plain PyTorch ops
@@ -82,15 +85,13 @@ def _fwd_core(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store
     x2, r2 = _rows(x), _rows(residual)
     triton_path = use_triton(x) and not (size_rule and x.is_cuda and x.numel() <= EAGER_MAX_ELEMS)
     if triton_path:
-        from membound.kernels.add_norm import add_norm_fwd
+        from membound.kernels.add_norm.launch import add_norm_fwd
 
         y, s, mean, rstd = add_norm_fwd(
             x2, weight, bias, r2, pre_bias, eps=eps, is_rms=is_rms, dropout_p=dropout_p,
             seed=seed, store_s=store_s, s_dtype=s_dtype, out_dtype=out_dtype,
         )  # fmt: skip
     else:
-        from membound.kernels.add_norm_ref import add_norm_ref, dropout_keep_ref
-
         keep = dropout_keep_ref(seed, x2.shape, dropout_p, x.device) if dropout_p > 0 else None
         y, s, mean, rstd = add_norm_ref(
             x2, weight, bias, r2, pre_bias, eps=eps, is_rms=is_rms, dropout_p=dropout_p,
@@ -108,29 +109,6 @@ def _fwd_core(x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store
 
 def _fwd_impl(
     x: torch.Tensor,
-    residual: torch.Tensor | None,
-    pre_bias: torch.Tensor | None,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    dropout_p: float,
-    is_rms: bool,
-    eps: float,
-    store_s: bool,
-    s_dtype: torch.dtype,
-    out_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom op's body: (y, s (empty when not stored), mean, rstd, (seed, used_triton))."""
-    y, s, mean, rstd, seed, triton_path = _fwd_core(
-        x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype
-    )
-    if s is None:
-        s = x.new_empty(_EMPTY, dtype=s_dtype)
-    return y, s, mean, rstd, torch.tensor([seed, int(triton_path)], dtype=torch.int64)
-
-
-@torch.library.custom_op("membound::add_norm_fwd", mutates_args=())
-def add_norm_fwd_op(
-    x: torch.Tensor,
     residual: Optional[torch.Tensor],  # noqa: UP045
     pre_bias: Optional[torch.Tensor],  # noqa: UP045
     weight: Optional[torch.Tensor],  # noqa: UP045
@@ -142,10 +120,18 @@ def add_norm_fwd_op(
     s_dtype: torch.dtype,
     out_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Returns (y, s (empty when not stored), mean, rstd, seed)."""
-    return _fwd_impl(
+    """`membound::add_norm_fwd`: (y, s (empty when not stored), mean, rstd, (seed, used_triton)).
+    The custom op wraps this function (its annotations are the op's schema); calling it
+    directly skips the dispatcher."""
+    y, s, mean, rstd, seed, triton_path = _fwd_core(
         x, residual, pre_bias, weight, bias, dropout_p, is_rms, eps, store_s, s_dtype, out_dtype
     )
+    if s is None:
+        s = x.new_empty(_EMPTY, dtype=s_dtype)
+    return y, s, mean, rstd, torch.tensor([seed, int(triton_path)], dtype=torch.int64)
+
+
+add_norm_fwd_op = torch.library.custom_op("membound::add_norm_fwd", _fwd_impl, mutates_args=())
 
 
 @add_norm_fwd_op.register_fake
@@ -167,7 +153,7 @@ def _bwd_core(dy, ds, src, mean, rstd, weight, seed, triton_path, dropout_p, is_
     dy2, ds2, src2 = _rows(dy), _rows(ds), _rows(src)
     sep_dres = want_dres and (dropout_p > 0.0 or res_dtype != x_dtype)
     if triton_path:  # the forward's path (its dropout stream), whatever the env says now
-        from membound.kernels.add_norm import add_norm_bwd
+        from membound.kernels.add_norm.launch import add_norm_bwd
 
         dx, dr, dw, db, dpb = add_norm_bwd(
             dy2, ds2, src2, mean, rstd, weight, is_rms=is_rms, dropout_p=dropout_p, seed=seed,
@@ -176,8 +162,6 @@ def _bwd_core(dy, ds, src, mean, rstd, weight, seed, triton_path, dropout_p, is_
             param_dtypes=param_dtypes,
         )  # fmt: skip
     else:
-        from membound.kernels.add_norm_ref import add_norm_bwd_ref, dropout_keep_ref
-
         keep = dropout_keep_ref(seed, dy2.shape, dropout_p, dy.device) if dropout_p > 0 else None
         dsum, dx, dw, db, dpb = add_norm_bwd_ref(
             dy2, ds2, src2, mean, rstd, weight, keep, is_rms=is_rms, dropout_p=dropout_p
@@ -201,40 +185,6 @@ def _bwd_core(dy, ds, src, mean, rstd, weight, seed, triton_path, dropout_p, is_
 
 def _bwd_impl(
     dy: torch.Tensor,
-    ds: torch.Tensor | None,
-    src: torch.Tensor,
-    mean: torch.Tensor,
-    rstd: torch.Tensor,
-    weight: torch.Tensor | None,
-    seed: torch.Tensor,
-    dropout_p: float,
-    is_rms: bool,
-    want_dres: bool,
-    want_dweight: bool,
-    want_dbias: bool,
-    want_dpre_bias: bool,
-    x_dtype: torch.dtype,
-    res_dtype: torch.dtype,
-    param_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom op's body: `_bwd_core` with the seed tensor unpacked and empty tensors
-    where it returns None (a custom op returns tensors, and fresh ones: outputs may not alias
-    each other)."""
-    s_seed, triton_path = (int(v) for v in seed.tolist())
-    grads = _bwd_core(
-        dy, ds, src, mean, rstd, weight, s_seed, bool(triton_path), dropout_p, is_rms, want_dres,
-        want_dweight, want_dbias, want_dpre_bias, x_dtype, res_dtype, (param_dtype,) * 3,
-    )  # fmt: skip
-    dtypes = (x_dtype, res_dtype, param_dtype, param_dtype, param_dtype)
-    return tuple(
-        g if g is not None else dy.new_empty(_EMPTY, dtype=dt)
-        for g, dt in zip(grads, dtypes, strict=False)
-    )
-
-
-@torch.library.custom_op("membound::add_norm_bwd", mutates_args=())
-def add_norm_bwd_op(
-    dy: torch.Tensor,
     ds: Optional[torch.Tensor],  # noqa: UP045
     src: torch.Tensor,
     mean: torch.Tensor,
@@ -251,11 +201,22 @@ def add_norm_bwd_op(
     res_dtype: torch.dtype,
     param_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Returns (dx, dres, dweight, dbias, dpre_bias); see `_bwd_impl`."""
-    return _bwd_impl(
-        dy, ds, src, mean, rstd, weight, seed, dropout_p, is_rms, want_dres, want_dweight,
-        want_dbias, want_dpre_bias, x_dtype, res_dtype, param_dtype,
+    """`membound::add_norm_bwd`: (dx, dres, dweight, dbias, dpre_bias), `_bwd_core` with the
+    seed tensor unpacked and empty tensors where it returns None (a custom op returns tensors,
+    and fresh ones: outputs may not alias each other). The custom op wraps this function."""
+    s_seed, triton_path = (int(v) for v in seed.tolist())
+    grads = _bwd_core(
+        dy, ds, src, mean, rstd, weight, s_seed, bool(triton_path), dropout_p, is_rms, want_dres,
+        want_dweight, want_dbias, want_dpre_bias, x_dtype, res_dtype, (param_dtype,) * 3,
     )  # fmt: skip
+    dtypes = (x_dtype, res_dtype, param_dtype, param_dtype, param_dtype)
+    return tuple(
+        g if g is not None else dy.new_empty(_EMPTY, dtype=dt)
+        for g, dt in zip(grads, dtypes, strict=False)
+    )
+
+
+add_norm_bwd_op = torch.library.custom_op("membound::add_norm_bwd", _bwd_impl, mutates_args=())
 
 
 @add_norm_bwd_op.register_fake

@@ -1,7 +1,7 @@
 """Launch configurations for the add_norm kernels, chosen by shape (no autotuning in the hot path).
 
-Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add_norm_sweep.py
---sweep`, run 4 on the H200, bf16, 32768 rows, residual + dropout; fraction of copy bandwidth):
+Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/add_norm/sweep.py`, run 4
+on the H200, bf16, 32768 rows, residual + dropout; fraction of copy bandwidth):
 - Forward, rows up to 4096 wide: one tile per program (not persistent), tiles of whole rows
   holding at least `MIN_TILE_ELEMS` elements, `ELEMS_PER_THREAD` = 16 elements per thread:
   H=1024 2 rows x 4 warps 0.878, H=2048 1 x 4 warps 0.933, H=4096 1 x 8 warps 0.910 (the
@@ -16,11 +16,11 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   4/SM 0.788, H=4096 1 x 8 warps x 2/SM 0.834 (run 3 defaults without prefetch: 0.48, 0.53).
   At 16384 the row plus two fp32 accumulators fill an SM's registers: one 16-warp program
   per SM, 0.36; no variant did better (chunked, column-split, prefetch: 0.2-0.36). Rows of
-  9000-16384 take the SM-pair kernel (`add_norm_pair.py`; bf16 0.65-0.71 of copy for the 4
+  9000-16384 take the SM-pair kernel (`pair.py`; bf16 0.65-0.71 of copy for the 4
   tensors, fp32 0.59-0.69, runs 25-35): two programs per row, one per column half,
   exchanging the row sums through memory, each holding half the accumulators. On GPUs with
   enough shared memory per block, 16-bit rows of exactly 16384 (and of 9000-16383 without
-  dropout) take the Gluon kernel instead (`add_norm_gluon.py`, `BWD_GLUON`: one program
+  dropout) take the Gluon kernel instead (`gluon.py`, knob `bwd_gluon`: one program
   per SM, rows staged in shared memory; runs 42-47: 0.74 of copy with dropout, 0.82
   without, against the pair kernel's 0.65 and 0.69). Wider rows
   split the work (`split_params`): the chunked kernel writes dx only (two passes per row, the
@@ -28,6 +28,10 @@ Chosen from GPU time alone (CUDA-graph replay, L2 flushed: `benchmarks/bench_add
   instead of 4; 0.537 at 16384 (run 9).
 - A plain norm (2 streams: x in, y out) has its own shapes where they measured better
   (`LIGHT_FWD`, and `LIGHT_FWD_RMS` for RMSNorm).
+
+The few choices a user or a test may change at run time are `Knobs` (frozen); the launchers
+read the ones in force from `plan.PLANNER`, changed only through `configure` (see `plan.py`).
+Nothing here reads state: every function is a function of its arguments.
 """
 
 from __future__ import annotations
@@ -52,19 +56,8 @@ FWD_CHUNK_N, FWD_CHUNK_WARPS, FWD_CHUNK_PPS = 2048, 8, 8
 #: a tile holds at least this many elements (whole rows): 2 rows of 1024, 4 of 512, ...
 MIN_TILE_ELEMS = 2048
 ELEMS_PER_THREAD = 16
-#: None, or (warps, programs per SM) of the SM-pair backward (`add_norm_pair.py`) for rows
-#: wider than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
-#: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU time:
-#: 16 warps x 1/SM 1.49-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms). fp32 rows
-#: too (runs 28-35, dropout 0.1: 2.94-3.40 ms vs the split's 3.89-4.10, although twice the
-#: registers spill some)
-BWD_PAIR: tuple[int, int] | None = (16, 1)
+#: rows up to this wide may take the SM-pair backward (knob `bwd_pair`)
 BWD_PAIR_MAX_N = 16384
-#: None, or the warps of the Gluon backward (`add_norm_gluon.py`: one program per SM and
-#: row, the rows staged by cp.async in shared memory, dbias partials there too) that
-#: replaces the pair kernel for 16-bit rows where it can run (CUDA with enough shared
-#: memory per block, aligned rows, no dpre_bias)
-BWD_GLUON: int | None = 16
 
 
 @dataclass(frozen=True)
@@ -89,6 +82,40 @@ class LaunchConfig:
     pair: bool = False
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """The run-time choices of the add_norm launchers. Change them with
+    `membound.kernels.add_norm.configure(...)` (it returns the previous knobs and drops the
+    launch plans made under them) or, for a block of code, `configured(...)`."""
+
+    #: None, or the warps of the Gluon backward (`gluon.py`: one program per SM and row, the
+    #: rows staged by cp.async in shared memory, dbias partials there too) that replaces the
+    #: pair kernel for 16-bit rows where it can run (CUDA with enough shared memory per block,
+    #: aligned rows, no dpre_bias)
+    bwd_gluon: int | None = 16
+    #: None, or (warps, programs per SM) of the SM-pair backward (`pair.py`) for rows wider
+    #: than 8192 up to BWD_PAIR_MAX_N (each program holds half a row and half the
+    #: accumulators; None keeps the split backward). Runs 18-21, 32768 x 16384 bf16 by GPU
+    #: time: 16 warps x 1/SM 1.49-1.61 ms vs the split 1.87 ms; 32 warps spill (2.0 ms). fp32
+    #: rows too (runs 28-35, dropout 0.1: 2.94-3.40 ms vs the split's 3.89-4.10, although
+    #: twice the registers spill some). Both persistent kernels run a second wave when other
+    #: kernels hold SMs (NCCL during a DDP backward): None there (`benchmarks/add_norm/
+    #: contention.py`)
+    bwd_pair: tuple[int, int] | None = (16, 1)
+    #: fill every output with NaN before a launch, so unwritten elements fail (tests)
+    poison_outputs: bool = False
+    #: the SM-pair backward: reloads of the partner's exchange slots before a program computes
+    #: the partner's row sums itself (see `pair.py`)
+    pair_spin: int = 1 << 14
+    #: None: the fallback for the device (a thread sums the partner's half alone on the GPU
+    #: (2), vectorized in the one-thread interpreter (1)); tests force 2 on the CPU
+    pair_fallback: int | None = None
+    #: the split backward's parameter pass: (row programs (x N / columns per tile), rows per
+    #: tile, columns per tile, warps) (run 7, 32768 x 16384 bf16: 0.51 ms, 0.985 of copy for
+    #: its 2 tensors; was 8, 16: 0.70 ms)
+    split_pass: tuple[int, int, int, int] = (32, 32, 128, 4)
+
+
 #: plain norms (2 streams) where the fused op's shape is not the best (LayerNorm alone, GPU
 #: time, runs 53-54, once one-tile programs load the weight after the statistics: 4096 in
 #: 40 registers), all one tile per program, not persistent: 2048 2 rows x 4 warps 0.935
@@ -111,14 +138,14 @@ LIGHT_FWD_RMS = {
 }
 
 
-def _next_pow2(n: int) -> int:
+def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
 def _tile(rows: int, block_n: int) -> tuple[int, int]:
     """(rows per tile, warps): a tile of at least `MIN_TILE_ELEMS` elements (whole rows),
     `ELEMS_PER_THREAD` elements per thread."""
-    block_m = max(1, min(_next_pow2(rows), MIN_TILE_ELEMS // block_n))
+    block_m = max(1, min(next_pow2(rows), MIN_TILE_ELEMS // block_n))
     warps = max(1, min(32, block_m * block_n // (32 * ELEMS_PER_THREAD)))
     return block_m, warps
 
@@ -131,7 +158,7 @@ def fwd_config(
     values of a 32-warp row live in registers next to the fp32 ones). `streams`: row-sized
     tensors moved (4 = x, residual, y, s; 2 = a plain norm, x and y). `is_rms`: a plain
     RMSNorm has shapes of its own (`LIGHT_FWD_RMS`)."""
-    block_n = max(8, _next_pow2(hidden))
+    block_n = max(8, next_pow2(hidden))
     light = LIGHT_FWD_RMS if is_rms else LIGHT_FWD
     if streams <= 2 and block_n in light and block_n * elem_bytes <= FWD_ONE_TILE_MAX_BYTES:
         return light[block_n]  # a plain norm: half the bytes per row
@@ -145,11 +172,15 @@ def fwd_config(
 
 
 @functools.lru_cache(maxsize=4096)
-def bwd_config(rows: int, hidden: int) -> LaunchConfig:
-    """The backward's launch shape (see the module docstring for the measurements)."""
-    block_n = max(8, _next_pow2(hidden))
-    if 8192 < block_n <= BWD_PAIR_MAX_N and BWD_PAIR is not None:
-        warps, pps = BWD_PAIR
+def bwd_config(
+    rows: int, hidden: int, pair: tuple[int, int] | None = Knobs.bwd_pair
+) -> LaunchConfig:
+    """The backward's launch shape (see the module docstring for the measurements). `pair`:
+    the `bwd_pair` knob (the launchers pass the one in force; the default is the shipped
+    one)."""
+    block_n = max(8, next_pow2(hidden))
+    if 8192 < block_n <= BWD_PAIR_MAX_N and pair is not None:
+        warps, pps = pair
         return LaunchConfig(1, block_n, warps, False, pps, pair=True)
     if block_n > 8192:
         # 16384+: the row and two N-wide fp32 accumulators would fill an SM's registers (one
@@ -163,7 +194,7 @@ def bwd_config(rows: int, hidden: int) -> LaunchConfig:
 
 
 @functools.lru_cache(maxsize=16)
-def _sm_count(device: torch.device) -> int:
+def sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # the Triton interpreter on CPU: a few programs exercise the persistent loop
@@ -173,4 +204,4 @@ def grid_size(cfg: LaunchConfig, rows: int, device: torch.device) -> int:
     tiles = -(-rows // cfg.block_m)
     if cfg.programs_per_sm <= 0:
         return max(1, tiles)
-    return max(1, min(tiles, _sm_count(device) * cfg.programs_per_sm))
+    return max(1, min(tiles, sm_count(device) * cfg.programs_per_sm))

@@ -1,6 +1,6 @@
 """Wide-row kernels for add_norm: rows longer than one register tile, processed in chunks.
 
-Same math and the same dropout stream as `add_norm.py` (the keep-mask depends only on
+Same math and the same dropout stream as `rows.py` (the keep-mask depends only on
 (seed, row, column), so the chunking does not change it). The forward makes two passes over
 a row: the first computes s, stores it and merges per-chunk mean/M2 (Chan et al., exact and
 free of the cancellation of sum-of-squares); the second re-reads s (from L2 for a row of a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from membound.kernels.add_norm import _dropout_keep, _row_grads
+from membound.kernels.add_norm._jit import _dropout_keep, _row_grads
 
 
 @triton.jit(do_not_specialize=["SEED"])

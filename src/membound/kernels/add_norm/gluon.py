@@ -2,7 +2,7 @@
 
 At N = 16384 a Triton program cannot hold a row, its prefetched successor and two N-wide
 fp32 accumulators (dweight, dbias) in one SM's registers; the SM-pair kernel
-(`add_norm_pair.py`) splits each row between two programs instead and pays for it in
+(`pair.py`) splits each row between two programs instead and pays for it in
 instructions. Gluon, Triton's lower-level dialect (`triton.experimental.gluon`: explicit
 layouts, shared memory, cp.async), lets one program per SM do a whole row:
 
@@ -18,22 +18,22 @@ Every thread copies, reads and accumulates only its own elements (shared memory 
 registers' layout), so nothing needs a barrier beyond what the compiler inserts. The
 dropout mask is the forward's bit for bit: Philox-4x32-10 with counter (column // 8, row,
 0, 0) and key = seed, its eight 16-bit slices assigned to columns as
-`add_norm._dropout_keep` does (a thread holds whole groups of 8 columns).
+`_jit._dropout_keep` does (a thread holds whole groups of 8 columns).
 
-Measured (H200, 32768 x 16384 bf16, GPU time; `bench_add_norm_sweep.py --gluon`): dropout
+Measured (H200, 32768 x 16384 bf16, GPU time; `benchmarks/add_norm/gluon.py`): dropout
 0.1 1.36 ms = 0.74 of copy for the 4 tensors (pair kernel 1.54), no dropout 1.23 (1.45).
 
 Gluon is experimental: its API moves between Triton releases (this file compiles with
 3.6 to 3.9) and it has no CPU interpreter. `AVAILABLE` is False where it cannot be
-imported; the launcher uses this kernel only on CUDA with enough shared memory per block
-(`usable`), falls back to the pair kernel for good if a launch fails (`mark_broken`), and
-GPU tests compare it against the pair kernel and a float64 reference.
+imported; the plan step (`plan.py`) uses this kernel only on CUDA with enough shared memory per
+block (`usable`) for rows that cp.async can copy (`rows_ok`), falls back to the pair kernel for
+good if a launch fails (`plan.Planner.gluon_failed`), and GPU tests compare it against the pair
+kernel and a float64 reference.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 
@@ -46,11 +46,11 @@ try:  # Gluon (Triton >= 3.5); absent or changed elsewhere: the pair kernel is u
     # Triton 3.5-3.6, `async_load` from 3.7 (3.9 removed the old name)
     _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 
-    from membound.kernels import add_norm as _triton_kernels
+    from membound.kernels.add_norm import _jit
 
     # the per-row tail of every backward (ds, dresidual, dx through the mask), shared with the
     # Triton kernels: its operations mean the same in Gluon (layouts come from the inputs)
-    _row_grads = gluon.jit(_triton_kernels._row_grads.fn)
+    _row_grads = gluon.jit(_jit._row_grads.fn)
 
     AVAILABLE = True
 except Exception:  # noqa: BLE001 - any import problem means: not available
@@ -79,7 +79,7 @@ if AVAILABLE:
     @gluon.jit
     def _keep(SEED, row, BLOCK_N: gl.constexpr, DROP_THRESHOLD, L: gl.constexpr,
               G: gl.constexpr):  # fmt: skip
-        """Keep-mask of columns [0, BLOCK_N) of `row` in layout L (`add_norm._dropout_keep`'s
+        """Keep-mask of columns [0, BLOCK_N) of `row` in layout L (`_jit._dropout_keep`'s
         assignment: column 8j + 4i + 2q + h is half h of value 2q + i of group j). G: one
         group of 8 columns per thread and register, matching L's pieces."""
         grp = gl.arange(0, BLOCK_N // 8, layout=G).to(gl.uint32)
@@ -242,7 +242,7 @@ def usable(device: torch.device, block_n: int) -> bool:
     """True when the Gluon backward can run on `device` for rows of `block_n` 16-bit
     columns: Gluon imports, CUDA sm_80+ (cp.async), and a block may opt into enough shared
     memory (H100/H200: 227 KB; A100: 163 KB, too little at 16384)."""
-    if not AVAILABLE or device.type != "cuda" or _BROKEN:
+    if not AVAILABLE or device.type != "cuda":
         return False
     props = torch.cuda.get_device_properties(device)
     if (props.major, props.minor) < (8, 0):
@@ -251,20 +251,9 @@ def usable(device: torch.device, block_n: int) -> bool:
     return optin >= smem_bytes(block_n)
 
 
-_BROKEN = False
-
-
-def mark_broken(err: BaseException) -> None:
-    """This Triton could not build or launch the kernel (Gluon is experimental and its API
-    moves): warn once and let every later plan use the pair kernel."""
-    global _BROKEN
-    if not _BROKEN:
-        warnings.warn(
-            f"membound: the Gluon add_norm backward failed on this Triton "
-            f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}); "
-            "using the SM-pair kernel instead",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    _BROKEN = True
-    getattr(usable, "cache_clear", lambda: None)()
+def rows_ok(dy: torch.Tensor, src: torch.Tensor) -> bool:
+    """The input conditions a plan's key fixes: 16-bit dy and s whose rows and row strides are
+    whole 16-byte pieces (cp.async copies those). Base pointers are checked per call."""
+    if dy.element_size() != 2 or src.element_size() != 2:
+        return False
+    return (dy.shape[1] | dy.stride(0) | src.stride(0)) % 8 == 0

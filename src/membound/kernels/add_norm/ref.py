@@ -1,4 +1,4 @@
-"""Pure-PyTorch reference of add_norm (same semantics as the kernels in `add_norm.py`).
+"""Pure-PyTorch reference of add_norm (same semantics as the kernels of this package).
 
 Used by the tests (with float64 math) and as the fallback when Triton cannot run (no CUDA, no
 triton, or MEMBOUND_DISABLE_TRITON=1); it never imports triton.
@@ -13,7 +13,7 @@ def dropout_keep_ref(seed: int, shape, p: float, device) -> torch.Tensor:
     """Keep-mask of the pure-PyTorch path: a function of (seed, shape, device type) through a
     private generator on that device (no host-to-device copy, no sync), so its backward
     regenerates it too. Not the kernels' Philox stream: each call of add_norm takes one path
-    for forward and backward (see membound.nn._ops)."""
+    for forward and backward (see membound.nn.add_norm_op)."""
     device = torch.device(device)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     return torch.rand(tuple(shape), generator=gen, device=device) >= p
@@ -123,7 +123,7 @@ def philox4x32(seed: int, c0: torch.Tensor, c1: torch.Tensor, rounds: int = 10):
 
 
 def dropout_keep_philox(seed: int, rows: int, cols: int, p: float, device="cpu") -> torch.Tensor:
-    """The Triton kernels' keep-mask (see `_dropout_keep` in add_norm.py) in PyTorch: one
+    """The Triton kernels' keep-mask (see `_jit._dropout_keep`) in PyTorch: one
     Philox call per (row, 8 columns), 16-bit slices compared with round(p * 2**16). Column
     8j + 4i + 2q + h takes half h of value r[2q + i] of group j."""
     groups = -(-cols // 8)

@@ -9,8 +9,8 @@ would compile. Triton then compiles for `--arch` (default sm_90, the H200), and 
 the row loop of a persistent kernel. A kernel that spills, or whose loop grows, is worth a
 device run; one whose SASS did not change (`--save DIR` then `diff`) is not.
 
-    python benchmarks/kernel_sass.py                  # the benchmark shapes, bf16
-    python benchmarks/kernel_sass.py --hidden 16384 --no-dropout --save /tmp/sass
+    python benchmarks/add_norm/kernel_sass.py         # the benchmark shapes, bf16
+    python benchmarks/add_norm/kernel_sass.py --hidden 16384 --no-dropout --save /tmp/sass
 
 Runs without TRITON_INTERPRET (the interpreter has no compiler); needs Triton's NVIDIA
 backend with its bundled binaries (any CUDA wheel of Triton has them).
@@ -39,22 +39,26 @@ SM90_SMEM_OPTIN = 227 * 1024
 
 def capture_launches(fn) -> list:
     """[(plan, args)] of the launches `fn()` makes through `launch_planned` (not run). Meta
-    tensors stand for CUDA ones: the Gluon backward is planned where an sm_90 GPU would run
-    it (16-bit rows its cp.async can copy, enough shared memory)."""
-    from membound.kernels import add_norm as K
-    from membound.kernels import add_norm_gluon as G
+    tensors stand for CUDA ones: planned with the GPU's pair-kernel fallback, and the Gluon
+    backward where an sm_90 GPU would run it (16-bit rows its cp.async can copy, enough shared
+    memory)."""
+    from membound.kernels.add_norm import gluon, launch
+    from membound.kernels.add_norm.plan import PLANNER, configured
 
     seen = []
-    real = K.launch_planned, K._gluon_ok, G.usable
-    K.launch_planned = lambda plan, args: seen.append((plan, args))
-    K._gluon_ok = K._gluon_rows_ok
-    G.usable = lambda device, block_n: G.AVAILABLE and G.smem_bytes(block_n) <= SM90_SMEM_OPTIN
-    K._PLANS.clear()
+    real = launch.launch_planned
+    launch.launch_planned = lambda plan, args: seen.append((plan, args))
+    # the planner's device check, for this one planner: meta tensors are no CUDA device
+    PLANNER.gluon_runs = lambda device, block_n: (
+        gluon.AVAILABLE and gluon.smem_bytes(block_n) <= SM90_SMEM_OPTIN
+    )
     try:
-        fn()
+        with configured(pair_fallback=2):  # what a CUDA launch compiles
+            fn()
     finally:
-        K.launch_planned, K._gluon_ok, G.usable = real
-        K._PLANS.clear()
+        launch.launch_planned = real
+        del PLANNER.gluon_runs
+        PLANNER.plans.clear()
     return seen
 
 
@@ -147,7 +151,7 @@ def compile_stats(plan, args, arch: int = 90, save: Path | None = None, label: s
 def problems(rows: int, widths, dtype, dropout: bool):
     """(label, captured launches) of the fused forward and backward per width, bf16-style
     benchmark case: residual, weight, bias, dropout 0.1 (or none)."""
-    from membound.kernels import add_norm as K
+    from membound.kernels.add_norm import add_norm_bwd, add_norm_fwd
 
     p = 0.1 if dropout else 0.0
     meta = torch.device("meta")
@@ -158,7 +162,7 @@ def problems(rows: int, widths, dtype, dropout: bool):
         yield (
             f"fwd_{n}",
             capture_launches(
-                lambda x=x, r=r, w=w, b=b: K.add_norm_fwd(
+                lambda x=x, r=r, w=w, b=b: add_norm_fwd(
                     x, w, b, r, None, eps=1e-5, is_rms=False, dropout_p=p, seed=1
                 )  # fmt: skip
             ),
@@ -166,7 +170,7 @@ def problems(rows: int, widths, dtype, dropout: bool):
         yield (
             f"bwd_{n}",
             capture_launches(
-                lambda dy=dy, x=x, w=w, mean=mean, rstd=rstd: K.add_norm_bwd(
+                lambda dy=dy, x=x, w=w, mean=mean, rstd=rstd: add_norm_bwd(
                     dy,
                     None,
                     x,
@@ -196,9 +200,6 @@ def main(argv=None) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("kernel_sass: unset TRITON_INTERPRET (the interpreter compiles nothing)")
         return 2
-    from membound.kernels import add_norm as K
-
-    K.PAIR_FALLBACK = 2  # what a CUDA launch compiles (meta tensors would pick the CPU's)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     widths = [int(v) for v in args.hidden.split(",")]
     print(f"{'problem':<12}{'kernel':<34}{'warps':>6}{'regs':>6}{'stack':>7}{'spills':>7}"
@@ -213,5 +214,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     raise SystemExit(main())

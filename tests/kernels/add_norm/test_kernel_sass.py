@@ -1,4 +1,4 @@
-"""benchmarks/kernel_sass.py: compiling the add_norm kernels for sm_90 without a GPU."""
+"""benchmarks/add_norm/kernel_sass.py: compiling the add_norm kernels for sm_90 without a GPU."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[3]
+TOOL = ROOT / "benchmarks" / "add_norm" / "kernel_sass.py"
+sys.path.insert(0, str(TOOL.parent))
 import kernel_sass  # noqa: E402
 
 SASS = """
@@ -57,7 +58,7 @@ def _run_tool(*args) -> list[list[str]]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT / "src")
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "kernel_sass.py"), *args],
+        [sys.executable, str(TOOL), *args],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
@@ -86,9 +87,9 @@ def test_compiles_the_gluon_backward_for_sm90():
     """The Gluon backward, where an H200 runs it (16384 columns, bf16, dropout), compiles
     with this Triton (its API moves between releases) into at most 128 registers: with
     more, a 16-warp block could not launch. Spills stay few (earlier drafts had 60-300)."""
-    from membound.kernels import add_norm_gluon
+    from membound.kernels.add_norm import gluon
 
-    if not add_norm_gluon.AVAILABLE:
+    if not gluon.AVAILABLE:
         pytest.skip("this Triton has no Gluon")
     rows = {r[1]: r for r in _run_tool("--rows", "64", "--hidden", "16384")}
     _problem, _kernel, warps, regs, _stack, spills, sass, loop = rows["_add_norm_bwd_smem_kernel"]

@@ -1,6 +1,6 @@
-"""The cached direct launch (`membound.kernels._launch`) and the forward/backward path choice:
-the fallback to the normal `kernel[grid](...)` path when Triton internals are missing, the
-argument order handed to a compiled launcher, and the size rule saved for the backward."""
+"""The cached direct launch (`membound.kernels._launch`): the fallback to the normal
+`kernel[grid](...)` path when Triton internals are missing, the argument order handed to a
+compiled launcher, and planned launches keyed by their caller."""
 
 from __future__ import annotations
 
@@ -136,26 +136,6 @@ def test_real_kernel_under_interpreter_takes_normal_path():
         add_norm_fwd(x, None, None, None, None, eps=1e-5, is_rms=False)
     if not torch.cuda.is_available():
         assert _launch.stats == {"direct": 0, "normal": 2}
-
-
-def test_backward_takes_the_forward_path():
-    """The seed tensor carries the forward's path; a backward told 'reference' must run the
-    reference (whose dropout stream differs from the kernels')."""
-    from membound.kernels.add_norm_ref import add_norm_bwd_ref, dropout_keep_ref
-    from membound.nn import _ops
-
-    x = torch.randn(4, 64)
-    y, s, mean, rstd, seed = _ops._fwd_impl(
-        x, None, None, None, None, 0.5, False, 1e-5, True, x.dtype, x.dtype
-    )
-    assert seed.shape == (2,) and int(seed[1]) == int(_ops.use_triton(x))
-    dy = torch.randn_like(x)
-    ref_seed = torch.tensor([int(seed[0]), 0])
-    dx = _ops._bwd_impl(dy, None, s, mean, rstd, None, ref_seed, 0.5, False, False, False,
-                        False, False, x.dtype, x.dtype, torch.float32)[0]  # fmt: skip
-    keep = dropout_keep_ref(int(seed[0]), x.shape, 0.5, x.device)
-    want = add_norm_bwd_ref(dy, None, s, mean, rstd, None, keep, is_rms=False, dropout_p=0.5)[1]
-    assert torch.allclose(dx, want)
 
 
 @pytest.mark.gpu
