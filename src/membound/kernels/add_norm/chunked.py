@@ -83,6 +83,20 @@ def _add_norm_fwd_chunked_kernel(
             tl.store(Y + row64 * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=ok)
 
 
+@triton.jit
+def _chunk_inputs(SRC, DY, W, row64, cols, ok, mean, rstd, stride_src_row, stride_dy_row,
+                  HAS_W: tl.constexpr):  # fmt: skip
+    """dy, xhat and g = dy * weight at the columns `cols` of a row, in fp32: both passes of the
+    chunked backward load them again (a row this wide does not stay in registers)."""
+    s = tl.load(SRC + row64 * stride_src_row + cols, mask=ok, other=0.0).to(tl.float32)
+    dy = tl.load(DY + row64 * stride_dy_row + cols, mask=ok, other=0.0).to(tl.float32)
+    xhat = tl.where(ok, (s - mean) * rstd, 0.0)
+    g = dy
+    if HAS_W:
+        g = dy * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
+    return dy, xhat, g
+
+
 @triton.jit(do_not_specialize=["SEED"])
 def _add_norm_bwd_chunked_kernel(
     DY, DS, SRC, MEAN, RSTD, W, DX, DR, DW_PART, DB_PART, DPB_PART,
@@ -111,12 +125,8 @@ def _add_norm_bwd_chunked_kernel(
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + offs
             ok = cols < N
-            s = tl.load(SRC + row64 * stride_src_row + cols, mask=ok, other=0.0).to(tl.float32)
-            dy = tl.load(DY + row64 * stride_dy_row + cols, mask=ok, other=0.0).to(tl.float32)
-            xhat = tl.where(ok, (s - mean) * rstd, 0.0)
-            g = dy
-            if HAS_W:
-                g = dy * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
+            dy, xhat, g = _chunk_inputs(SRC, DY, W, row64, cols, ok, mean, rstd, stride_src_row,
+                                        stride_dy_row, HAS_W)  # fmt: skip
             sum_gx += tl.sum(g * xhat, axis=0)
             sum_g += tl.sum(g, axis=0)
         c_gx = sum_gx / N
@@ -124,12 +134,8 @@ def _add_norm_bwd_chunked_kernel(
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + offs
             ok = cols < N
-            s = tl.load(SRC + row64 * stride_src_row + cols, mask=ok, other=0.0).to(tl.float32)
-            dy = tl.load(DY + row64 * stride_dy_row + cols, mask=ok, other=0.0).to(tl.float32)
-            xhat = tl.where(ok, (s - mean) * rstd, 0.0)
-            g = dy
-            if HAS_W:
-                g = dy * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
+            dy, xhat, g = _chunk_inputs(SRC, DY, W, row64, cols, ok, mean, rstd, stride_src_row,
+                                        stride_dy_row, HAS_W)  # fmt: skip
             keep = ok
             if DROPOUT:
                 keep = tl.reshape(
