@@ -5,23 +5,20 @@ launch vs the cached direct launch of `membound.kernels._launch`), the raw fwd l
 `add_norm_fwd`, the full `add_norm` (no grad; grad; forward+backward), each with the direct
 launch on and off, and the eager chain (dropout, add, layer_norm). Time = wall clock of
 `n` back-to-back calls then one synchronize, divided by n: at this size the GPU work is ~µs,
-so it measures the host cost per call. The last line suggests `EAGER_MAX_ELEMS`.
+so it measures the host cost per call. The last line suggests `EAGER_MAX_ELEMS`. Rows: variant,
+us_per_call (bytes and FLOPs: the add_norm problem's, empty for the no-op kernel).
 
-    PYTHONPATH=src python benchmarks/bench_add_norm_launch.py [--csv out.csv]
+    PYTHONPATH=src python benchmarks/add_norm/launch_overhead.py [--run N] [--csv out.csv]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import RESULTS_DIR, CsvRows  # noqa: E402
+from _common import open_csv, parser, work
 
 
 def _per_call_us(fn, n: int) -> float:
@@ -40,16 +37,15 @@ def _per_call_us(fn, n: int) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", default=str(RESULTS_DIR / "bench_add_norm_launch.csv"))
+    ap = parser(__doc__, "launch_overhead")
     ap.add_argument("-n", type=int, default=300)
     args = ap.parse_args(argv)
     import triton
     import triton.language as tl
 
     from membound.kernels import _launch
-    from membound.kernels.add_norm import add_norm_fwd
-    from membound.nn import _ops
+    from membound.kernels.add_norm import add_norm_bwd, add_norm_fwd
+    from membound.nn import add_norm_op
     from membound.nn.functional import add_norm
 
     @triton.jit
@@ -60,16 +56,23 @@ def main(argv=None) -> int:
             tl.store(X, a1 + C1)
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    out = CsvRows(args.csv)
+    out = open_csv(args)
     rows = []
     xs = torch.zeros(16, device=dev)
     tens = [torch.zeros(16, device=dev) for _ in range(8)]
     noop_args = (xs, 1, 2, *tens, 3, 4, 5, 6, 7, 8, 0.5, 1e-5)
     noop_c = dict(C1=1, C2=2, C3=3, C4=4, C5=5, C6=6)
 
+    shape = (8, 1024)
+
     def record(name, us):
         rows.append((name, us))
-        out.add(variant=name, op="launch", us_per_call=round(us, 2))
+        # the add_norm problem's work (the no-op kernel's does not count)
+        if "noop" in name:
+            problem = dict(rows="", hidden="", dtype="", bytes="", flops="")
+        else:
+            problem = dict(rows=shape[0], hidden=shape[1], dtype="bfloat16", **_cost(name, shape))
+        out.add(variant=name, op="launch", us_per_call=round(us, 2), **problem)
         print(f"  launch {name:<34}{us:8.1f} us/call", flush=True)
 
     record("triton noop normal kernel[grid]", _per_call_us(
@@ -78,13 +81,12 @@ def main(argv=None) -> int:
     record("triton noop direct (cached)", _per_call_us(
         lambda: _launch.launch(_noop, (1,), noop_args, noop_c, 1, 1), args.n))  # fmt: skip
     print(f"  launch direct path stats: {_launch.stats} (direct 0: fell back to normal)")
-    shape = (8, 1024)
     x, r = (torch.randn(shape, device=dev, dtype=torch.bfloat16) for _ in range(2))
     w, b = torch.ones(1024, device=dev), torch.zeros(1024, device=dev)
     xg, rg = x.clone().requires_grad_(), r.clone().requires_grad_()
     wg, bg = w.clone().requires_grad_(), b.clone().requires_grad_()
-    eager_max = _ops.EAGER_MAX_ELEMS
-    _ops.EAGER_MAX_ELEMS = -1  # always the kernels here
+    eager_max = add_norm_op.EAGER_MAX_ELEMS
+    add_norm_op.EAGER_MAX_ELEMS = -1  # always the kernels here
 
     def fb():
         y, s = add_norm(xg, wg, bg, residual=rg, dropout_p=0.1, prenorm=True)
@@ -112,8 +114,6 @@ def main(argv=None) -> int:
     _launch.ENABLED = True
     # where the backward's host time goes (run 2: fwd+bwd 860 us vs grad fwd 108 us): the
     # launcher alone and _bwd_impl alone on this thread, without autograd
-    from membound.kernels.add_norm import add_norm_bwd
-
     y0, s0, mean0, rstd0 = add_norm_fwd(x, w, b, r, None, eps=1e-5, is_rms=False,
                                         dropout_p=0.1, seed=1)  # fmt: skip
     record("add_norm_bwd launcher (direct)", _per_call_us(
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
                              want_dweight=True, want_dbias=True, dres_dtype=x.dtype), args.n))  # fmt: skip
     seed_t = torch.tensor([1, 1], dtype=torch.int64)
     record("_bwd_impl (no autograd)", _per_call_us(
-        lambda: _ops._bwd_impl(x, None, s0, mean0, rstd0, w, seed_t, 0.1, False, True, True,
+        lambda: add_norm_op._bwd_impl(x, None, s0, mean0, rstd0, w, seed_t, 0.1, False, True, True,
                                True, False, x.dtype, x.dtype, torch.float32), args.n))  # fmt: skip
     import threading
 
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
         )
         print(table)
         print("=== end profile")
-    _ops.EAGER_MAX_ELEMS = 1 << 40  # always the eager path
+    add_norm_op.EAGER_MAX_ELEMS = 1 << 40  # always the eager path
     record(
         "add_norm grad fwd (eager ops)",
         _per_call_us(
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
         ),
     )
     record("add_norm fwd+bwd (eager ops)", _per_call_us(fb, args.n // 2))
-    _ops.EAGER_MAX_ELEMS = eager_max
+    add_norm_op.EAGER_MAX_ELEMS = eager_max
 
     wh, bh = (t.detach().to(x.dtype).requires_grad_() for t in (wg, bg))
 
@@ -171,6 +171,14 @@ def main(argv=None) -> int:
     elems = max(0.0, gap_us * 1e-6 / (14 * 2 / 2.5e12 - 7 * 2 / 4e12)) if gap_us > 0 else 0
     print(f"  suggested EAGER_MAX_ELEMS ~ {int(elems)} (now {eager_max}); host gap {gap_us:.1f} us")
     return 0
+
+
+def _cost(name: str, shape) -> dict:
+    """bytes and FLOPs of the add_norm call `name` times (the fused problem: residual, weight,
+    bias, dropout; the backward alone when the name says so)."""
+    direction = "fwd+bwd" if "fwd+bwd" in name else "bwd" if "bwd" in name else "fwd"
+    tensors = {"fwd": 4, "bwd": 4, "fwd+bwd": 7}[direction]
+    return work(*shape, 2, tensors, direction)
 
 
 if __name__ == "__main__":

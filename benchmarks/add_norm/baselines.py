@@ -1,6 +1,6 @@
 """Fused residual add + dropout + LayerNorm vs eager, torch.compile and liger-kernel.
 
-Rows (one CSV, `--csv`): variant, op, direction, dtype, rows, hidden, bytes, flops, ms, GB/s,
+Rows (`results/add_norm/baselines.csv`, or `--csv`): variant, op, direction, dtype, rows, hidden, bytes, flops, ms, GB/s,
 fraction_of_copy (copy bandwidth measured in the same run), speedup_vs_eager/compile (all by
 do_bench, the host in the loop), gpu_ms and gpu_fraction_of_copy (CUDA-graph replay: the
 GPU's time alone; small and mid shapes are bound by the host's launch and autograd cost).
@@ -13,24 +13,30 @@ write dresidual != dx: 4 tensors, so the reachable fraction of fwd+bwd is 7/8.)
 The baseline function has membound's semantics: s = dropout(x) + r; y = layer_norm(s);
 returns (y, s). Each shape is verified against eager (dropout off) before it is timed.
 
-    PYTHONPATH=src python benchmarks/bench_add_norm.py [--shapes small] [--configs]
+    PYTHONPATH=src python benchmarks/add_norm/baselines.py [--shapes small] [--configs] [--run N]
+    PYTHONPATH=src python benchmarks/add_norm/baselines.py --dtypes bf16,fp32 --lean  # GPU script
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _common import (
+    P,
+    bench_ms,
+    copy_bandwidth,
+    eager_fused,
+    kernels_always,
+    membound_fused,
+    open_csv,
+    parser,
+)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import RESULTS_DIR, CsvRows, bench_ms, copy_bandwidth  # noqa: E402
-from membound.nn.functional import add_norm  # noqa: E402
+from membound.nn.functional import add_norm
 
-P_DROP = 0.1
+P_DROP = P
 # shorter than the harness default: ~150 timings must fit the GPU script's time budget
 # (run 1 timed out at 110 s with 10/50 ms: do_bench's L2 flush per rep adds ~1/3 on top)
 # (run 2 timed out at 65 s with 25 ms: the GPU script now gives the whole bf16 table ~85 s)
@@ -46,15 +52,6 @@ SHAPES = {
     "none": [],  # only --configs
 }
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
-
-
-def eager_fused(x, r, w, b, p):
-    s = F.dropout(x, p) + r
-    return F.layer_norm(s, (s.shape[-1],), w, b, 1e-5), s
-
-
-def membound_fused(x, r, w, b, p):
-    return add_norm(x, w, b, residual=r, dropout_p=p, prenorm=True)
 
 
 def _liger():
@@ -82,21 +79,6 @@ def plain_fns(norm: str, compiled: bool, liger):
     if liger is not None:
         fns["liger"] = liger[norm]
     return fns
-
-
-def _kernels_always(fn):
-    """fn with the size rule off: the kernels run even for small inputs (shows their host
-    cost next to the size rule's choice)."""
-    from membound.nn import _ops
-
-    def run(*a):
-        old, _ops.EAGER_MAX_ELEMS = _ops.EAGER_MAX_ELEMS, -1
-        try:
-            return fn(*a)
-        finally:
-            _ops.EAGER_MAX_ELEMS = old
-
-    return run
 
 
 def _timed(fn, args, dy, direction) -> tuple[float, float | None]:
@@ -147,7 +129,7 @@ def _verify(fns, args, plain: bool) -> str | None:
     return None
 
 
-def bench_shape(out: CsvRows, copy_bw, dev, dtype_name, M, N, compiled, liger, table, lean=False):
+def bench_shape(out, copy_bw, dev, dtype_name, M, N, compiled, liger, table, lean=False):
     dtype = DTYPES[dtype_name]
     el = torch.tensor([], dtype=dtype).element_size()
     x = torch.randn(M, N, device=dev, dtype=dtype, requires_grad=True)
@@ -156,10 +138,10 @@ def bench_shape(out: CsvRows, copy_bw, dev, dtype_name, M, N, compiled, liger, t
     b = torch.randn(N, device=dev, dtype=dtype, requires_grad=True)
     dy = torch.randn(M, N, device=dev, dtype=dtype)
     groups = [("add+dropout+layer", {"membound": membound_fused, "eager": eager_fused}, False)]
-    from membound.nn import _ops
+    from membound.nn import add_norm_op
 
-    if dev == "cuda" and M * N <= _ops.EAGER_MAX_ELEMS:  # size rule chose eager ops
-        groups[0][1]["mb_kernel"] = _kernels_always(membound_fused)
+    if dev == "cuda" and M * N <= add_norm_op.EAGER_MAX_ELEMS:  # size rule chose eager ops
+        groups[0][1]["mb_kernel"] = kernels_always(membound_fused)
     if compiled:
         # static shapes per shape (as a fixed-shape training run would see); a fresh cache per
         # shape so recompile limits never silently fall back to eager
@@ -229,8 +211,8 @@ def _bwd_call(cfg, dy, s, mean, rstd, w):
 
 def bench_configs(copy_bw, dev, widths=(1024, 4096, 16384), M=32768) -> list[str]:
     """Forward/backward launch-config variants (bf16, residual + dropout): the numbers to
-    choose defaults in add_norm_config.py from one run. Returns printable lines."""
-    from membound.kernels.add_norm_config import LaunchConfig, bwd_config, fwd_config
+    choose defaults in kernels/add_norm/config.py from one run. Returns printable lines."""
+    from membound.kernels.add_norm import LaunchConfig, bwd_config, fwd_config
 
     lines = [f"launch-config variants (bf16, {M} rows, residual+dropout): ms, fraction of copy"]
     for N in widths:
@@ -302,7 +284,7 @@ def print_table(rows) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, "baselines")
     ap.add_argument("--shapes", choices=sorted(SHAPES), default="full")
     ap.add_argument("--dtypes", default="bf16,fp32")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile baselines")
@@ -312,18 +294,17 @@ def main(argv=None) -> int:
         action="store_true",
         help="GPU-script mode: fused op + plain LN/RMSNorm fwd vs liger",
     )
-    ap.add_argument("--csv", default=str(RESULTS_DIR / "bench_add_norm.csv"))
     args = ap.parse_args(argv)
     tiny = not torch.cuda.is_available()  # CPU smoke test: tiny sizes only
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if dev == "cpu" and args.shapes not in ("tiny", "none"):
-        print("bench_add_norm needs a CUDA device (or --shapes tiny to smoke-test on CPU).")
+        print("baselines.py needs a CUDA device (or --shapes tiny to smoke-test on CPU).")
         return 0
     copy_bw = copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
     liger = _liger()
     print("liger-kernel:", "importable" if liger else "not importable (rows skipped)")
-    out = CsvRows(args.csv)
+    out = open_csv(args)
     print(_HEAD)
     table: list[dict] = []
     for dtype_name in args.dtypes.split(","):
