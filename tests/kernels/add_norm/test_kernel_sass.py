@@ -12,7 +12,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[3]
 TOOL = ROOT / "benchmarks" / "add_norm" / "kernel_sass.py"
-sys.path.insert(0, str(TOOL.parent))
+sys.path.append(str(TOOL.parent))  # after the installed packages: its folder holds gluon.py, ...
 import kernel_sass  # noqa: E402
 
 SASS = """
