@@ -42,7 +42,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from harness import RESULTS_DIR, CsvRows, bench_ms  # noqa: E402
+from harness import RESULTS_DIR, CsvRows, add_output_args, bench_ms  # noqa: E402
 from membound.data import prefetch  # noqa: E402
 
 # One workload, one set of batches and variants, shared with `membound demo input-pipeline`.
@@ -244,7 +244,7 @@ def variants(f32: list, u8: list, workers: int, steps: int) -> dict[str, tuple]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes: a CPU smoke test")
-    p.add_argument("--csv", type=Path, default=RESULTS_DIR / "input_pipeline.csv")
+    add_output_args(p, RESULTS_DIR / "input_pipeline.csv")
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--target-ms", type=float, default=2.5, help="GPU compute per step")
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         f"H2D pinned {pinned_bps / 1e9:.1f} GB/s, pageable {pageable_bps / 1e9:.1f} GB/s; "
         f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}"
     )
-    rows = CsvRows(args.csv)
+    rows = CsvRows(args.csv, args.run)
     table = []
 
     def record(case, name, what, nbytes, res, **extra):
@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             case=case,
             variant=name,
             what=what,
-            bytes_per_step=nbytes,
-            flops_per_step=work.flops(f32[0][0]),
+            bytes=nbytes,  # per step: the batch sent to the GPU
+            flops=work.flops(f32[0][0]),  # per step: the fixed GPU workload
             step_ms=round(res["step_ms"], 4),
             median_period_ms=round(res["median_period_ms"], 4),
             compute_ms=round(res["compute_ms"], 4),
@@ -416,7 +416,7 @@ def print_table(rows: list[dict]) -> None:
         print(
             f"{r['case']:8s}{r['variant']:15s}{r['step_ms']:9.2f}"
             f"{r['gpu_busy']:7.0%}{r['h2d_gbps']:10.1f}{r['h2d_fraction_of_pinned']:10.0%}"
-            f"{r['bytes_per_step'] / 1e6:9.1f}{r['h2d_bytes_seen_per_step'] / 1e6:9.1f}"
+            f"{r['bytes'] / 1e6:9.1f}{r['h2d_bytes_seen_per_step'] / 1e6:9.1f}"
             f"{r['loader_ms_per_batch']:10.1f}{flag}"
         )
 

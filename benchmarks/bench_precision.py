@@ -10,7 +10,7 @@
 Every row: bytes the variant moves, median ms, GB/s, fraction of the copy bandwidth measured
 in the same run.
 
-    PYTHONPATH=src python benchmarks/bench_precision.py [--rows 32768 --hidden 4096]
+    PYTHONPATH=src python benchmarks/bench_precision.py [--rows 32768 --hidden 4096] [--run N]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import RESULTS_DIR, CsvRows, bench_ms, copy_bandwidth  # noqa: E402
+from harness import RESULTS_DIR, CsvRows, add_output_args, bench_ms, copy_bandwidth  # noqa: E402
 
 
 def _ln_kernel():
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=32768)
     ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--csv", default=str(RESULTS_DIR / "bench_precision.csv"))
+    add_output_args(ap, RESULTS_DIR / "precision.csv")
     args = ap.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if dev == "cpu" and args.rows * args.hidden > 1 << 16:
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
 
     M, N = args.rows, args.hidden
     copy_bw = copy_bandwidth()
-    out = CsvRows(args.csv)
+    out = CsvRows(args.csv, args.run)
     ln = _ln_kernel()
     x32 = torch.randn(M, N, device=dev)
     r32 = torch.randn(M, N, device=dev)

@@ -5,7 +5,7 @@ and a direct check (do_bench median, minimal bytes = read x + write y + weights)
 copy bandwidth measured in this run. Both should call it memory-bound, at a large fraction
 of copy bandwidth.
 
-    PYTHONPATH=src python benchmarks/bench_roofline.py --csv out.csv
+    PYTHONPATH=src python benchmarks/bench_roofline.py [--run N] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import RESULTS_DIR, CsvRows, bench_ms  # noqa: E402
+from harness import RESULTS_DIR, CsvRows, add_output_args, bench_ms  # noqa: E402
 
 ROWS, COLS = 32768, 4096
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", default=str(RESULTS_DIR / "roofline_layernorm.csv"))
+    add_output_args(parser, RESULTS_DIR / "roofline.csv")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
         "--quick", action="store_true", help="quick ceilings, smaller tensor (CPU smoke test)"
@@ -40,7 +40,7 @@ def main() -> int:
     console = Console(width=160)
     ceil = get_ceilings(args.device, quick=args.quick, progress=False)
     rows, cols = (1024, 1024) if args.quick else (ROWS, COLS)
-    csv = CsvRows(args.csv)
+    csv = CsvRows(args.csv, args.run)
     summary = []
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(rows, cols, device=args.device, dtype=dtype)

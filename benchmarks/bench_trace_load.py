@@ -8,7 +8,7 @@ exporter uses (each event starting on a line `  {`, fields one per line). It goe
 /tmp (never into the repo); `membound analyze` then runs in a subprocess and the row records
 its wall time and peak RSS (`getrusage(RUSAGE_CHILDREN).ru_maxrss`).
 
-    PYTHONPATH=src python benchmarks/bench_trace_load.py --size-gb 1 --csv out.csv
+    PYTHONPATH=src python benchmarks/bench_trace_load.py --size-gb 1 [--run N] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from harness import RESULTS_DIR, CsvRows, add_output_args  # noqa: E402
+
 DEFAULT_SOURCE = ROOT / "tests" / "data" / "synthetic_launch_bound" / "trace.json.gz"
 BUDGET_S = 60.0
 BUDGET_RSS = 4 << 30
@@ -113,7 +115,7 @@ def main() -> None:
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "membound_bench_1gb.json"
     )
     p.add_argument("--keep", action="store_true", help="keep the big trace afterwards")
-    p.add_argument("--csv", type=Path, default=ROOT / "benchmarks" / "results" / "trace_load.csv")
+    add_output_args(p, RESULTS_DIR / "trace_load.csv")
     args = p.parse_args()
 
     t = time.perf_counter()
@@ -149,9 +151,7 @@ def main() -> None:
         args.out.unlink(missing_ok=True)
     report.unlink(missing_ok=True)
 
-    from harness import CsvRows
-
-    row = CsvRows(args.csv).add(
+    row = CsvRows(args.csv, args.run).add(
         bench="analyze_trace",
         source=args.source.name if args.source != DEFAULT_SOURCE else "synthetic_launch_bound",
         bytes=nbytes,

@@ -2,6 +2,7 @@
 # One device call, many areas: `bash benchmarks/gpu/all.sh roofline add_norm data diagnose`.
 # Each area script writes under $GPU_OUT/<area>/; everything is tarred into $OUT/results.tgz
 # (the device tool returns at most 8 files). A failing area never stops the others.
+# MEMBOUND_BENCH_RUN=<n> (exported to every benchmark) stamps the CSV rows with the run.
 set +e
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from membound.kernels.add_norm_ref import add_norm_ref
+from membound.kernels.add_norm.ref import add_norm_ref
 from membound.nn.functional import add_norm, eager_add_norm
 
 

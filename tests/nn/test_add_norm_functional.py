@@ -12,11 +12,11 @@ import torch
 
 from membound import _env
 from membound.errors import BadInput
-from membound.kernels.add_norm_ref import add_norm_ref, dropout_keep_ref
-from membound.nn import _ops
+from membound.kernels.add_norm.ref import add_norm_ref, dropout_keep_ref
+from membound.nn import add_norm_op
 from membound.nn.functional import add_norm
 
-HAS_TRITON = _ops.importlib.util.find_spec("triton") is not None
+HAS_TRITON = add_norm_op.importlib.util.find_spec("triton") is not None
 PATHS = [
     pytest.param("ref", id="reference"),
     pytest.param(
@@ -33,7 +33,7 @@ def path(request, monkeypatch):
     else:
         monkeypatch.delenv(_env.DISABLE_TRITON_VAR, raising=False)
         # these shapes are small: on CUDA the size rule would send them to the eager composite
-        monkeypatch.setattr(_ops, "EAGER_MAX_ELEMS", -1)
+        monkeypatch.setattr(add_norm_op, "EAGER_MAX_ELEMS", -1)
         if not torch.cuda.is_available():
             monkeypatch.setenv(_env.TRITON_INTERPRET_VAR, "1")
     return request.param
@@ -134,7 +134,7 @@ def test_fp32_residual_stream_with_bf16_activations(path):
 def test_wide_rows_through_autograd(path, norm, res_dtype):
     """9000-wide bf16 rows behind the autograd Function, every part: on the kernel path the
     SM-pair backward (a 16-bit or an fp32 residual stream)."""
-    from membound.kernels.add_norm_config import bwd_config
+    from membound.kernels.add_norm.config import bwd_config
 
     assert bwd_config(2, 9000).pair
     _check(path, (2, 9000), torch.bfloat16, norm, ALL, 0.1, True, residual_dtype=res_dtype)
@@ -174,21 +174,6 @@ def test_manual_seed_reproduces_and_eval_disables_dropout(path):
     assert torch.equal(a, b) and not torch.equal(a, c)
     ev = add_norm(x, dropout_p=0.5, training=False)
     torch.testing.assert_close(ev, torch.nn.functional.layer_norm(x, (41,)), atol=1e-5, rtol=1e-5)
-
-
-def test_dispatch_rule(monkeypatch):
-    cpu = torch.zeros(2)
-    monkeypatch.delenv(_env.DISABLE_TRITON_VAR, raising=False)
-    monkeypatch.setenv(_env.TRITON_INTERPRET_VAR, "1")
-    assert _ops.use_triton(cpu) == HAS_TRITON
-    monkeypatch.setenv(_env.TRITON_INTERPRET_VAR, "0")
-    assert not _ops.use_triton(cpu)  # CPU tensors without the interpreter: reference
-    monkeypatch.setenv(_env.TRITON_INTERPRET_VAR, "1")
-    monkeypatch.setenv(_env.DISABLE_TRITON_VAR, "1")
-    assert not _ops.use_triton(cpu)
-    monkeypatch.setattr(_ops, "_triton_installed", lambda: False)
-    monkeypatch.delenv(_env.DISABLE_TRITON_VAR)
-    assert not _ops.use_triton(cpu)  # triton not installed
 
 
 def test_import_does_not_import_triton():
@@ -262,16 +247,16 @@ def test_custom_ops_pass_opcheck(path, prenorm):
     w = torch.randn(41, requires_grad=True)
     b = torch.randn(41, requires_grad=True)
     args = (x, r, None, w, b, 0.0, False, 1e-5, True, torch.float32, torch.float32)
-    torch.library.opcheck(_ops.add_norm_fwd_op, args)
-    y, s, mean, rstd, seed = _ops.add_norm_fwd_op(*args)
+    torch.library.opcheck(add_norm_op.add_norm_fwd_op, args)
+    y, s, mean, rstd, seed = add_norm_op.add_norm_fwd_op(*args)
     dy = torch.randn(3, 41)
     ds = torch.randn(3, 41) if prenorm else None
     bwd_args = (dy, ds, s.detach(), mean, rstd, w.detach(), seed, 0.0, False, True, True, True,
                 False, torch.float32, torch.float32, torch.float32)  # fmt: skip
-    torch.library.opcheck(_ops.add_norm_bwd_op, bwd_args)
+    torch.library.opcheck(add_norm_op.add_norm_bwd_op, bwd_args)
     # the custom op's autograd (used under torch.compile) equals the eager Function's
     gx, gw = torch.autograd.grad((y * dy).sum() + ((s * ds).sum() if prenorm else 0), (x, w))
-    y2, s2, *_ = _ops.AddNormFunction.apply(*args)
+    y2, s2, *_ = add_norm_op.AddNormFunction.apply(*args)
     gx2, gw2 = torch.autograd.grad((y2 * dy).sum() + ((s2 * ds).sum() if prenorm else 0), (x, w))
     torch.testing.assert_close(gx, gx2)
     torch.testing.assert_close(gw, gw2)

@@ -1,7 +1,7 @@
 """membound.nn: fused modules (drop-in for nn.LayerNorm / nn.RMSNorm) and `swap_norms`.
 
 Importing this package never imports triton: the kernels load on the first call that
-runs them (see `membound.nn._ops.use_triton`).
+runs them (see `membound.nn.add_norm_op.use_triton`).
 """
 
 from membound.nn import functional

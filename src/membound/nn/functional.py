@@ -5,8 +5,8 @@
 
 Returns y, or (y, s) with prenorm=True: s is the new residual stream of a pre-norm
 transformer block, kept in `residual_dtype` (e.g. fp32 while activations are bf16).
-Triton kernels run for CUDA tensors (see `membound.nn._ops.use_triton` for the exact rule);
-otherwise a pure-PyTorch reference with the same semantics runs.
+Triton kernels run for CUDA tensors (see `membound.nn.add_norm_op.use_triton` for the exact
+rule); otherwise a pure-PyTorch reference with the same semantics runs.
 """
 
 from __future__ import annotations
@@ -93,13 +93,13 @@ def add_norm(
         y = torch.empty_like(x, dtype=out_dtype or x.dtype)
         return (y, x.to(s_dtype)) if prenorm else y
 
-    from membound.nn import _ops
+    from membound.nn import add_norm_op as op
 
     needs_grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
     )
-    small = _ops.EAGER_MAX_ELEMS if needs_grad else _ops.EAGER_MAX_ELEMS_NOGRAD
-    if x.is_cuda and x.numel() <= small and _ops.use_triton(x):
+    small = op.EAGER_MAX_ELEMS if needs_grad else op.EAGER_MAX_ELEMS_NOGRAD
+    if x.is_cuda and x.numel() <= small and op.use_triton(x):
         # size rule: small CUDA inputs are host-bound; the plain PyTorch ops (autograd does
         # the backward, no Python Function) cost what eager costs. Without grad the kernels'
         # one launch wins from ~2**20 elements on (run 26), with grad from 2**23
@@ -112,13 +112,13 @@ def add_norm(
         x, residual, pre_bias, weight, bias, p, is_rms, float(eps), store_s, s_dtype,
         out_dtype or x.dtype,
     )  # fmt: skip
-    if _ops.is_compiling():  # tracing: the custom op (opaque to the compiler, with autograd)
-        y, s, _, _, _ = _ops.add_norm_fwd_op(*args)
+    if op.is_compiling():  # tracing: the custom op (opaque to the compiler, with autograd)
+        y, s, _, _, _ = op.add_norm_fwd_op(*args)
     elif needs_grad:  # eager training: the lean autograd.Function (cheapest dispatch)
-        out = _ops.AddNormFunction.apply(*args)
+        out = op.AddNormFunction.apply(*args)
         y, s = out if store_s else (out, None)
     else:  # nothing needs a gradient (inference): no autograd
-        y, s = _ops._fwd_core(*args, size_rule=False)[:2]
+        y, s = op._fwd_core(*args, size_rule=False)[:2]
     if not prenorm:
         return y
     return y, (s if store_s else x)
