@@ -2,7 +2,7 @@
 
 The issue's bar: a 1 GB trace loads and analyzes in ≤ 60 s and ≤ 4 GB RSS on a 2-core
 machine. The big trace is built from a small source trace (default: the synthetic
-launch-bound trace under tests/data; pass a real one with --source) by repeating its steps
+launch-bound trace under tests/fixtures; pass a real one with --source) by repeating its steps
 with shifted timestamps and fresh correlation / External ids, written in the layout torch's
 exporter uses (each event starting on a line `  {`, fields one per line). It goes under
 /tmp (never into the repo); `membound analyze` then runs in a subprocess and the row records
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from harness import RESULTS_DIR, CsvRows, add_output_args  # noqa: E402
 
-DEFAULT_SOURCE = ROOT / "tests" / "data" / "synthetic_launch_bound" / "trace.json.gz"
+DEFAULT_SOURCE = ROOT / "tests" / "fixtures" / "synthetic_launch_bound" / "trace.json.gz"
 BUDGET_S = 60.0
 BUDGET_RSS = 4 << 30
 

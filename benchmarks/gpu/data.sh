@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# membound.data on the GPU: GPU tests of tests/feed, then the input-pipeline benchmark.
+# membound.data on the GPU: GPU tests of tests/data, then the input-pipeline benchmark.
 # Run from the repo root:  PYTHONPATH=src GPU_OUT=<dir> bash benchmarks/gpu/data.sh
 # Budget: under 2 minutes (timeouts: tests 30 s, bench 75 s, core retry 15 s).
 # Each part is independent: one failing does not stop the next.
@@ -12,8 +12,8 @@ echo "== data: $(date -u +%H:%M:%S) nvidia-smi" | tee "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/nvidia-smi.txt" 2>&1
 python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'NO CUDA')" 2>&1 | tee -a "$OUT/summary.txt"
 
-echo "== part 1: tests/feed (GPU tests run here; CPU ones too) $(date -u +%H:%M:%S)"
-timeout 30 python -m pytest -q -p no:cacheprovider tests/feed --junitxml="$OUT/tests.xml" >"$OUT/tests.log" 2>&1
+echo "== part 1: tests/data (GPU tests run here; CPU ones too) $(date -u +%H:%M:%S)"
+timeout 30 python -m pytest -q -p no:cacheprovider tests/data --junitxml="$OUT/tests.xml" >"$OUT/tests.log" 2>&1
 echo "tests rc=$? :: $(tail -n 1 "$OUT/tests.log")" | tee -a "$OUT/summary.txt"
 grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$OUT/summary.txt"
 

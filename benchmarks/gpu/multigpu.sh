@@ -13,7 +13,7 @@
 #    GPU-marked tests of tests/distributed.
 # Products: $GPU_OUT/multigpu/{interconnect.json,roofline.json,reports/<scenario>.json,
 # <scenario>/{trace.rank*.json.gz,capture.rank*.json,log.txt},summary.csv}. The rank traces are
-# small (30-90 KB): check them in as tests/data/h200x2_<scenario>/ (the first run's are there;
+# small (30-90 KB): check them in as tests/fixtures/h200x2_<scenario>/ (the first run's are there;
 # tests/distributed/test_h200x2_traces.py asserts their numbers). summary.csv has the columns
 # of benchmarks/results/multigpu.csv. Budget: <= 4 minutes.
 set +e
@@ -37,7 +37,8 @@ left() { echo $(( 235 - ($(date +%s) - START) )); }  # seconds left of the 4-min
 
 if [ "$NGPU" -ge 2 ]; then
   t0=$(date +%s)
-  timeout 60 python -m membound.device.interconnect --json "$OUT/interconnect.json" \
+  # the GPU<->GPU figures are steps of `membound roofline` (quick: two all-reduce sizes)
+  timeout 60 python -m membound roofline --quick --refresh --json "$OUT/interconnect.json" \
     > "$OUT/interconnect.log" 2>&1
   echo "[multigpu] interconnect: rc=$? in $(( $(date +%s) - t0 ))s"
   tail -12 "$OUT/interconnect.log"

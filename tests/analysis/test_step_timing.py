@@ -26,10 +26,14 @@ def _step(causes=None):
 
 
 def test_from_meta_reads_the_timer_and_ignores_junk():
-    meta = {"step_times_ms": {"unprofiled": [4.0, "x", -1, 6.0], "profiled": [5.0], "after": [5.0]}}
+    meta = {"step_times_ms": {"unprofiled": [4.0, "x", -1, 6.0], "profiled": [5.0], "after": [9.0]}}
     t = StepTiming.from_meta(meta)
-    assert t.unprofiled_ms == [4.0, 6.0, 5.0] and t.unprofiled_median_ms == 5.0
+    # the steps before the capture are the unprofiled step; those after it only reported
+    assert t.unprofiled_ms == [4.0, 6.0] and t.unprofiled_median_ms == 5.0
+    assert t.after_median_ms == 9.0 and "after the capture took 9.00 ms (+80%)" in t.note()
     assert t.profiled_median_ms == 5.0 and t.overhead_fraction == pytest.approx(0.0)
+    only_after = StepTiming.from_meta({"step_times_ms": {"unprofiled": [], "after": [7.0]}})
+    assert only_after.unprofiled_median_ms == 7.0 and "after the capture)" in only_after.note()
     assert StepTiming.from_meta({"step_times_ms": {"unprofiled": [], "profiled": [5.0]}}) is None
     assert StepTiming.from_meta(None) is None and StepTiming.from_meta({"x": 1}) is None
 
@@ -60,7 +64,7 @@ def test_idle_never_adds_up_to_more_than_the_unprofiled_step_minus_busy():
 
 def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings):
     shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", tmp_path)
-    times = {"unprofiled": [4.0, 4.0, 3.0], "profiled": [5.0, 5.0], "after": [4.0, 5.0]}
+    times = {"unprofiled": [4.0, 4.0, 3.0, 5.0], "profiled": [5.0, 5.0], "after": [4.0, 5.0]}
     (tmp_path / "capture.json").write_text(json.dumps({"step_times_ms": times}))
     a = analyze([tmp_path / "trace.json.gz"], ceilings)
     assert a.unprofiled_step_ms == 4.0 and a.profiled_step_ms == 5.0

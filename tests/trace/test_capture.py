@@ -93,7 +93,7 @@ def test_step_timer_times_the_unprofiled_steps_before_and_after(tmp_path, model_
     from membound.analysis.step_timing import StepTiming
 
     timing = StepTiming.from_meta({"step_times_ms": times})
-    assert timing.unprofiled_ms == times["unprofiled"] + times["after"]
+    assert timing.unprofiled_ms == times["unprofiled"] and timing.after_ms == times["after"]
 
 
 def test_stop_after_capture_times_no_step_after(tmp_path, model_opt):

@@ -45,6 +45,8 @@ def to_dict(result) -> dict[str, Any]:
         # membound's own step timer (no profiler, no sync); None for traces from elsewhere
         "unprofiled_median_ms": a.unprofiled_step_ms,
         "profiled_median_ms": a.profiled_step_ms,
+        "unprofiled_before_median_ms": a.timing.before_median_ms if a.timing else None,
+        "unprofiled_after_median_ms": a.timing.after_median_ms if a.timing else None,
         # how far the host's step marks ran ahead of the GPU's steps (ms)
         "host_lead_max_ms": max((s.host_lead_ms for s in a.steps), default=0.0),
         "marked": a.step_marked,

@@ -1,0 +1,68 @@
+"""The analysis of real training code captured on the H200 by membound's two-pass capture
+(examples/real, run by benchmarks/bench_truth.py on 2026-12-01: the GPU-only timeline with
+membound's marks, the ops pass, capture.json with membound's step timer, and truth.json with
+the same script timed alone by a plain step timer and with each fix applied).
+
+Expected numbers are deterministic given the files; the claims about the truth (what the
+fixes measured) are in `truth.json` and benchmarks/results/truth.csv."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from membound.analysis import analyze
+from membound.device.ceilings import Ceilings
+from support.paths import FIXTURES
+
+
+def _analysis(name):
+    ceilings = Ceilings.load(FIXTURES / "h200_ceilings.json")
+    return analyze([FIXTURES / f"h200_real_{name}" / "trace.json.gz"], ceilings)
+
+
+def _truth(name):
+    return json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())
+
+
+def test_resnet50_fp32_batchnorm_on_top_with_the_batchnorm_fix():
+    a = _analysis("resnet50_fp32")
+    assert len(a.steps) == 5
+    assert a.unprofiled_step_ms == pytest.approx(62.8378, rel=1e-6)
+    assert a.profiled_step_ms == pytest.approx(63.1627, rel=1e-6)
+    # the GPU-only timeline pass cost this program 0.5% of its step
+    assert a.profiler_overhead_fraction == pytest.approx(0.00517, abs=1e-5)
+    # membound's own unprofiled step agrees with the plain timer of the script run alone
+    assert a.unprofiled_step_ms == pytest.approx(_truth("resnet50_fp32")["baseline_ms"], rel=0.01)
+    top = a.findings[0]
+    assert (top.code, top.evidence["op"]) == ("memory-bound-op", "aten::cudnn_batch_norm_backward")
+    assert top.time_lost_ms_per_step == pytest.approx(10.66455, rel=1e-4)
+    assert top.expected_step_ms_after_fix == pytest.approx(62.8378 - 10.66455, rel=1e-4)
+    # what helped on the H200 was bf16 + channels_last (-26.0 ms), channels_last alone -17.4:
+    # the fix names them, and no LayerNorm module
+    assert "channels_last" in top.fix and "autocast" in top.fix and "LayerNorm" not in top.fix
+    assert [f.code for f in a.findings[1:3]] == ["unfused-chain", "fp32-storage"]
+    assert any("ops pass (3 step(s)" in n for n in a.notes)
+    assert any("host ran up to" in n for n in a.notes)  # a GPU-bound loop: the GPU's clock
+
+
+def test_lightning_fit_pageable_copy_on_top_with_lightnings_switch():
+    a = _analysis("lightning_fit")
+    assert len(a.steps) == 5
+    assert a.unprofiled_step_ms == pytest.approx(31.2631, rel=1e-6)
+    assert a.profiled_step_ms == pytest.approx(41.8065, rel=1e-6)
+    top = a.findings[0]
+    assert top.code == "pageable-copy"
+    assert top.time_lost_ms_per_step == pytest.approx(7.33735, rel=1e-4)
+    # the capture saw Lightning imported: the fix names its DataLoader switch; on the H200
+    # pin_memory=True saved 9.9 ms and membound.data.prefetch 13.6 ms of 34.0
+    assert "LightningModule" in top.fix and "membound.data.prefetch" in top.fix
+    codes = [f.code for f in a.findings]
+    assert codes[:3] == ["pageable-copy", "launch-bound", "memory-bound-op"]
+    # the idle only the profiler added is its own cause, and the causes add up to at most
+    # the unprofiled step minus GPU busy
+    assert a.idle_breakdown["profiler"] == pytest.approx(10.0029, rel=1e-4)
+    for s in a.steps:
+        real = sum(v for c, v in s.idle_by_cause.items() if c != "profiler")
+        assert real <= max(a.unprofiled_step_ms - s.busy_ms, 0.0) + 1e-6
