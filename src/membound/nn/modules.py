@@ -8,12 +8,15 @@ arguments and keep their parameter names (`weight`, `bias`), so state dicts load
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from membound.errors import BadInput
 from membound.nn.functional import add_norm
+
+_RMS = getattr(nn, "RMSNorm", None)  # torch >= 2.4
 
 
 def _hidden(normalized_shape) -> int:
@@ -87,47 +90,141 @@ class FusedAddRMSNorm(_FusedAddNorm):
         super().__init__(normalized_shape, eps, elementwise_affine, False, device, dtype, **kwargs)
 
 
-def _from_layer_norm(m: nn.Module) -> nn.Module | None:
-    if len(m.normalized_shape) != 1:
-        return None
-    new = FusedAddLayerNorm(m.normalized_shape, m.eps, elementwise_affine=False)
-    new.weight, new.bias = m.weight, m.bias
-    new.elementwise_affine = m.weight is not None
+@dataclass
+class Swap:
+    """What `swap_norms` did with one norm-like module."""
+
+    name: str  # its path in the model ("" for the model itself)
+    kind: str  # its class name
+    swapped: bool
+    why: str  # "layer"/"rms" matched on a probe input, or why it was left
+
+
+#: a probe's relative error under which the fused norm computes the same function
+_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-6}
+_TOLERANCE_16 = 2e-2
+#: norms with running statistics or that normalize other dims: never candidates
+_NOT_LAST_DIM = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm)
+
+
+def _eps(m: nn.Module):
+    for name in ("eps", "variance_epsilon", "epsilon"):
+        v = getattr(m, name, None)
+        if isinstance(v, numbers.Real) and not isinstance(v, bool):
+            return float(v)
+    if _RMS is not None and isinstance(m, _RMS):
+        return getattr(m, "eps", None)  # nn.RMSNorm's eps may be None: finfo(dtype).eps
+    return None
+
+
+def _candidate(m: nn.Module) -> tuple[str, ...] | str:
+    """The norm kinds to try for `m` (most likely first), or why it is no candidate."""
+    if isinstance(m, _NOT_LAST_DIM):
+        return "normalizes over the batch or groups, not the last dim"
+    if isinstance(m, nn.LayerNorm):
+        return ("layer",)
+    if _RMS is not None and isinstance(m, _RMS):
+        return ("rms",)
+    w = getattr(m, "weight", None)
+    if not isinstance(w, torch.Tensor) or w.dim() != 1 or any(True for _ in m.children()):
+        return "no 1-D weight, or it has submodules"
+    if _eps(m) is None:
+        return "no eps / variance_epsilon"
+    b = getattr(m, "bias", None)
+    return ("layer",) if isinstance(b, torch.Tensor) else ("rms", "layer")
+
+
+def _replacement(m: nn.Module, kind: str) -> nn.Module:
+    w = getattr(m, "weight", None)
+    b = getattr(m, "bias", None) if kind == "layer" else None
+    hidden = int(w.shape[0]) if isinstance(w, torch.Tensor) else _hidden(m.normalized_shape)
+    cls = FusedAddLayerNorm if kind == "layer" else FusedAddRMSNorm
+    new = cls(hidden, _eps(m), elementwise_affine=False)
+    new.weight = w if isinstance(w, nn.Parameter) else None
+    if kind == "layer":
+        new.bias = b if isinstance(b, nn.Parameter) else None
+    new.elementwise_affine = new.weight is not None
+    new.train(m.training)
     return new
 
 
-def _from_rms_norm(m: nn.Module) -> nn.Module | None:
-    if len(m.normalized_shape) != 1:
-        return None
-    new = FusedAddRMSNorm(m.normalized_shape, m.eps, elementwise_affine=False)
-    new.weight = m.weight
-    new.elementwise_affine = m.weight is not None
-    return new
+def _same_function(m: nn.Module, new: nn.Module) -> str | None:
+    """None when `new` computes what `m` computes on a probe input, else why not."""
+    p = next(iter(m.parameters()), None)
+    hidden = new.normalized_shape[0]
+    device = p.device if p is not None else torch.device("cpu")
+    dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
+    x = torch.randn(4, 3, hidden, device=device, dtype=dtype)
+    was = m.training, new.training
+    m.eval(), new.eval()  # no dropout in the probe
+    try:
+        with torch.no_grad():
+            want, got = m(x), new(x)
+    except Exception as exc:  # its forward takes other arguments: not a plain norm
+        return f"its forward does not take one tensor ({type(exc).__name__})"
+    finally:
+        m.train(was[0]), new.train(was[1])
+    if not isinstance(want, torch.Tensor) or want.shape != got.shape:
+        return "its output is not one tensor of the input's shape"
+    if want.dtype != got.dtype:
+        return f"it returns {want.dtype} for {dtype} input (the fused norm returns {got.dtype})"
+    ref = want.double()
+    err = float((got.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+    tol = _TOLERANCE.get(dtype, _TOLERANCE_16)
+    return None if err <= tol else f"a probe input differs by {err:.1e} (relative)"
 
 
-def _swappers() -> dict[type, object]:
-    table: dict[type, object] = {nn.LayerNorm: _from_layer_norm}
-    if hasattr(nn, "RMSNorm"):  # torch >= 2.4
-        table[nn.RMSNorm] = _from_rms_norm
-    return table
+def _swap_one(name: str, m: nn.Module) -> tuple[nn.Module | None, Swap]:
+    kinds = _candidate(m)
+    if isinstance(kinds, str):
+        return None, Swap(name, type(m).__name__, False, kinds)
+    whys = []
+    for kind in kinds:
+        try:
+            new = _replacement(m, kind)
+        except (BadInput, AttributeError, TypeError, ValueError) as exc:
+            whys.append(f"{kind}: {exc}")
+            continue
+        why = _same_function(m, new)
+        if why is None:
+            return new, Swap(name, type(m).__name__, True, f"{kind} norm, checked on a probe")
+        whys.append(f"{kind}: {why}")
+    return None, Swap(name, type(m).__name__, False, "; ".join(whys))
 
 
-def swap_norms(model: nn.Module) -> nn.Module:
-    """Replace every `nn.LayerNorm` (and `nn.RMSNorm`) normalizing one dim with its fused
-    equivalent, in place, sharing the same Parameter objects (weights, optimizer state and
-    device kept). Norms over several dims are left alone. Returns `model`; a model that is
-    itself a norm is returned replaced."""
-    table = _swappers()
-    top = table.get(type(model))
-    if top is not None:
-        return top(model) or model
-    for parent in list(model.modules()):
+def _looks_like_norm(m: nn.Module) -> bool:
+    return isinstance(m, (nn.LayerNorm, *_NOT_LAST_DIM)) or (
+        (_RMS is not None and isinstance(m, _RMS)) or "norm" in type(m).__name__.lower()
+    )
+
+
+def swap_norms(model: nn.Module, *, report: list | None = None) -> nn.Module:
+    """Replace every norm over the last dim with membound's fused one, in place, sharing the
+    same Parameter objects (weights, optimizer state and device kept).
+
+    A module is recognised by what it computes, not its class: `nn.LayerNorm`/`nn.RMSNorm`
+    and their subclasses (timm's LayerNorm), or any leaf module with a 1-D `weight`, an
+    optional `bias` and an `eps`/`variance_epsilon` (Hugging Face's LlamaRMSNorm), and it is
+    swapped only when the fused norm gives its output on a probe input (same shape and dtype,
+    relative error under 1e-4 in fp32, 2e-2 in 16-bit). Norms over several dims, BatchNorm and
+    GroupNorm are left alone. `report`: a list that receives one `Swap` per norm-like module
+    (what was swapped, what was not, and why). Returns `model`; a model that is itself a norm
+    is returned replaced."""
+    found: list[Swap] = []
+    if _looks_like_norm(model) and not any(True for _ in model.children()):
+        new, swap = _swap_one("", model)
+        found.append(swap)
+        if report is not None:
+            report.extend(found)
+        return new if new is not None else model
+    for parent_name, parent in list(model.named_modules()):
         for name, child in list(parent.named_children()):
-            make = table.get(type(child))
-            if make is None:
+            if isinstance(child, _FusedAddNorm) or not _looks_like_norm(child):
                 continue
-            new = make(child)
+            new, swap = _swap_one(f"{parent_name}.{name}" if parent_name else name, child)
+            found.append(swap)
             if new is not None:
-                new.train(child.training)
                 setattr(parent, name, new)
+    if report is not None:
+        report.extend(found)
     return model
