@@ -106,3 +106,11 @@ def test_a_bf16_llama_norm_is_checked_in_its_own_dtype():
     assert isinstance(new, FusedAddRMSNorm) and report[0].swapped
     x = torch.randn(8, 64, dtype=torch.bfloat16)
     torch.testing.assert_close(new(x), norm(x), atol=2e-2, rtol=2e-2)
+
+
+def test_probing_leaves_the_programs_random_state_alone():
+    torch.manual_seed(1)
+    want = torch.rand(3)
+    torch.manual_seed(1)
+    swap_norms(Net())
+    assert torch.equal(torch.rand(3), want)

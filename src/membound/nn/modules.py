@@ -154,7 +154,9 @@ def _same_function(m: nn.Module, new: nn.Module) -> str | None:
     hidden = new.normalized_shape[0]
     device = p.device if p is not None else torch.device("cpu")
     dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
-    x = torch.randn(4, 3, hidden, device=device, dtype=dtype)
+    # a generator of its own: probing must not move the program's random state
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(4, 3, hidden, device=device, dtype=dtype, generator=gen)
     was = m.training, new.training
     m.eval(), new.eval()  # no dropout in the probe
     try:
