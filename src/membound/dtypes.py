@@ -168,3 +168,81 @@ def canonical(value: Any) -> str | None:
 def itemsize(dtype: str | None, default: int = 4) -> int:
     """Bytes per element of a canonical dtype name (`default` when unknown)."""
     return ITEMSIZE.get(dtype, default) if dtype else default
+
+
+# ------------------------------------------------------------------- type promotion
+# torch's rules, written out so the trace analysis needs no torch (`tests/cost/
+# test_flop_formulas.py` checks them against torch.promote_types / torch.result_type)
+_KIND = {"bool": 0}
+_KIND.update({n: 1 for n in ("uint8", "uint16", "uint32", "uint64")})
+_KIND.update({n: 2 for n in ("int8", "int16", "int32", "int64")})
+_KIND.update({n: 3 for n in ("float16", "bfloat16", "float32", "float64")})
+_KIND.update({n: 4 for n in ("complex32", "complex64", "complex128")})
+_COMPLEX_OF = {"float16": "complex32", "bfloat16": "complex64", "float32": "complex64",
+               "float64": "complex128"}  # fmt: skip
+_FLOAT_OF = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
+
+
+def promote_types(a: str, b: str) -> str:
+    """torch.promote_types for canonical names (float8 and wide unsigned: either one)."""
+    if a == b:
+        return a
+    ka, kb = _KIND.get(a), _KIND.get(b)
+    if ka is None or kb is None:
+        return a if ka is None else b
+    if ka > kb or (ka == kb and ITEMSIZE[a] > ITEMSIZE[b]):
+        a, b, ka, kb = b, a, kb, ka  # b is the "higher" one from here
+    if ka == 0:
+        return b
+    if kb == 4:
+        part = (
+            promote_types(_FLOAT_OF.get(a, a) if ka == 4 else a, _FLOAT_OF[b])
+            if ka >= 3
+            else _FLOAT_OF[b]
+        )
+        return _COMPLEX_OF[part]
+    if kb == 3:
+        if ka == 3 and {a, b} == {"float16", "bfloat16"}:
+            return "float32"
+        return b
+    if ka == 1 and kb == 2:  # unsigned with signed: the signed one, wide enough for both
+        need = 2 * ITEMSIZE[a]
+        return b if ITEMSIZE[b] >= need else f"int{8 * need}"
+    return b
+
+
+def _combine(higher: str | None, lower: str | None) -> str | None:
+    """c10's combine_categories: a lower-priority group only counts when its kind is higher."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    kh, kl = _KIND.get(higher, 3), _KIND.get(lower, 3)
+    if kh == 4:
+        return higher
+    if kl == 4:
+        return _COMPLEX_OF[higher] if kh == 3 else lower
+    if kh == 3:
+        return higher
+    if higher == "bool" or kl == 3:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(operands) -> str:
+    """torch.result_type over operands given as (canonical dtype, is_zero_dim) for tensors and
+    Python types (bool, int, float, complex) for numbers; float32 when there is no tensor."""
+    groups: list[str | None] = [None, None, None]  # dim > 0, zero-dim, wrapped numbers
+    scalar = {bool: "bool", int: "int64", float: "float32", complex: "complex64"}
+    any_tensor = False
+    for op in operands:
+        if isinstance(op, tuple):
+            dtype, zero_dim = op
+            any_tensor = True
+            g = 1 if zero_dim else 0
+        else:
+            dtype, g = scalar[op], 2
+        groups[g] = dtype if groups[g] is None else promote_types(groups[g], dtype)
+    if not any_tensor:
+        return "float32"
+    return _combine(groups[0], _combine(groups[1], groups[2])) or "float32"

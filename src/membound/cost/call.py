@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from membound.dtypes import as_dtype, itemsize
+from membound.dtypes import ITEMSIZE, as_dtype, itemsize, result_type
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -158,24 +158,10 @@ def promote(items: Sequence[Any]) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _promote(key: tuple) -> str:
-    import torch
-
-    samples = {bool: True, int: 1, float: 1.0, complex: 1j}
-    operands: list[Any] = []
-    for k in key:
-        if isinstance(k, tuple):
-            dtype, zero_dim = k
-            # 0-dim tensors take part like scalars in type promotion, as in torch
-            shape = () if zero_dim else (1,)
-            dt = getattr(torch, dtype, torch.float32)
-            operands.append(torch.empty(shape, dtype=dt, device="meta"))
-        else:
-            operands.append(samples[k])
-    if not any(isinstance(o, torch.Tensor) for o in operands):
-        return "float32"
-    if len(operands) == 1:
-        return as_dtype(operands[0].dtype, "float32")
-    dtype = torch.result_type(operands[0], operands[1])
-    for other in operands[2:]:
-        dtype = torch.result_type(torch.empty((1,), dtype=dtype, device="meta"), other)
-    return as_dtype(dtype, "float32")
+    """torch's type promotion (`membound.dtypes.result_type`: no torch import)."""
+    return result_type(
+        [
+            (k[0] if k[0] in ITEMSIZE else "float32", k[1]) if isinstance(k, tuple) else k
+            for k in key
+        ]
+    )
