@@ -18,7 +18,7 @@ from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_for_name
 from membound.errors import BadInput
-from membound.trace.capture import read_meta
+from membound.trace.capture import notes_from_meta, read_meta
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP
 
@@ -131,6 +131,8 @@ def analyze_trace(trace, ceilings=None, meta: dict | None = None, ops_trace=None
         trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks, op_steps
     )
     findings = run_rules(ctx) if trace.has_gpu and steps else []
+    if isinstance(meta, dict) and "step_source" in meta:  # what membound's capture said
+        notes.extend(notes_from_meta(meta))
     n = max(len(steps), 1)
     wall = sum(s.wall_ms for s in steps)
     busy = sum(s.busy_ms for s in steps)

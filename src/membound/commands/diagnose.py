@@ -210,8 +210,7 @@ def _report(capture, args: argparse.Namespace, ceilings) -> None:
         from membound.analysis import analyze
         from membound.report import ReportOptions, emit
 
-        analysis = analyze([str(capture.trace_path)], ceilings=ceilings)
-        analysis.notes.extend(capture.capture_notes())
+        analysis = analyze([str(capture.trace_path)], ceilings=ceilings)  # capture notes from its meta
         options = ReportOptions(
             json_path=args.json, html_path=args.html, annotated_trace_path=annotated
         )

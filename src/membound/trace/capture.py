@@ -72,6 +72,7 @@ class Capture:
         stop_after_capture: bool = False,
         auto_steps: bool = True,
         ops_steps: int = CAPTURE_OP_STEPS,
+        listener: Any = None,
     ) -> None:
         from membound.errors import BadInput
 
@@ -118,6 +119,9 @@ class Capture:
             self.wait, self.warmup, self.steps, 0 if stop_after_capture else self.steps
         )
         self._query: Any = None
+        # called as listener(event, capture) on "recording" (the recorded steps begin) and
+        # "complete" (every pass written): `membound diagnose` says so, and starts the analysis
+        self.listener = listener
         self._thread: int | None = None  # the loop's thread: its steps, its DataLoader waits
         self._after_left = 0
 
@@ -191,6 +195,13 @@ class Capture:
                 self.notes.append(self._shortfall_note())
             self._write_meta()
 
+    def _tell(self, event: str) -> None:
+        if self.listener is not None:
+            try:
+                self.listener(event, self)
+            except Exception as exc:  # a listener must never break the user's loop
+                self.notes.append(f"capture listener failed on {event!r} ({exc})")
+
     def _release(self, keep_optimizer_hook: bool) -> None:
         """Remove the hooks; the capture is no longer the active one."""
         global _ACTIVE
@@ -232,6 +243,8 @@ class Capture:
             self._ops_prof.step()
         else:
             recorded = self.steps_taken - self.wait - self.warmup
+            if recorded == 0:
+                self._tell("recording")
             self._marking = self.two_pass and 0 <= recorded < self.steps
             if self.two_pass and 0 <= recorded <= self.steps:
                 self.marks.boundary(self.steps_taken, t, self._query)
@@ -304,6 +317,7 @@ class Capture:
         if self._after_left == 0:
             self._release(keep_optimizer_hook=True)
         self._write_meta()
+        self._tell("complete")
         if self.stop_after_capture:
             raise CaptureDone()
 
@@ -381,7 +395,10 @@ class Capture:
     # ---- results ---------------------------------------------------------------------------
 
     def _write_meta(self) -> None:
-        meta = {
+        self.meta_path.write_text(json.dumps(self._meta(), indent=1) + "\n")
+
+    def _meta(self) -> dict[str, Any]:
+        return {
             "trace": self.trace_path.name if self.written else None,
             "rank": self.rank,  # [distributed] None outside torchrun
             "step_source": self.source,
@@ -401,21 +418,10 @@ class Capture:
             "frameworks": frameworks(),
             "notes": self.notes,
         }
-        self.meta_path.write_text(json.dumps(meta, indent=1) + "\n")
 
     def capture_notes(self) -> list[str]:
         """Sentences about the capture itself, for the report's notes."""
-        source = {
-            "explicit": "explicit membound.step() calls",
-            "optimizer": "optimizer steps",
-            "dataloader": "DataLoader batches (no optimizer step was seen)",
-            None: "nothing (no boundary seen)",
-        }[self.source]
-        head = (
-            f"captured {self.steps_captured} step(s) after skipping {self.wait + self.warmup}; "
-            f"step boundaries from {source}."
-        )
-        return [head, *self.notes]
+        return notes_from_meta(self._meta())
 
 
 #: training frameworks whose own switches a fix can name (`analysis.fixes`)
@@ -436,6 +442,26 @@ def step() -> None:
 def active() -> Capture | None:
     """The capture in progress, if any."""
     return _ACTIVE
+
+
+_SOURCES = {
+    "explicit": "explicit membound.step() calls",
+    "optimizer": "optimizer steps",
+    "dataloader": "DataLoader batches (no optimizer step was seen)",
+}
+
+
+def notes_from_meta(meta: dict[str, Any]) -> list[str]:
+    """The capture's sentences for a report's notes, from its meta (`capture.json`): how many
+    steps it kept, where the boundaries came from, and what it noticed."""
+    source = _SOURCES.get(meta.get("step_source"), "nothing (no boundary seen)")
+    skipped = int(meta.get("wait") or 0) + int(meta.get("warmup") or 0)
+    head = (
+        f"captured {meta.get('steps_captured', 0)} step(s) after skipping {skipped}; "
+        f"step boundaries from {source}."
+    )
+    notes = meta.get("notes")
+    return [head, *(str(n) for n in notes)] if isinstance(notes, list) else [head]
 
 
 def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:
