@@ -84,7 +84,7 @@ def markers(trace: Path) -> int:
 
 def diagnose(tmp_path, *cmd, opts=()):
     out = tmp_path / "out"
-    return main(["diagnose", "--wait", "1", "--warmup", "1", "--steps", "3", "--out", str(out),
+    return main(["diagnose", "--wait", "1", "--warmup", "1", "--steps", "3", "--report-at-end", "--out", str(out),
                  *map(str, opts), "--", *map(str, cmd)]), out  # fmt: skip
 
 

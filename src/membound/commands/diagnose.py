@@ -1,7 +1,11 @@
 """`membound diagnose -- train.py args...`: profile a script unmodified, then analyze and report.
 
 Order matters: the trace is written first and kept whatever happens next; analysis failing
-(or not being available) costs one line on stderr, never the script's exit code.
+(or not being available) costs one line on stderr, never the script's exit code. Each run
+writes to a folder of its own (`membound-out/<script>-<UTC time>/`, `membound-out/latest`
+pointing at the newest) unless `--out` names one. Lines on stderr say when the capture
+starts and ends; as soon as it is written the analysis runs in a separate process (`membound
+analyze`, which needs no GPU) while the script goes on, and its report prints when ready.
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out",
-        default=DIAGNOSE_OUT,
+        default=None,
         metavar="DIR",
-        help=f"directory for trace.json.gz and capture.json (default ./{DIAGNOSE_OUT})",
+        help="directory for trace.json.gz and capture.json (default: a folder of this run's "
+        f"own, ./{DIAGNOSE_OUT}/<script>-<UTC time>/, with ./{DIAGNOSE_OUT}/latest pointing at it)",
     )
     parser.add_argument("--json", metavar="F", help="write the report as JSON to F")
     parser.add_argument("--html", metavar="F", help="write the report as HTML to F")
@@ -84,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-analyze", action="store_true", help="only write the trace; no analysis or report"
     )
+    parser.add_argument(
+        "--report-at-end",
+        action="store_true",
+        help="analyse in this process once the script ends, instead of in the background as "
+        "soon as the capture is written",
+    )
     # [distributed] re-launch under torchrun; each rank captures, rank 0 merges
     parser.add_argument(
         "--nproc-per-node",
@@ -106,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
     target = runner.parse_command(args.command)
     runner.check(target)
+    _resolve_paths(args, target)  # the script may chdir: every path is absolute from here
     # [distributed] --nproc-per-node: the same command on N ranks under torchrun
     info = distributed.rank_info()
     nproc = getattr(args, "nproc_per_node", None)
@@ -117,20 +129,26 @@ def run(args: argparse.Namespace) -> int:
         return distributed.relaunch(nproc, _forward_args(args))
     if info.distributed:
         nccl_safe_env()
-        distributed.clear_stale(Path(args.out).absolute(), info.rank)
+        distributed.clear_stale(Path(args.out), info.rank)
     started = time.time()
     ceilings = None
     if args.ceilings:  # read before the script runs: a bad file should not cost a whole run
         from membound.device.ceilings import Ceilings
 
         ceilings = Ceilings.load(args.ceilings)
+    background = None
+    if not (args.no_analyze or info.distributed or args.report_at_end):
+        background = _Background(args)
     capture = Capture(
         steps=args.steps,
         wait=args.wait,
         warmup=args.warmup,
         out=args.out,
         stop_after_capture=args.stop_after_capture,
+        listener=_Progress(target, background, rank=info.rank if info.distributed else None),
     )
+    if not info.distributed or info.rank == 0:
+        _say_plan(capture, target)
     with capture:
         outcome = runner.run(target, stop_exc=CaptureDone)
     _say_capture(capture, target, outcome)
@@ -138,16 +156,130 @@ def run(args: argparse.Namespace) -> int:
         if info.rank == 0 and not args.no_analyze:
             _report_ranks(capture, args, ceilings, info.world_size, started)
         return outcome.exit_code
-    if capture.written and not args.no_analyze:
-        _report(capture, args, ceilings)
+    if background is not None and background.started:
+        background.wait()
+    elif capture.written and not args.no_analyze:
+        _report(capture, args, ceilings)  # the capture ended early: analyse what was written
+    if capture.complete and not outcome.stopped:
+        _log(
+            "the script ran on after the capture; next time --stop-after-capture ends it as "
+            "soon as the steps are recorded."
+        )
     return outcome.exit_code
+
+
+# ---- where things go, and what is said -----------------------------------------------
+def _resolve_paths(args: argparse.Namespace, target) -> None:
+    """Absolute output paths, and this run's own folder when --out names none."""
+    for name in ("json", "html", "annotate", "ceilings"):
+        value = getattr(args, name, None)
+        if value:
+            setattr(args, name, str(Path(value).absolute()))
+    if args.out:
+        args.out = str(Path(args.out).absolute())
+        return
+    from membound.trace.distributed import rank_info
+
+    if rank_info().distributed:  # a rank without --out: the launcher passes the run's folder
+        args.out = str(Path(DIAGNOSE_OUT).absolute())
+        return
+    args.out = str(run_folder(Path(DIAGNOSE_OUT).absolute(), target.label))
+
+
+def run_folder(parent: Path, label: str, now: float | None = None) -> Path:
+    """A new folder `<parent>/<script>-<UTC time>` (never an existing one) and `<parent>/latest`
+    pointing at it (a symlink; a text file naming it where links are not allowed)."""
+    last = label.split()[-1] if label.split() else "run"
+    stem = last.rsplit(".", 1)[-1] if label.startswith("-m ") else Path(last).stem
+    stem = stem.replace(".", "_") or "run"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    folder, n = parent / f"{stem}-{stamp}", 1
+    while folder.exists():
+        n += 1
+        folder = parent / f"{stem}-{stamp}-{n}"
+    folder.mkdir(parents=True)
+    latest = parent / "latest"
+    try:
+        if latest.is_symlink() or latest.is_file():
+            latest.unlink()
+        latest.symlink_to(folder.name, target_is_directory=True)
+    except OSError:
+        if not latest.is_dir():
+            latest.write_text(folder.name + "\n")
+    return folder
+
+
+def _say_plan(capture, target) -> None:
+    first = capture.wait + capture.warmup + 1
+    hint = (
+        " (--stop-after-capture ends the script once they are recorded)"
+        if sys.stdin is not None and sys.stdin.isatty() and not capture.stop_after_capture
+        else ""
+    )
+    _log(
+        f"running {target.label}: steps {first}-{first + capture.steps - 1} will be recorded "
+        f"into {capture.out}{hint}"
+    )
+
+
+class _Progress:
+    """The capture's listener: a line when recording starts and when the capture is written,
+    then the analysis started in the background."""
+
+    def __init__(self, target, background, rank):
+        self.target, self.background, self.rank = target, background, rank
+
+    def __call__(self, event: str, capture) -> None:
+        who = f"rank {self.rank}: " if self.rank is not None else ""
+        if event == "recording":
+            _log(f"{who}capture started at step {capture.steps_taken + 1}")
+        elif event == "complete":
+            passes = " (timeline and ops passes)" if capture.two_pass else ""
+            _log(f"{who}capture written{passes}: {capture.trace_path}")
+            if self.background is not None:
+                self.background.start(capture)
+
+
+class _Background:
+    """`membound analyze` of the written capture in a process of its own (it needs no GPU and
+    imports no torch), while the script goes on; its report prints when it is ready."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.proc = None
+        self.started = False
+
+    def start(self, capture) -> None:
+        import subprocess
+
+        a = self.args
+        cmd = [sys.executable, "-m", "membound", "analyze", str(capture.trace_path)]
+        cmd += ["--json", a.json] if a.json else []
+        cmd += ["--html", a.html] if a.html else []
+        cmd += ["--ceilings", a.ceilings] if a.ceilings else []
+        if not a.no_annotate:
+            cmd += ["--annotate", a.annotate or str(capture.out / "trace.membound.json.gz")]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            self.started = True
+            _log("analysing in the background; the report follows when ready")
+        except OSError as exc:  # analysed in this process after the script instead
+            _log(f"could not start the analysis process ({exc}); analysing after the script")
+
+    def wait(self) -> None:
+        code = self.proc.wait()
+        if code != 0:
+            _log(
+                f"the analysis exited with code {code}; the trace is kept: try "
+                f"`membound analyze {self.proc.args[4]}`."
+            )
 
 
 # [distributed] ------------------------------------------------------------------------
 def _forward_args(args: argparse.Namespace) -> list[str]:
     """The diagnose command line each rank runs (everything but --nproc-per-node)."""
     out = ["diagnose", "--wait", str(args.wait), "--warmup", str(args.warmup)]
-    out += ["--steps", str(args.steps), "--out", str(Path(args.out).absolute())]
+    out += ["--steps", str(args.steps), "--out", str(args.out)]
     for flag, value in (
         ("--json", args.json),
         ("--html", args.html),
@@ -210,7 +342,9 @@ def _report(capture, args: argparse.Namespace, ceilings) -> None:
         from membound.analysis import analyze
         from membound.report import ReportOptions, emit
 
-        analysis = analyze([str(capture.trace_path)], ceilings=ceilings)  # capture notes from its meta
+        analysis = analyze(
+            [str(capture.trace_path)], ceilings=ceilings
+        )  # capture notes from its meta
         options = ReportOptions(
             json_path=args.json, html_path=args.html, annotated_trace_path=annotated
         )
