@@ -75,3 +75,22 @@ def test_the_analysis_runs_in_the_background_and_paths_stay_put(
     assert any("captured 2 step(s)" in n for n in report["notes"])
     assert not (elsewhere / "r.json").exists() and (tmp_path / "out" / "trace.json.gz").exists()
     assert Path(report["trace"]).parent == tmp_path / "out"
+
+
+def test_the_ceilings_used_are_kept_beside_the_trace(tmp_path, script, monkeypatch):
+    from support import tracebuilder
+
+    from membound.analysis import analyze
+    from membound.commands.diagnose import keep_ceilings
+    from membound.device.ceilings import Ceilings
+
+    c = tracebuilder.test_ceilings()
+    path = keep_ceilings(tmp_path, c)
+    assert path == tmp_path / "ceilings.json" and Ceilings.load(path) == c
+    assert keep_ceilings(tmp_path, None) == path  # never overwritten
+    # a later analyze of that folder uses them, and says so
+    b = tracebuilder.planted_input_pipeline()
+    b.device = c.name
+    a = analyze([b.write(tmp_path / "trace.json.gz")])
+    assert a.ceilings == c and a.ceilings_origin == "ceilings.json beside the trace"
+    assert any("from ceilings.json beside the trace" in n for n in a.notes)

@@ -16,7 +16,7 @@ from membound.analysis.ops import join_calls, op_rows
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle
 from membound.analysis.timeline import Timeline, step_windows
-from membound.device.lookup import ceilings_for_name
+from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
 from membound.trace.capture import notes_from_meta, read_meta
 from membound.trace.load import load_trace
@@ -52,15 +52,23 @@ def _analyze_file(path, ceilings, progress) -> Analysis:
     name = meta.get("ops_trace") if isinstance(meta, dict) else None
     if isinstance(name, str) and (Path(path).parent / name).is_file():
         ops = load_trace(Path(path).parent / name)
-    return analyze_trace(load_trace(path, progress), ceilings, meta, ops)
+    trace = load_trace(path, progress)
+    origin = "given" if ceilings is not None else None
+    if ceilings is None and trace.has_gpu:  # the ceilings the capture was made with, if kept
+        ceilings, beside = ceilings_beside(Path(path).parent, trace.device_name)
+        origin = f"{Path(beside).name} beside the trace" if beside else None
+    return analyze_trace(trace, ceilings, meta, ops, ceilings_origin=origin)
 
 
-def analyze_trace(trace, ceilings=None, meta: dict | None = None, ops_trace=None) -> Analysis:
+def analyze_trace(
+    trace, ceilings=None, meta: dict | None = None, ops_trace=None, ceilings_origin=None
+) -> Analysis:
     """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
     membound wrote beside it (`trace.capture.read_meta`), with its own step timer (every ms/step
     then refers to the unprofiled step) and the frameworks the script imported (fix texts);
     `ops_trace`: membound's ops pass (CPU ops and shapes), which the op rows come from when
-    the timeline trace recorded GPU activity alone."""
+    the timeline trace recorded GPU activity alone; `ceilings_origin`: where given ceilings
+    came from (said in the report)."""
     timing = StepTiming.from_meta(meta)
     frameworks = tuple(meta.get("frameworks") or ()) if isinstance(meta, dict) else ()
     notes: list[str] = []
@@ -73,8 +81,18 @@ def analyze_trace(trace, ceilings=None, meta: dict | None = None, ops_trace=None
     if trace.has_gpu:
         if ceilings is None and trace.device_name:
             ceilings = ceilings_for_name(trace.device_name)
+            if ceilings is not None:
+                ceilings_origin = (
+                    "the datasheet" if ceilings.source == "datasheet" else "this machine's cache"
+                )
         if ceilings is not None:
             source = getattr(ceilings, "source", "measured")
+            if source != "datasheet":
+                when = str(getattr(ceilings, "measured_at", "") or "")[:10]
+                notes.append(
+                    f"ceilings measured on {ceilings.name}{' on ' + when if when else ''}, "
+                    f"from {ceilings_origin or 'the caller'}"
+                )
             if source == "datasheet":
                 note = (
                     f"no measured ceilings for {trace.device_name}: datasheet figures used "
@@ -156,6 +174,7 @@ def analyze_trace(trace, ceilings=None, meta: dict | None = None, ops_trace=None
         notes=notes,
         step_marked=marked,
         timing=timing,
+        ceilings_origin=ceilings_origin if ceilings is not None else None,
     )
 
 

@@ -124,6 +124,9 @@ class Analysis:
     #: membound's own step timer (`analysis.step_timing.StepTiming`), None for traces
     #: captured elsewhere
     timing: Any = None
+    #: where the ceilings came from: "given" (--ceilings), "<file> beside the trace", "this
+    #: machine's cache", "the datasheet"
+    ceilings_origin: str | None = None
 
     @property
     def unprofiled_step_ms(self) -> float | None:

@@ -145,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         out=args.out,
         stop_after_capture=args.stop_after_capture,
-        listener=_Progress(target, background, rank=info.rank if info.distributed else None),
+        listener=_Progress(
+            target, background, rank=info.rank if info.distributed else None, ceilings=ceilings
+        ),
     )
     if not info.distributed or info.rank == 0:
         _say_plan(capture, target)
@@ -226,8 +228,9 @@ class _Progress:
     """The capture's listener: a line when recording starts and when the capture is written,
     then the analysis started in the background."""
 
-    def __init__(self, target, background, rank):
+    def __init__(self, target, background, rank, ceilings=None):
         self.target, self.background, self.rank = target, background, rank
+        self.ceilings = ceilings
 
     def __call__(self, event: str, capture) -> None:
         who = f"rank {self.rank}: " if self.rank is not None else ""
@@ -236,8 +239,31 @@ class _Progress:
         elif event == "complete":
             passes = " (timeline and ops passes)" if capture.two_pass else ""
             _log(f"{who}capture written{passes}: {capture.trace_path}")
+            keep_ceilings(capture.out, self.ceilings)
             if self.background is not None:
                 self.background.start(capture)
+
+
+def keep_ceilings(out: Path, ceilings=None) -> Path | None:
+    """Write the ceilings this capture is analysed with beside its trace (`ceilings.json`), so
+    the report and any later `membound analyze` of the folder use the same: the given ones,
+    else what this machine has for its GPU (a cached measurement, else the datasheet)."""
+    path = Path(out) / "ceilings.json"
+    if path.exists():
+        return path
+    if ceilings is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None  # a CPU-only trace needs none
+        from membound.device.lookup import ceilings_for_name
+
+        ceilings = ceilings_for_name(torch.cuda.get_device_name())
+        if ceilings is None:
+            return None
+    from membound.report.json_report import write_ceilings
+
+    return write_ceilings(ceilings, path)
 
 
 class _Background:

@@ -115,6 +115,31 @@ def ceilings_for_name(name: str) -> Ceilings | None:
     )
 
 
+#: file names beside a trace that hold the ceilings it was captured with (`membound diagnose`
+#: writes `ceilings.json`; the package ships `h200-ceilings.json` beside its recorded traces)
+BESIDE_NAMES = ("ceilings.json", "*-ceilings.json")
+
+
+def ceilings_beside(folder, device_name: str | None) -> tuple[Ceilings | None, str | None]:
+    """The ceilings written beside a trace for its device (`BESIDE_NAMES`), and their file."""
+    from pathlib import Path
+
+    if not device_name:
+        return None, None
+    folder = Path(folder)
+    for pattern in BESIDE_NAMES:
+        for path in sorted(folder.glob(pattern)):
+            if not path.is_file():
+                continue
+            try:
+                c = Ceilings.load(path)
+            except Exception:  # not ceilings after all: keep looking
+                continue
+            if c.name == device_name:
+                return c, str(path)
+    return None, None
+
+
 def interconnect_for(
     ceilings: Any, device_name: str | None
 ) -> tuple[Interconnect | None, str | None]:

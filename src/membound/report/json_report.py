@@ -36,6 +36,7 @@ def to_dict(result) -> dict[str, Any]:
         "has_gpu": a.has_gpu,
         "ceilings_source": a.ceilings_source,
         "ceilings_note": a.ceilings_note,
+        "ceilings_origin": a.ceilings_origin,
         "ceilings": c.to_dict() if c is not None and hasattr(c, "to_dict") else None,
     }
     steps = {
