@@ -78,11 +78,10 @@ def test_the_analysis_runs_in_the_background_and_paths_stay_put(
 
 
 def test_the_ceilings_used_are_kept_beside_the_trace(tmp_path, script, monkeypatch):
-    from support import tracebuilder
-
     from membound.analysis import analyze
     from membound.commands.diagnose import keep_ceilings
     from membound.device.ceilings import Ceilings
+    from support import tracebuilder
 
     c = tracebuilder.test_ceilings()
     path = keep_ceilings(tmp_path, c)
