@@ -27,7 +27,7 @@ def test_analyze_writes_json_html_and_annotation(tmp_path, capsys):
     )
     assert rc == 0
     out = capsys.readouterr().out
-    assert "input-starved" in out and "GPU busy" in out
+    assert "input-starved" in out and "computing 40%" in out
     d = json.loads((tmp_path / "r.json").read_text())
     assert d["findings"][0]["code"] == "input-starved"
     assert (tmp_path / "r.html").exists() and (tmp_path / "a.json.gz").exists()

@@ -141,6 +141,21 @@ class Analysis:
         return self.timing.overhead_fraction if self.timing is not None else None
 
     @property
+    def step_shares(self) -> dict[str, float] | None:
+        """Where the reference step goes: `computing` (kernels running), `copying` (copies or
+        memsets and no kernel), `idle` (the rest), fractions adding up to 1; None for CPU-only
+        traces. A GPU busy copying a pageable batch is busy, not computing."""
+        if not self.has_gpu or not self.steps:
+            return None
+        n, step = len(self.steps), self.reference_step_ms
+        if step <= 0:
+            return None
+        computing = min(sum(s.kernel_busy_ms for s in self.steps) / n / step, 1.0)
+        copying = sum(max(s.busy_ms - s.kernel_busy_ms, 0.0) for s in self.steps) / n / step
+        copying = min(copying, 1.0 - computing)
+        return {"computing": computing, "copying": copying, "idle": 1.0 - computing - copying}
+
+    @property
     def reference_step_ms(self) -> float:
         """The step every ms/step refers to: the unprofiled one when it was timed, else the
         mean step of the trace."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from membound.device.ceilings import Ceilings
 from membound.errors import BadInput
+from membound.report.options import FORMATS
 
 HELP = "analyze existing kineto trace files (.json, .json.gz): timeline, roofline, findings"
 
@@ -31,6 +32,13 @@ def add_arguments(parser) -> None:
         "--ceilings", metavar="JSON", help="ceilings to use (from `membound roofline --json`)"
     )
     parser.add_argument("--quiet", action="store_true", help="no terminal report, only the files")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="rich",
+        help="terminal report: rich (tables on a terminal at least 100 columns wide, else a "
+        "list), plain (the list, no colour) or json (the report JSON on stdout)",
+    )
 
 
 #: traces at least this big get a progress bar while they load (a 1 GB trace takes ~30 s)
@@ -97,7 +105,9 @@ def run(args) -> int:
     traces = _expand(args.traces)
     ceilings = Ceilings.load(args.ceilings) if args.ceilings else None
     if is_rank_set(traces):  # [distributed] one trace per rank: one merged report
-        options = ReportOptions(quiet=args.quiet, json_path=args.json, html_path=args.html)
+        options = ReportOptions(
+            quiet=args.quiet, format=args.format, json_path=args.json, html_path=args.html
+        )
         emit(analyze_ranks(traces, ceilings), options)
         return 0
     many = len(traces) > 1
@@ -112,6 +122,7 @@ def run(args) -> int:
             annotate = annotate or _default_annotated(trace)
         options = ReportOptions(
             quiet=args.quiet,
+            format=args.format,
             json_path=_per_trace(args.json, trace, many, ".json"),
             html_path=_per_trace(args.html, trace, many, ".html"),
             annotated_trace_path=annotate,

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from membound.defaults import CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP, DIAGNOSE_OUT
+from membound.report.options import FORMATS
 
 HELP = (
     "Run a Python training script unmodified under the profiler, find its steps, skip the "
@@ -88,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-analyze", action="store_true", help="only write the trace; no analysis or report"
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="rich",
+        help="terminal report: rich (tables on a wide terminal, else a list), plain or json",
     )
     parser.add_argument(
         "--report-at-end",
@@ -283,6 +290,7 @@ class _Background:
         cmd += ["--json", a.json] if a.json else []
         cmd += ["--html", a.html] if a.html else []
         cmd += ["--ceilings", a.ceilings] if a.ceilings else []
+        cmd += ["--format", a.format]
         if not a.no_annotate:
             cmd += ["--annotate", a.annotate or str(capture.out / "trace.membound.json.gz")]
         try:
@@ -313,6 +321,7 @@ def _forward_args(args: argparse.Namespace) -> list[str]:
     ):
         if value:
             out += [flag, str(Path(value).absolute())]
+    out += ["--format", args.format] if getattr(args, "format", "rich") != "rich" else []
     out += ["--stop-after-capture"] if args.stop_after_capture else []
     out += ["--no-analyze"] if args.no_analyze else []
     command = list(args.command)
@@ -333,7 +342,7 @@ def _report_ranks(capture, args, ceilings, world_size: int, started: float) -> N
         from membound.analysis.ranks import analyze_ranks
         from membound.report import ReportOptions, emit
 
-        options = ReportOptions(json_path=args.json, html_path=args.html)
+        options = ReportOptions(format=args.format, json_path=args.json, html_path=args.html)
         emit(analyze_ranks(traces, ceilings), options)
     except Exception as exc:  # the traces are kept; analysis is a bonus on top of them
         _log(
@@ -372,7 +381,10 @@ def _report(capture, args: argparse.Namespace, ceilings) -> None:
             [str(capture.trace_path)], ceilings=ceilings
         )  # capture notes from its meta
         options = ReportOptions(
-            json_path=args.json, html_path=args.html, annotated_trace_path=annotated
+            format=args.format,
+            json_path=args.json,
+            html_path=args.html,
+            annotated_trace_path=annotated,
         )
         emit(analysis, options)
     except Exception as exc:  # the trace is kept; analysis is a bonus on top of it

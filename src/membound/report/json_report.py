@@ -76,6 +76,9 @@ def to_dict(result) -> dict[str, Any]:
             "steps": steps,
             "profiler_overhead_fraction": a.profiler_overhead_fraction,
             "gpu_busy_fraction": a.gpu_busy_fraction,
+            "gpu_computing_fraction": a.gpu_computing_fraction,
+            # shares of the reference step (the unprofiled one when timed)
+            "step_shares": a.step_shares,
             "idle_breakdown": a.idle_breakdown,
             "findings": [f.to_dict() for f in a.findings],
             "ops": [r.to_dict() for r in a.ops],

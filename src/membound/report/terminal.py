@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -23,48 +25,63 @@ BAR_WIDTH = 50
 
 
 def summary_line(a) -> str:
+    """The headline: the step (unprofiled when timed), where it goes, and the top saving, e.g.
+    `4 steps · step 8.51 ms · computing 30% · copying 40% · idle 30% · top: pageable-copy
+    5.14 ms/step (60%) to gain`."""
     if not a.steps:
         return "no events in this trace"
-    parts = [
-        f"{len(a.steps)} step{'s' if len(a.steps) != 1 else ''}, median {a.median_step_ms:.2f} ms"
-    ]
+    parts = [f"{len(a.steps)} step{'s' if len(a.steps) != 1 else ''}"]
     if a.unprofiled_step_ms is not None:
-        parts = [f"step {a.unprofiled_step_ms:.2f} ms unprofiled"]
+        step = f"step {a.unprofiled_step_ms:.2f} ms unprofiled"
         if a.profiled_step_ms is not None:
-            parts[0] += (
-                f", {a.profiled_step_ms:.2f} ms profiled ({a.profiler_overhead_fraction:+.0%})"
-            )
-    if a.gpu_busy_fraction is not None:
-        parts.append(f"GPU busy {a.gpu_busy_fraction:.0%}")
+            step += f" ({a.profiled_step_ms:.2f} profiled, {a.profiler_overhead_fraction:+.0%})"
+        parts.append(step)
+    else:
+        parts.append(f"step {a.median_step_ms:.2f} ms" + ("" if a.has_gpu else " (host)"))
+    shares = a.step_shares
+    if shares is not None:
+        parts += [f"{k} {v:.0%}" for k, v in shares.items()]
     if a.findings:
         f = a.findings[0]
         parts.append(
-            f"top: {f.code} — {f.time_lost_ms_per_step:.2f} ms/step ({f.share_of_step:.0%}) to gain"
+            f"top: {f.code} {f.time_lost_ms_per_step:.2f} ms/step ({f.share_of_step:.0%}) to gain"
         )
     elif a.has_gpu:
         parts.append("no finding above 1% of a step")
     return " · ".join(parts)
 
 
-def _bar(step) -> Text:
+def _bar(step, width: int = BAR_WIDTH) -> Text:
     text = Text()
     if step.wall_ms <= 0:
         return text
     cells = [("busy", step.busy_ms)] + list(step.idle_by_cause.items())
     used = 0
     for i, (cause, ms) in enumerate(cells):
-        n = round(ms / step.wall_ms * BAR_WIDTH) if i < len(cells) - 1 else BAR_WIDTH - used
-        n = max(0, min(n, BAR_WIDTH - used))
+        n = round(ms / step.wall_ms * width) if i < len(cells) - 1 else width - used
+        n = max(0, min(n, width - used))
         style, ch = CAUSE_STYLE.get(cause, ("white", "▒"))
         text.append(ch * n, style=style)
         used += n
     return text
 
 
+#: below this width (or when the output is no terminal) findings print as a list
+TABLE_MIN_WIDTH = 100
+
+
+def tables(console: Console, options) -> bool:
+    """Tables on a wide terminal with the rich format; a list otherwise (a pipe, a CI log, a
+    narrow window): no line wider than the console, no identifier cut."""
+    return options.format == "rich" and console.is_terminal and console.width >= TABLE_MIN_WIDTH
+
+
 def render(a, console: Console | None = None, options=None) -> None:
     """The single-trace report; `options`: a `report.ReportOptions` (its defaults when None)."""
     options = options or ReportOptions()
     console = console or Console()
+    if not tables(console, options):
+        return render_list(a, console, options)
     console.print(Text(f"membound: {a.trace_path}", style="bold"))
     console.print(summary_line(a))
     for note in a.notes:
@@ -75,9 +92,10 @@ def render(a, console: Console | None = None, options=None) -> None:
             legend.append(f"{ch} {cause}  ", style=style)
         console.print(legend)
         shown = a.steps[: options.step_bars]
+        width = max(10, min(BAR_WIDTH, console.width - 36))
         for s in shown:
             line = Text(f"  step {s.index:>4} {s.wall_ms:8.2f} ms ")
-            line.append_text(_bar(s))
+            line.append_text(_bar(s, width))
             line.append(f" busy {s.busy_ms / s.wall_ms:.0%}" if s.wall_ms else "")
             console.print(line)
         if len(a.steps) > len(shown):
@@ -86,7 +104,7 @@ def render(a, console: Console | None = None, options=None) -> None:
         for s in a.steps[: options.step_bars]:
             console.print(f"  step {s.index:>4} {s.wall_ms:8.2f} ms (host)")
     if a.findings:
-        t = Table(title="findings (ranked by time lost)", title_justify="left")
+        t = Table(title="findings (ranked by the time their fix saves)", title_justify="left")
         t.add_column("code")
         t.add_column("ms/step", justify="right")
         t.add_column("share", justify="right")
@@ -133,3 +151,56 @@ def _num(x) -> str:
 
 def _pct(x) -> str:
     return "-" if x is None else f"{x:.0%}"
+
+
+def render_list(a, console: Console, options) -> None:
+    """The report as lines for pipes, logs and narrow terminals: per finding its code, saving,
+    share and the step after the fix, then what and how to fix it, each on lines of its own."""
+    _lines(console, f"membound: {a.trace_path}", "", style="bold")
+    _lines(console, summary_line(a), "")
+    for note in a.notes:
+        _lines(console, f"note: {note}", "", style="dim")
+    width = max(10, min(BAR_WIDTH, console.width - 36))
+    for s in a.steps[: options.step_bars]:
+        line = Text(f"  step {s.index:>4} {s.wall_ms:8.2f} ms ")
+        if a.has_gpu:
+            line.append_text(_bar(s, width))
+            line.append(f" {s.busy_ms / s.wall_ms:.0%}" if s.wall_ms > 0 else "")
+        else:
+            line.append("(host)")
+        console.print(line, no_wrap=True, overflow="ellipsis")
+    if len(a.steps) > options.step_bars:
+        console.print(Text(f"  … {len(a.steps) - options.step_bars} more steps", style="dim"))
+    if a.findings:
+        console.print(Text("findings (ranked by the time their fix saves)", style="bold"))
+    for i, f in enumerate(a.findings[: options.top_findings], 1):
+        after = f.expected_step_ms_after_fix
+        head = f"{i}. {f.code}  {f.time_lost_ms_per_step:.3f} ms/step  {f.share_of_step:.0%}"
+        console.print(
+            Text(head + (f"  → {after:.2f} ms/step" if after is not None else ""), style="bold")
+        )
+        _lines(console, f.title, "   ")
+        _lines(console, f"fix: {f.fix}", "   ")
+    if a.ops:
+        extra = "" if a.ceilings is not None else " — no ceilings"
+        console.print(Text(f"top ops (device time{extra})", style="bold"))
+        for r in a.ops[: options.top_ops]:
+            placed = (
+                ""
+                if r.bound is None
+                else f" · {r.bound}-bound, {_pct(r.fraction_of_attainable)} of roof"
+            )
+            console.print(f"  {r.name}")
+            console.print(f"    {r.calls} calls · {r.device_ms:.3f} ms{placed}")
+
+
+def _lines(console: Console, text: str, indent: str, style: str | None = None) -> None:
+    """`text` wrapped at the console's width on word boundaries, never inside a word (an op
+    name, a path, an API name stays whole even if it is wider than the line)."""
+    width = max(console.width, 20)
+    wrapped = textwrap.wrap(
+        text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+        break_long_words=False, break_on_hyphens=False,
+    ) or [indent]  # fmt: skip
+    for line in wrapped:
+        console.print(Text(line, style=style or ""), no_wrap=True, overflow="ignore", crop=False)
