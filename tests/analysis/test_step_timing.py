@@ -90,3 +90,24 @@ def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings)
     assert {x.code: x for x in b.findings}["input-starved"].time_lost_ms_per_step == pytest.approx(
         1.0
     )
+
+
+def test_a_partial_last_step_never_counts(tmp_path, ceilings):
+    """The run ended inside the third recorded step: the capture kept 2, the trace marks 3."""
+    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", tmp_path)
+    (tmp_path / "capture.json").write_text(
+        json.dumps(
+            {
+                "step_source": "optimizer",
+                "steps_captured": 1,
+                "complete": False,
+                "wait": 1,
+                "warmup": 1,
+                "notes": [],
+            }
+        )  # fmt: skip
+    )
+    a = analyze([tmp_path / "trace.json.gz"], ceilings)
+    assert len(a.steps) == 1 and to_dict(a)["steps"]["count"] == 1
+    assert any("1 partial step(s) at the end left out" in n for n in a.notes)
+    assert any("captured 1 step(s)" in n for n in a.notes)

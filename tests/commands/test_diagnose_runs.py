@@ -93,3 +93,28 @@ def test_the_ceilings_used_are_kept_beside_the_trace(tmp_path, script, monkeypat
     a = analyze([b.write(tmp_path / "trace.json.gz")])
     assert a.ceilings == c and a.ceilings_origin == "ceilings.json beside the trace"
     assert any("from ceilings.json beside the trace" in n for n in a.notes)
+
+
+def test_no_warmup_leaks_no_profiler_warning_and_ctrl_c_is_no_crash(tmp_path, script, capsys):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        code = main(["diagnose", "--wait", "0", "--warmup", "0", "--steps", "2", "--no-analyze",
+                     "--out", str(tmp_path / "o"), "--", str(script), "6"])  # fmt: skip
+    assert code == 0
+    assert not [w for w in seen if "warmup" in str(w.message)]
+    stop = tmp_path / "stop.py"
+    stop.write_text(TRAIN + "\nraise KeyboardInterrupt\n")
+    assert main(["diagnose", *FAST, "--no-analyze", "--out", str(tmp_path / "k"), "--",
+                 str(stop), "8"]) == 130  # fmt: skip
+    err = capsys.readouterr().err
+    assert "was interrupted (Ctrl-C)" in err and "crashed" not in err
+
+
+def test_pooled_rank_steps_say_whose_they_are(capsys):
+    from support.paths import FIXTURES
+
+    assert main(["analyze", str(FIXTURES / "h200x2_straggler"), "--format", "plain"]) == 0
+    out = capsys.readouterr().out
+    assert "r0 step" in out and "r1 step" in out

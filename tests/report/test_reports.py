@@ -49,6 +49,7 @@ def test_json_has_design_schema(pipeline, tmp_path):
         "share_of_step",
         "evidence",
         "fix",
+        "doc",
     }
     assert f["code"] == "input-starved"
 

@@ -63,3 +63,21 @@ def test_the_headline_separates_computing_copying_and_idle(pageable):
     line = _render(pageable, 200, terminal=False).splitlines()[1]
     assert f"computing {shares['computing']:.0%}" in line and "copying" in line and "idle" in line
     assert "GPU busy" not in line  # copies count as busy: not the headline's word
+
+
+def test_every_finding_links_its_page_and_every_page_exists(pageable):
+    from membound.analysis.findings import DOCUMENTED
+    from support.paths import ROOT
+
+    for code in DOCUMENTED:
+        assert (ROOT / "docs" / "findings" / f"{code}.md").is_file(), code
+    text = _render(pageable, 100, terminal=False)
+    assert "more: docs/findings/pageable-copy.md" in text
+
+
+def test_html_shows_fractions_as_percent_and_links_codes(pageable, tmp_path):
+    from membound.report import html
+
+    page = html.render(pageable)
+    assert "href='docs/findings/pageable-copy.md'" in page
+    assert "e-0" not in page.split("<h2>Top ops</h2>")[1]  # no 7.63e-05 in the op table

@@ -40,8 +40,21 @@ class Finding:
             "share_of_step": round(self.share_of_step, 4),
             "evidence": self.evidence,
             "fix": self.fix,
+            "doc": self.doc,
         }
 
+    @property
+    def doc(self) -> str | None:
+        """The page that explains this finding (built-in codes: docs/findings/<code>.md)."""
+        return f"docs/findings/{self.code}.md" if self.code in DOCUMENTED else None
+
+
+#: the built-in codes, each with its page under docs/findings/ (tests check every one exists)
+DOCUMENTED = frozenset(
+    {"pageable-copy", "blocking-copy", "input-starved", "host-sync", "launch-bound",
+     "memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul",
+     "exposed-communication", "straggler-rank"}
+)  # fmt: skip
 
 Rule = Callable[[Any], Iterable[Finding]]
 RULES: dict[str, Rule] = {}

@@ -73,6 +73,11 @@ def analyze_trace(
     frameworks = tuple(meta.get("frameworks") or ()) if isinstance(meta, dict) else ()
     notes: list[str] = []
     windows, marked = step_windows(trace)
+    kept = meta.get("steps_captured") if isinstance(meta, dict) else None
+    if marked and isinstance(kept, int) and not meta.get("complete") and 0 < kept < len(windows):
+        # the run ended inside a recorded step: a partial step never enters the figures
+        notes.append(f"{len(windows) - kept} partial step(s) at the end left out")
+        windows = windows[:kept]
     if not windows:
         notes.append("the trace holds no events: nothing to analyze")
     elif not marked:

@@ -219,6 +219,9 @@ def merge_ranks(results: list[RankResult]) -> RankedAnalysis:
     if common and method == "step times":
         notes.append("no collective was matched across ranks: stragglers judged from step times")
     stragglers = _stragglers(results, compute, waits, late, matched, method)
+    for r in results:  # pooled steps keep saying whose they are
+        for s in r.analysis.steps:
+            s.rank = r.rank
     merged = merge([r.analysis for r in results]) if len(results) > 1 else results[0].analysis
     merged = dataclasses.replace(merged, findings=list(merged.findings), notes=list(merged.notes))
     ceiling, source = interconnect_for(merged.ceilings, merged.device_name)

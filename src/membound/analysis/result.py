@@ -38,6 +38,7 @@ class Step:
     #: the host's own step mark (the window above is on the GPU's clock: `timeline.gpu_clock`)
     host_start_us: float | None = None
     host_end_us: float | None = None
+    rank: int | None = None  # [distributed] whose step, once ranks are pooled
 
     @property
     def host_wall_ms(self) -> float:

@@ -353,7 +353,12 @@ def _report_ranks(capture, args, ceilings, world_size: int, started: float) -> N
 
 def _say_capture(capture, target, outcome) -> None:
     where = capture.trace_path if capture.written else capture.out
-    if outcome.error is not None:
+    if outcome.interrupted:
+        msg = (
+            f"{target.label} was interrupted (Ctrl-C); the capture kept "
+            f"{capture.steps_captured} step(s) at {where}"
+        )
+    elif outcome.error is not None:
         msg = (
             f"{target.label} crashed ({outcome.error}); the capture kept "
             f"{capture.steps_captured} step(s) at {where}"

@@ -24,6 +24,8 @@ def run(which: str, out: Path, console, *, quick: bool = False, device: str | No
     chosen = ("layernorm", "input-pipeline") if which == "all" else (which,)
     if cuda:
         return run_gpu(chosen, out, console, quick=quick)
+    if quick:
+        console.print("(--quick: without a GPU the demo is already its quick form)")
     return run_cpu(chosen, out, console)
 
 

@@ -84,6 +84,17 @@ def roofline_figure(a):
         return None
 
 
+def _code(f) -> str:
+    """The finding's code, linked to its page where it has one."""
+    code = f"<code>{html.escape(f.code)}</code>"
+    return f"<a href='{html.escape(f.doc)}'>{code}</a>" if f.doc else code
+
+
+def _pct(x) -> str | None:
+    """A fraction as the terminal shows it (7.63e-05 -> 0%)."""
+    return None if x is None else f"{x:.0%}"
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -120,7 +131,7 @@ def render(a, sections: str = "") -> str:
         for i, f in enumerate(a.findings, 1):
             ev = "".join(f"{e(str(k))}: {e(_fmt(v))}\n" for k, v in f.evidence.items())
             parts.append(
-                f"<tr><td>{i}</td><td><code>{e(f.code)}</code></td><td class='num'>{f.time_lost_ms_per_step:.3f}</td>"
+                f"<tr><td>{i}</td><td>{_code(f)}</td><td class='num'>{f.time_lost_ms_per_step:.3f}</td>"
                 f"<td class='num'>{f.share_of_step:.0%}</td><td>{e(f.title)}</td><td><pre>{ev}</pre></td><td>{e(f.fix)}</td></tr>"
             )
         parts.append("</table>")
@@ -142,9 +153,9 @@ def render(a, sections: str = "") -> str:
                 r.device_ms,
                 r.arithmetic_intensity,
                 r.bound,
-                r.fraction_of_attainable,
-                r.achieved_bandwidth_fraction,
-                r.achieved_flops_fraction,
+                _pct(r.fraction_of_attainable),
+                _pct(r.achieved_bandwidth_fraction),
+                _pct(r.achieved_flops_fraction),
             ]
             parts.append(
                 f"<tr><td>{e(r.name)}</td>"

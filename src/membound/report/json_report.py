@@ -64,6 +64,7 @@ def to_dict(result) -> dict[str, Any]:
                 "kernels": s.kernels,
                 "host_start_us": s.host_start_us,
                 "host_lead_ms": s.host_lead_ms,
+                "rank": s.rank,
             }
             for s in a.steps
         ],

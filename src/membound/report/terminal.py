@@ -94,7 +94,7 @@ def render(a, console: Console | None = None, options=None) -> None:
         shown = a.steps[: options.step_bars]
         width = max(10, min(BAR_WIDTH, console.width - 36))
         for s in shown:
-            line = Text(f"  step {s.index:>4} {s.wall_ms:8.2f} ms ")
+            line = Text(f"{_who(s)}step {s.index:>4} {s.wall_ms:8.2f} ms ")
             line.append_text(_bar(s, width))
             line.append(f" busy {s.busy_ms / s.wall_ms:.0%}" if s.wall_ms else "")
             console.print(line)
@@ -145,6 +145,10 @@ def render(a, console: Console | None = None, options=None) -> None:
         console.print(t)
 
 
+def _who(step) -> str:
+    return "  " if step.rank is None else f"  r{step.rank} "
+
+
 def _num(x) -> str:
     return "-" if x is None else f"{x:.3g}"
 
@@ -162,7 +166,7 @@ def render_list(a, console: Console, options) -> None:
         _lines(console, f"note: {note}", "", style="dim")
     width = max(10, min(BAR_WIDTH, console.width - 36))
     for s in a.steps[: options.step_bars]:
-        line = Text(f"  step {s.index:>4} {s.wall_ms:8.2f} ms ")
+        line = Text(f"{_who(s)}step {s.index:>4} {s.wall_ms:8.2f} ms ")
         if a.has_gpu:
             line.append_text(_bar(s, width))
             line.append(f" {s.busy_ms / s.wall_ms:.0%}" if s.wall_ms > 0 else "")
@@ -181,6 +185,8 @@ def render_list(a, console: Console, options) -> None:
         )
         _lines(console, f.title, "   ")
         _lines(console, f"fix: {f.fix}", "   ")
+        if f.doc:
+            _lines(console, f"more: {f.doc}", "   ", style="dim")
     if a.ops:
         extra = "" if a.ceilings is not None else " — no ceilings"
         console.print(Text(f"top ops (device time{extra})", style="bold"))

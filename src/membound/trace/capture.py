@@ -158,7 +158,7 @@ class Capture:
                 stale.unlink()
         self._prof = torch.profiler.profile(
             activities=activities,
-            schedule=schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1),
+            schedule=_schedule(schedule, self.wait, self.warmup, self.steps),
             on_trace_ready=self._on_trace_ready,
             record_shapes=shapes,
         )
@@ -289,7 +289,7 @@ class Capture:
         prof.stop()
         self._ops_prof = torch.profiler.profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-            schedule=schedule(wait=0, warmup=1, active=self.ops_steps, repeat=1),
+            schedule=_schedule(schedule, 0, 1, self.ops_steps),
             on_trace_ready=self._on_ops_ready,
             record_shapes=self.record_shapes,
         )
@@ -431,6 +431,16 @@ FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "t
 def frameworks() -> list[str]:
     """The frameworks this process imported (the script's, seen from inside it)."""
     return [name for name in FRAMEWORKS if name in sys.modules]
+
+
+def _schedule(schedule, wait: int, warmup: int, active: int):
+    """torch's schedule, without its warning about no warm-up (the user asked for it, and the
+    capture says what it recorded)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*warmup.*", category=UserWarning)
+        return schedule(wait=wait, warmup=warmup, active=active, repeat=1)
 
 
 def step() -> None:

@@ -39,6 +39,7 @@ class Outcome:
     exit_code: int
     error: str | None = None  # "ValueError: ..." for an uncaught exception
     stopped: bool = False  # ended by the runner after the capture completed
+    interrupted: bool = False  # Ctrl-C (SIGINT): the user stopped it, it did not crash
 
 
 def parse_command(command: list[str]) -> Target:
@@ -118,7 +119,7 @@ def run(target: Target, stop_exc: type[BaseException] | None = None) -> Outcome:
         return Outcome(_exit_code(exc.code))
     except KeyboardInterrupt:
         # What the shell reports for a Ctrl-C'd python; the capture so far is still analysed.
-        return Outcome(130, error="interrupted (KeyboardInterrupt)")
+        return Outcome(130, error="interrupted", interrupted=True)
     except BaseException as exc:
         if stop_exc is not None and isinstance(exc, stop_exc):
             return Outcome(0, stopped=True)
