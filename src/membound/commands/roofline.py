@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from membound.device import get_ceilings
+    from membound.device.lookup import is_cached
     from membound.report.ceilings import render
     from membound.report.roofline_chart import SUFFIXES
 
@@ -68,10 +69,11 @@ def run(args: argparse.Namespace) -> int:
             f"membound roofline: measuring {device}"
             + ("" if device == "cuda" else " (no CUDA device found)")
         )
+    cached = not args.refresh and is_cached(device, quick=args.quick)
     ceilings = get_ceilings(
         device, refresh=args.refresh, progress=sys.stderr.isatty(), quick=args.quick
     )
-    render(ceilings, Console())
+    render(ceilings, Console(), cached=cached)
     if json_path is not None:
         from membound.report.json_report import write_ceilings
 

@@ -39,6 +39,12 @@ def get_ceilings(
     return ceilings
 
 
+def is_cached(device: str = "cuda", *, quick: bool = False) -> bool:
+    """Whether `get_ceilings(device, quick=quick)` would load rather than measure."""
+    kind, index = _parse_device(device)
+    return cache.load(device_key(kind, index, quick=quick)) is not None
+
+
 def _parse_device(device: str) -> tuple[str, int]:
     import torch
 

@@ -37,8 +37,19 @@ def ceiling_rows(c: Ceilings) -> list[tuple[str, float | None, float | None]]:
     return rows
 
 
-def render(ceilings: Ceilings, console=None) -> None:
-    """Print the ceilings table (and the transfer table when there are transfers)."""
+def ridge_key(c: Ceilings) -> str | None:
+    """The compute roof a headline ridge point is quoted for: bf16 tensor cores on a GPU;
+    on a CPU its best measured rate (its bf16 matmul can be 100x below its fp32 one)."""
+    if not c.flops:
+        return None
+    if c.device == "cuda" and "bf16" in c.flops:
+        return "bf16"
+    return max(c.flops, key=c.flops.get)
+
+
+def render(ceilings: Ceilings, console=None, cached: bool = False) -> None:
+    """Print the ceilings table (and the transfer table when there are transfers); `cached`:
+    the figures were loaded, not measured now (the title says so)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -49,6 +60,8 @@ def render(ceilings: Ceilings, console=None) -> None:
         where += f" {c.measured_at}"
     if c.seconds is not None:
         where += f", took {c.seconds:.1f} s"
+    if cached:
+        where += "; cached: --refresh measures again"
     t = Table(title=f"ceilings of {where})", title_justify="left")
     for col in ("ceiling", "measured", "datasheet", "fraction"):
         t.add_column(col, justify="left" if col == "ceiling" else "right")
@@ -56,9 +69,9 @@ def render(ceilings: Ceilings, console=None) -> None:
         unit = "B/s" if label.startswith("memory") else "FLOP/s"
         frac = f"{measured / sheet:.0%}" if measured and sheet else "-"
         t.add_row(label, _tera(measured, unit), _tera(sheet, unit), frac)
-    ridge_key = next((k for k in ("bf16", "fp32") if k in c.flops), None)
-    if ridge_key and c.memory_bandwidth:
-        t.caption = f"ridge point ({ridge_key}): {c.ridge(ridge_key):.3g} FLOP/byte"
+    key = ridge_key(c)
+    if key and c.memory_bandwidth:
+        t.caption = f"ridge point ({_FLOP_LABELS.get(key, key)}): {c.ridge(key):.3g} FLOP/byte"
     console.print(t)
 
     if c.transfers:

@@ -136,9 +136,23 @@ def render(a, sections: str = "") -> str:
             )
         parts.append("</table>")
     else:
-        parts.append("<p>No finding above 1% of a step.</p>")
+        parts.append(
+            "<p>No finding above 1% of a step.</p>"
+            if a.has_gpu
+            else "<p>No GPU: no finding applies.</p>"
+        )
     if a.has_gpu and a.steps:
         parts.append("<h2>Timeline</h2>" + _svg(timeline_figure(a)))
+    elif a.steps:  # CPU-only: the host's step times are what there is
+        parts.append(
+            "<h2>Steps (host time)</h2><p class='note'>no GPU activity in this trace: GPU busy, "
+            "idle causes, the roofline and the GPU findings do not apply</p><table><tr>"
+            "<th>step</th><th>ms</th></tr>"
+            + "".join(
+                f"<tr><td>{s.index}</td><td class='num'>{s.wall_ms:.3f}</td></tr>" for s in a.steps
+            )
+            + "</table>"
+        )
     fig = roofline_figure(a)
     if fig is not None:
         parts.append("<h2>Roofline</h2>" + _svg(fig))

@@ -51,16 +51,17 @@ def to_dict(result) -> dict[str, Any]:
         # how far the host's step marks ran ahead of the GPU's steps (ms)
         "host_lead_max_ms": max((s.host_lead_ms for s in a.steps), default=0.0),
         "marked": a.step_marked,
+        # CPU-only traces: no GPU, so no busy/idle (a CPU step is not 100% idle)
         "per_step": [
             {
                 "index": s.index,
                 "start_us": s.start_us,
                 "end_us": s.end_us,
                 "wall_ms": s.wall_ms,
-                "busy_ms": s.busy_ms,
-                "kernel_busy_ms": s.kernel_busy_ms,
-                "idle_ms": s.idle_ms,
-                "idle_by_cause": s.idle_by_cause,
+                "busy_ms": s.busy_ms if a.has_gpu else None,
+                "kernel_busy_ms": s.kernel_busy_ms if a.has_gpu else None,
+                "idle_ms": s.idle_ms if a.has_gpu else None,
+                "idle_by_cause": s.idle_by_cause if a.has_gpu else {},
                 "kernels": s.kernels,
                 "host_start_us": s.host_start_us,
                 "host_lead_ms": s.host_lead_ms,
