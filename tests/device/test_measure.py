@@ -19,6 +19,13 @@ def test_cpu_quick_measurement_is_plausible():
     assert all(1e8 < v < 1e15 for v in c.flops.values())
     assert c.seconds is not None and c.seconds < 30
     assert c.transfers == []
+    # every figure keeps the spread of its repeated runs around the median it reports
+    assert set(c.spread) == {"memory_bandwidth", "read_bandwidth", "flops.fp32", "flops.bf16"}
+    for figure, value in [("memory_bandwidth", c.memory_bandwidth),
+                          ("read_bandwidth", c.read_bandwidth),
+                          ("flops.fp32", c.flops["fp32"]), ("flops.bf16", c.flops["bf16"])]:  # fmt: skip
+        slow, fast = c.spread_of(figure)
+        assert slow <= value * (1 + 1e-9) and fast >= value * (1 - 1e-9), figure
 
 
 def test_steps_refuse_duplicates():
@@ -56,4 +63,8 @@ def test_cuda_quick_measurement_shows_the_pageable_trap():
     assert pageable_nb.host_blocked_fraction > 0.5
     assert pinned_nb.host_blocked_fraction < 0.3
     assert pinned_nb.bandwidth > pageable_nb.bandwidth
+    slow, fast = pinned_nb.bandwidth_spread
+    assert slow <= pinned_nb.bandwidth <= fast
+    slow, fast = c.spread_of("flops.bf16")
+    assert slow <= c.flops["bf16"] <= fast
     assert c.datasheet is None or c.datasheet["memory_bandwidth"] > 0

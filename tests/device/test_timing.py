@@ -35,3 +35,28 @@ def test_cuda_graph_median_ms_scales_with_bytes_and_drops_host_time():
     assert 1.6 <= full / half <= 2.4
     slept = cuda_graph_median_ms(lambda: (time.sleep(0.001), dst.copy_(src)))
     assert slept < full * 1.5  # 1 ms of host sleep per call would dominate a ~0.1 ms copy
+
+
+def test_timed_keeps_the_spread_of_its_runs():
+    """The 10th/90th percentile runs bracket the median; rates invert the order."""
+    from membound.device.timing import Timed
+
+    t = Timed.of([1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 10.0, 10.0])
+    assert t.median_ms == 2.0 and t.runs == 11
+    assert t.fast_ms == pytest.approx(2.0) and t.slow_ms == pytest.approx(10.0)
+    rate, slow, fast = t.rates(1e6)
+    assert rate == pytest.approx(5e8) and slow == pytest.approx(1e8) and fast == pytest.approx(5e8)
+    one = Timed.of([3.0])
+    assert (one.fast_ms, one.median_ms, one.slow_ms) == (3.0, 3.0, 3.0)
+    with pytest.raises(ValueError):
+        Timed.of([])
+
+
+def test_wall_timed_spread_brackets_uneven_sleeps():
+    from membound.device.timing import wall_timed
+
+    naps = iter([0.0] + [0.001] * 16 + [0.008] * 4)  # the warm-up, then 20 timed runs
+    t = wall_timed(lambda: time.sleep(next(naps)), rep_ms=1, min_reps=20, max_reps=20)
+    assert t.runs == 20
+    assert t.fast_ms <= t.median_ms <= t.slow_ms
+    assert t.slow_ms >= 4 * t.median_ms  # the 8 ms naps are 20% of the runs

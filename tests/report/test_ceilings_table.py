@@ -74,3 +74,35 @@ def test_interconnect_rows_when_measured():
     assert interconnect_rows(c) == [("all-reduce (NCCL), bus", "32 MiB", 234e9)]
     text = _text(c)
     assert "GPU <-> GPU" in text and "234" in text and "32 MiB" in text
+
+
+def test_repeated_runs_show_their_spread():
+    """A figure measured over repeated runs shows how far its slow and fast runs lie from
+    the median, in the ceilings table and in the copy table; none without spreads."""
+    c = _ceilings()
+    c.spread = {"memory_bandwidth": [1.2e12, 2.5e12], "flops.bf16": [7.5e14, 7.5e14]}
+    c.transfers[0].bandwidth_spread = [4.05e9, 8.1e9]
+    lines = _text(c).splitlines()
+    copy = next(x for x in lines if "copy" in x and "memory" in x)
+    assert "-50% +4%" in copy
+    assert "+0% +0%" in next(x for x in lines if "matmul bf16" in x)
+    assert "-50% +0%" in next(x for x in lines if "pageable" in x)
+    assert "10th/90th percentile" in "\n".join(lines)
+    plain = _text(_ceilings())
+    assert "spread: the slow" not in plain and "spread" not in plain.splitlines()[1]
+
+
+def test_a_refresh_shows_how_far_each_figure_moved():
+    old = _ceilings()
+    old.memory_bandwidth, old.measured_at = 1.2e12, "2026-11-30T10:00:00+00:00"
+    lines = _text_with_previous(_ceilings(), old).splitlines()
+    copy = next(x for x in lines if "copy" in x and "memory" in x)
+    assert copy.rstrip(" │").endswith("+100%")
+    assert "+0%" in next(x for x in lines if "matmul bf16" in x)
+    assert any("2026-11-30T10:00:00" in x for x in lines)
+
+
+def _text_with_previous(c, previous) -> str:
+    console = Console(record=True, width=200)
+    render(c, console, previous=previous)
+    return console.export_text()

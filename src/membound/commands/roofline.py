@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from membound.device import get_ceilings
-    from membound.device.lookup import is_cached
+    from membound.device.lookup import cached_ceilings
     from membound.report.ceilings import render
     from membound.report.roofline_chart import SUFFIXES
 
@@ -69,11 +69,12 @@ def run(args: argparse.Namespace) -> int:
             f"membound roofline: measuring {device}"
             + ("" if device == "cuda" else " (no CUDA device found)")
         )
-    cached = not args.refresh and is_cached(device, quick=args.quick)
+    before = cached_ceilings(device, quick=args.quick)
     ceilings = get_ceilings(
         device, refresh=args.refresh, progress=sys.stderr.isatty(), quick=args.quick
     )
-    render(ceilings, Console(), cached=cached)
+    cached = before is not None and not args.refresh
+    render(ceilings, Console(), cached=cached, previous=before if args.refresh else None)
     if json_path is not None:
         from membound.report.json_report import write_ceilings
 

@@ -33,6 +33,8 @@ class Transfer:
     bytes: int  # size of one copy
     bandwidth: float  # bytes/s, wall time of the copy as the GPU sees it
     host_blocked_fraction: float  # share of the copy during which the host call did not return
+    # bandwidth at the slow and fast end of the repeated copies (10th/90th percentile times)
+    bandwidth_spread: list[float] | None = None
 
 
 @dataclass
@@ -54,6 +56,17 @@ class Ceilings:
     # GPU<->GPU figures (peer copy, all-reduce bus bandwidth) on machines with 2+ GPUs
     interconnect: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # measurements skipped here, and why
+    # the spread of each measured figure over its repeated runs: figure -> [slow, fast], the
+    # rates at the 90th and 10th percentile run times; figures are "memory_bandwidth",
+    # "read_bandwidth" and "flops.<compute key>"
+    spread: dict[str, list[float]] = field(default_factory=dict)
+
+    def spread_of(self, figure: str) -> tuple[float, float] | None:
+        """(slow, fast) rates of `figure` over its repeated runs, when it was measured so."""
+        pair = self.spread.get(figure)
+        if not pair or len(pair) != 2:
+            return None
+        return float(pair[0]), float(pair[1])
 
     def peak_flops(self, compute: str | None) -> float:
         """Ceiling for a compute-dtype key; falls back to the nearest sensible rate."""

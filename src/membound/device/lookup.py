@@ -41,8 +41,13 @@ def get_ceilings(
 
 def is_cached(device: str = "cuda", *, quick: bool = False) -> bool:
     """Whether `get_ceilings(device, quick=quick)` would load rather than measure."""
+    return cached_ceilings(device, quick=quick) is not None
+
+
+def cached_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings | None:
+    """The cached measurement `get_ceilings(device, quick=quick)` would load, or None."""
     kind, index = _parse_device(device)
-    return cache.load(device_key(kind, index, quick=quick)) is not None
+    return cache.load(device_key(kind, index, quick=quick))
 
 
 def _parse_device(device: str) -> tuple[str, int]:

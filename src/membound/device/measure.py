@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from membound.device import datasheet
 from membound.device.ceilings import Ceilings
-from membound.device.timing import median_ms
+from membound.device.timing import timed
 
 
 class Skip(Exception):
@@ -98,22 +98,29 @@ def _cpu_llc_bytes() -> int:
     return best or 32 << 20
 
 
+def _record(c: Ceilings, figure: str, t, work: float) -> float:
+    """The rate of `work` per second at `t`'s median; its spread is kept in `c.spread`."""
+    rate, slow, fast = t.rates(work)
+    c.spread[figure] = [slow, fast]
+    return rate
+
+
 # --------------------------------------------------------------------- memory bandwidth
 def _copy(c: Ceilings, p: Plan) -> None:
     import torch
 
     src = torch.rand(p.mem_bytes // 4, device=c.device)
     dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), c.device, rep_ms=p.rep_ms)
-    c.memory_bandwidth = 2 * src.numel() * 4 / (ms / 1e3)  # read + write
+    t = timed(lambda: dst.copy_(src), c.device, rep_ms=p.rep_ms)
+    c.memory_bandwidth = _record(c, "memory_bandwidth", t, 2 * src.numel() * 4)  # read + write
 
 
 def _read(c: Ceilings, p: Plan) -> None:
     import torch
 
     x = torch.rand(p.mem_bytes // 4, device=c.device)
-    ms = median_ms(lambda: x.sum(), c.device, rep_ms=p.rep_ms)
-    c.read_bandwidth = x.numel() * 4 / (ms / 1e3)
+    t = timed(lambda: x.sum(), c.device, rep_ms=p.rep_ms)
+    c.read_bandwidth = _record(c, "read_bandwidth", t, x.numel() * 4)
 
 
 for _dev in ("cuda", "cpu"):
@@ -137,8 +144,8 @@ def _matmul(key: str):
         a = torch.randn(n, n, device=c.device).to(dtype)
         b = torch.randn(n, n, device=c.device).to(dtype)
         with _tf32(key == "tf32"):
-            ms = median_ms(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms)
-        c.flops[key] = 2 * n**3 / (ms / 1e3)
+            t = timed(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms)
+        c.flops[key] = _record(c, f"flops.{key}", t, 2 * n**3)
 
     return run
 
@@ -184,8 +191,8 @@ def _fp8(c: Ceilings, p: Plan) -> None:
         mm()
     except Exception as exc:  # kernels missing from this build
         raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
-    ms = median_ms(mm, "cuda", rep_ms=p.rep_ms)
-    c.flops["fp8"] = 2 * n**3 / (ms / 1e3)
+    t = timed(mm, "cuda", rep_ms=p.rep_ms)
+    c.flops["fp8"] = _record(c, "flops.fp8", t, 2 * n**3)
 
 
 def _fp32_vector(c: Ceilings, p: Plan) -> None:
@@ -197,8 +204,8 @@ def _fp32_vector(c: Ceilings, p: Plan) -> None:
         raise Skip(f"the fp32 vector rate needs Triton ({exc.__class__.__name__})") from None
     x = torch.rand(p.fma_elements, device="cuda")
     _, flops = fma_chains(x)  # compile outside the timed region
-    ms = median_ms(lambda: fma_chains(x), "cuda", rep_ms=p.rep_ms)
-    c.flops["fp32_vector"] = flops / (ms / 1e3)
+    t = timed(lambda: fma_chains(x), "cuda", rep_ms=p.rep_ms)
+    c.flops["fp32_vector"] = _record(c, "flops.fp32_vector", t, flops)
 
 
 for _key in ("fp32", "tf32", "fp16", "bf16"):

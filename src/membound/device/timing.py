@@ -7,7 +7,35 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Timed:
+    """The median of repeated runs and the spread around it: the 10th and 90th percentile
+    run times (`fast_ms` <= `median_ms` <= `slow_ms`), over `runs` runs."""
+
+    median_ms: float
+    fast_ms: float
+    slow_ms: float
+    runs: int
+
+    @classmethod
+    def of(cls, samples_ms: Sequence[float]) -> Timed:
+        xs = sorted(float(x) for x in samples_ms)
+        if not xs:
+            raise ValueError("no samples")
+        if len(xs) < 2:
+            return cls(xs[0], xs[0], xs[0], len(xs))
+        deciles = statistics.quantiles(xs, n=10, method="inclusive")
+        return cls(statistics.median(xs), deciles[0], deciles[-1], len(xs))
+
+    def rates(self, work: float) -> tuple[float, float, float]:
+        """`work` per second at the (median, slow, fast) times: a figure and its spread."""
+        return tuple(
+            work / (max(ms, 1e-9) / 1e3) for ms in (self.median_ms, self.slow_ms, self.fast_ms)
+        )
 
 
 def cuda_median_ms(
@@ -25,10 +53,24 @@ def cuda_median_ms(
         do_bench = None
     if do_bench is not None:
         return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    return _cuda_events_median_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
+    return _cuda_events_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
 
 
-def _cuda_events_median_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float) -> float:
+def cuda_timed(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 100) -> Timed:
+    """`cuda_median_ms` with its spread: do_bench's 10/50/90th percentiles when Triton imports
+    (its L2 flush included), else CUDA events around each run."""
+    try:
+        from triton.testing import do_bench
+    except Exception:  # Triton is optional
+        do_bench = None
+    if do_bench is not None:
+        fast, median, slow = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.1, 0.5, 0.9])
+        n = max(1, int(rep_ms / max(float(median), 1e-3)))
+        return Timed(float(median), float(fast), float(slow), n)
+    return _cuda_events_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
+
+
+def _cuda_events_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float) -> Timed:
     import torch
 
     fn()
@@ -52,7 +94,7 @@ def _cuda_events_median_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms
         fn()
         e.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
+    return Timed.of([s.elapsed_time(e) for s, e in events])
 
 
 def cuda_graph_median_ms(
@@ -104,6 +146,14 @@ def wall_median_ms(
     fn: Callable[[], object], *, rep_ms: float = 200, min_reps: int = 3, max_reps: int = 50
 ) -> float:
     """Median wall-clock milliseconds of `fn()` after one warm-up run (CPU work)."""
+    return wall_timed(fn, rep_ms=rep_ms, min_reps=min_reps, max_reps=max_reps).median_ms
+
+
+def wall_timed(
+    fn: Callable[[], object], *, rep_ms: float = 200, min_reps: int = 3, max_reps: int = 50
+) -> Timed:
+    """Wall-clock runs of `fn()` after one warm-up run, for `rep_ms` (at least `min_reps`,
+    at most `max_reps` runs): their median and spread."""
     fn()
     times: list[float] = []
     deadline = time.perf_counter() + rep_ms / 1e3
@@ -111,7 +161,7 @@ def wall_median_ms(
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return Timed.of(times)
 
 
 def median_ms(fn: Callable[[], object], device: str, *, rep_ms: float, max_reps: int = 50) -> float:
@@ -119,3 +169,10 @@ def median_ms(fn: Callable[[], object], device: str, *, rep_ms: float, max_reps:
     if device == "cuda":
         return cuda_median_ms(fn, rep_ms=rep_ms)
     return wall_median_ms(fn, rep_ms=rep_ms, max_reps=max_reps)
+
+
+def timed(fn: Callable[[], object], device: str, *, rep_ms: float, max_reps: int = 50) -> Timed:
+    """`median_ms` with the spread of its runs: `cuda_timed` on "cuda", `wall_timed` elsewhere."""
+    if device == "cuda":
+        return cuda_timed(fn, rep_ms=rep_ms)
+    return wall_timed(fn, rep_ms=rep_ms, max_reps=max_reps)

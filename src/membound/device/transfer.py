@@ -16,6 +16,7 @@ import statistics
 import time
 
 from membound.device.ceilings import Transfer
+from membound.device.timing import Timed
 
 #: (direction, host memory, non_blocking) in the order they are measured and shown.
 CONFIGS = tuple(
@@ -65,6 +66,7 @@ def measure_transfer(
         durations.append(seconds)
         blocked.append(min(1.0, (t1 - t0) / seconds) if seconds > 0 else 1.0)
     seconds = statistics.median(durations)
+    spread = Timed.of([d * 1e3 for d in durations])
     return Transfer(
         direction=direction,
         memory=memory,
@@ -72,4 +74,5 @@ def measure_transfer(
         bytes=buffers.nbytes,
         bandwidth=buffers.nbytes / seconds,
         host_blocked_fraction=statistics.median(blocked),
+        bandwidth_spread=list(spread.rates(buffers.nbytes)[1:]),
     )

@@ -26,15 +26,30 @@ def _tera(x: float | None, unit: str) -> str:
 
 def ceiling_rows(c: Ceilings) -> list[tuple[str, float | None, float | None]]:
     """(label, measured, datasheet) for every ceiling, in display order."""
+    return [(label, measured, sheet) for label, _, measured, sheet in _rows(c)]
+
+
+def _rows(c: Ceilings) -> list[tuple[str, str, float | None, float | None]]:
     sheet = c.datasheet or {}
-    rows: list[tuple[str, float | None, float | None]] = [
-        ("memory bandwidth: copy (read+write)", c.memory_bandwidth, sheet.get("memory_bandwidth")),
-        ("memory bandwidth: read (sum)", c.read_bandwidth, sheet.get("memory_bandwidth")),
-    ]
+    rows: list[tuple[str, str, float | None, float | None]] = [
+        ("memory bandwidth: copy (read+write)", "memory_bandwidth", c.memory_bandwidth,
+         sheet.get("memory_bandwidth")),
+        ("memory bandwidth: read (sum)", "read_bandwidth", c.read_bandwidth,
+         sheet.get("memory_bandwidth")),
+    ]  # fmt: skip
     for key in COMPUTE_KEYS:
         if key in c.flops:
-            rows.append((_FLOP_LABELS.get(key, key), c.flops[key], sheet.get(key)))
+            rows.append((_FLOP_LABELS.get(key, key), f"flops.{key}", c.flops[key], sheet.get(key)))
     return rows
+
+
+def spread_text(measured: float | None, spread: tuple[float, float] | None) -> str:
+    """How far the slow and fast runs (10th/90th percentile) lie from the median figure,
+    e.g. "-3% +1%"; "-" when the figure was not measured over repeated runs."""
+    if not measured or spread is None:
+        return "-"
+    slow, fast = (round(100 * (x / measured - 1)) for x in spread)
+    return f"{slow:+d}% {fast:+d}%"
 
 
 def ridge_key(c: Ceilings) -> str | None:
@@ -47,9 +62,12 @@ def ridge_key(c: Ceilings) -> str | None:
     return max(c.flops, key=c.flops.get)
 
 
-def render(ceilings: Ceilings, console=None, cached: bool = False) -> None:
+def render(
+    ceilings: Ceilings, console=None, cached: bool = False, previous: Ceilings | None = None
+) -> None:
     """Print the ceilings table (and the transfer table when there are transfers); `cached`:
-    the figures were loaded, not measured now (the title says so)."""
+    the figures were loaded, not measured now (the title says so); `previous`: the
+    measurement this one replaced (a column shows how far each figure moved since)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -63,28 +81,55 @@ def render(ceilings: Ceilings, console=None, cached: bool = False) -> None:
     if cached:
         where += "; cached: --refresh measures again"
     t = Table(title=f"ceilings of {where})", title_justify="left")
-    for col in ("ceiling", "measured", "datasheet", "fraction"):
+    spreads = bool(c.spread)
+    before = {figure: value for _, figure, value, _ in _rows(previous)} if previous else {}
+    sheets = bool(c.datasheet)  # no columns of dashes where no vendor figures are known
+    cols = ["ceiling", "measured"] + ["spread"] * spreads + ["datasheet", "fraction"] * sheets
+    cols += ["vs previous"] * bool(before)
+    for col in cols:
         t.add_column(col, justify="left" if col == "ceiling" else "right")
-    for label, measured, sheet in ceiling_rows(c):
+    for label, figure, measured, sheet in _rows(c):
         unit = "B/s" if label.startswith("memory") else "FLOP/s"
         frac = f"{measured / sheet:.0%}" if measured and sheet else "-"
-        t.add_row(label, _tera(measured, unit), _tera(sheet, unit), frac)
+        cells = [label, _tera(measured, unit)]
+        if spreads:
+            cells.append(spread_text(measured, c.spread_of(figure)))
+        if sheets:
+            cells += [_tera(sheet, unit), frac]
+        if before:
+            old = before.get(figure)
+            cells.append(f"{round(100 * (measured / old - 1)):+d}%" if measured and old else "-")
+        t.add_row(*cells)
+    caption = []
     key = ridge_key(c)
     if key and c.memory_bandwidth:
-        t.caption = f"ridge point ({_FLOP_LABELS.get(key, key)}): {c.ridge(key):.3g} FLOP/byte"
+        caption.append(f"ridge point ({_FLOP_LABELS.get(key, key)}): {c.ridge(key):.3g} FLOP/byte")
+    if spreads:
+        caption.append(
+            "spread: the slow and fast runs (10th/90th percentile) against the median; "
+            "a wide one means the device was busy or changing clocks while measured"
+        )
+    if before:
+        caption.append(
+            f"vs previous: against the measurement of {previous.measured_at or 'unknown date'}"
+            " that this one replaces"
+        )
+    t.caption = "\n".join(caption) or None
     console.print(t)
 
     if c.transfers:
         tt = Table(title="host <-> device copies", title_justify="left")
-        for col in ("copy", "host memory", "non_blocking", "MB", "GB/s", "host blocked"):
+        for col in ("copy", "host memory", "non_blocking", "MB", "GB/s", "spread", "host blocked"):
             tt.add_column(col, justify="left" if col in ("copy", "host memory") else "right")
         for x in c.transfers:
+            spread = tuple(x.bandwidth_spread) if x.bandwidth_spread else None
             tt.add_row(
                 x.direction.upper(),
                 x.memory,
                 str(x.non_blocking),
                 f"{x.bytes / 1e6:.0f}",
                 f"{x.bandwidth / 1e9:.1f}",
+                spread_text(x.bandwidth, spread),
                 f"{x.host_blocked_fraction:.1%}",
             )
         tt.caption = "host blocked: share of the copy during which the copy_ call had not returned"
