@@ -46,6 +46,10 @@ def test_svg_is_valid_and_labels_ridges_and_points(tmp_path):
     assert "FLOP/byte" in text
 
 
+def _label_boxes(ax, names):
+    return {t.get_text(): t.get_window_extent() for t in ax.texts if t.get_text() in names}
+
+
 def test_labels_of_coinciding_points_do_not_overprint():
     pts = [
         {"label": "LN bf16", "intensity": 2.0, "achieved_flops": 5.3e12},
@@ -53,11 +57,51 @@ def test_labels_of_coinciding_points_do_not_overprint():
         {"label": "far", "intensity": 200.0, "achieved_flops": 5e14},
     ]
     ax = draw(CEIL, pts).axes[0]
-    offsets = {
-        t.get_text(): t.xyann for t in ax.texts if t.get_text() in ("LN bf16", "fused", "far")
-    }
-    assert offsets["LN bf16"] != offsets["fused"]  # stacked, not on top of each other
-    assert offsets["far"] == offsets["LN bf16"]  # lone points keep the default offset
+    boxes = _label_boxes(ax, ("LN bf16", "fused", "far"))
+    assert set(boxes) == {"LN bf16", "fused", "far"}
+    assert not boxes["LN bf16"].overlaps(boxes["fused"])
+    far = next(t for t in ax.texts if t.get_text() == "far")
+    assert far.xyann[0] > 0 and far.xyann[1] == 0  # a lone point: right of it, centred
+
+
+def test_a_crowded_chart_overprints_nothing():
+    """Twenty ops in a cluster (a real eager trace's small elementwise ops) plus the ridge
+    labels of near-equal roofs: no two labels overlap, none covers another point's marker
+    or leaves the axes, and those that fit nowhere are counted on the chart."""
+    import random
+
+    rng = random.Random(7)
+    ceil = Ceilings(
+        device="cuda",
+        name="NVIDIA H200",
+        memory_bandwidth=4.8e12,
+        flops={"fp16": 9.89e14, "bf16": 9.89e14, "tf32": 4.95e14, "fp32": 6.7e13},
+    )
+    pts = [
+        {
+            "label": f"aten::op_{i}_backward",
+            "intensity": 0.1 * 10 ** rng.uniform(0, 1),
+            "achieved_flops": 3e11 * 10 ** rng.uniform(0, 1),
+            "size": rng.random(),
+        }
+        for i in range(20)
+    ]
+    fig = draw(ceil, pts)
+    ax = fig.axes[0]
+    names = {p["label"] for p in pts}
+    texts = [t for t in ax.texts if t.get_text() in names or t.get_text().startswith("ridge")]
+    boxes = [t.get_window_extent() for t in texts]
+    for i, a in enumerate(boxes):
+        assert all(not a.overlaps(b) for b in boxes[i + 1 :]), texts[i].get_text()
+    frame = ax.get_window_extent()
+    assert all(frame.contains(b.x0, b.y0) and frame.contains(b.x1, b.y1) for b in boxes)
+    shown = sum(t.get_text() in names for t in texts)
+    assert shown >= 5  # the cluster is crowded, not unlabelled
+    note = [t.get_text() for t in ax.texts if "unlabelled" in t.get_text()]
+    assert (shown < 20) == bool(note)
+    if note:
+        assert note[0].startswith(f"{20 - shown} crowded point")
+    assert sum(t.get_text().startswith("ridge") for t in texts) == 4  # fp16 and bf16 both
 
 
 def test_roofs_meet_at_the_ridge():

@@ -392,3 +392,30 @@ def op_rows(
 
 def _f(x) -> float | None:
     return None if x is None else float(x)
+
+
+#: a placed op whose fraction of its roof rounds above this is shown as ">100%"
+ABOVE_ROOF = 1.005
+
+
+def above_roof_note(rows) -> str | None:
+    """One note when placed ops ran faster than the ceilings allow (the tables then show
+    them as >100%): which op by how much, the two causes, and the command that re-measures."""
+
+    def over(r) -> tuple[float, str]:
+        return max(
+            (r.achieved_bandwidth_fraction or 0.0, "memory bandwidth"),
+            (r.achieved_flops_fraction or 0.0, f"{r.compute or 'compute'} FLOP/s"),
+        )
+
+    above = [r for r in rows if r.bound is not None and over(r)[0] > ABOVE_ROOF]
+    if not above:
+        return None
+    top = max(above, key=lambda r: over(r)[0])
+    fraction, ceiling = over(top)
+    return (
+        f"{len(above)} op(s) ran above a ceiling ({top.name} at {fraction:.0%} of the measured "
+        f"{ceiling}), shown as >100%: either their data was still in L2 (the memory roof is HBM's "
+        "streaming rate), or the ceilings are stale or from another machine; `membound "
+        "roofline --refresh` on that GPU measures them again"
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.context import AnalysedTrace
 from membound.analysis.findings import Finding, ranked, run_rules
-from membound.analysis.ops import join_calls, op_rows
+from membound.analysis.ops import above_roof_note, join_calls, op_rows
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle
 from membound.analysis.timeline import Timeline, step_windows
@@ -148,6 +148,9 @@ def analyze_trace(
             "the trace recorded GPU activity only and no ops pass is beside it: kernels are "
             "not joined to ops, so nothing is placed on the roofline"
         )
+    over = above_roof_note(rows)
+    if over:
+        notes.append(over)
     if trace.has_gpu and calls and not any(r.exact_cost for r in rows):
         notes.append("no op recorded shapes the cost model knows: record with record_shapes=True")
     ctx = AnalysedTrace(

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from membound.analysis.roofline import chart_points
-from membound.report.terminal import summary_line
+from membound.report.terminal import roof_pct, summary_line
 
 #: matplotlib colours of the timeline chart, per cause (busy first)
 CAUSE_COLOURS = {
@@ -92,7 +92,7 @@ def _code(f) -> str:
 
 def _pct(x) -> str | None:
     """A fraction as the terminal shows it (7.63e-05 -> 0%)."""
-    return None if x is None else f"{x:.0%}"
+    return None if x is None else roof_pct(x)
 
 
 def _fmt(v) -> str:

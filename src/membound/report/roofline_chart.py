@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def draw(
         label=f"memory {_si(bw, 'B/s')}",
     )
     cmap = _colors(len(roofs))
-    labelled: list[float] = []
+    labels: list[_Label] = []  # placed once the axes are final, so that none overprints
     for (key, peak), color in zip(roofs, cmap, strict=True):
         ridge = peak / bw
         style = "--" if key in ("fp32_vector", "fp64") else "-"
@@ -106,23 +107,11 @@ def draw(
             label=f"{key} {_si(peak, 'FLOP/s')}",
         )
         ax.plot([ridge], [peak], "o", color=color, ms=5)
-        # near-equal roofs (fp16 vs bf16) would print their ridge labels on top of each other
-        crowded = any(abs(math.log(ridge / r)) < 0.15 for r in labelled)
-        labelled.append(ridge)
-        ax.annotate(
-            f"ridge {ridge:.3g}",
-            (ridge, peak),
-            textcoords="offset points",
-            xytext=(4, -11) if crowded else (-4, 5),
-            ha="left" if crowded else "right",
-            fontsize=7,
-            color=color,
-        )
+        labels.append(_Label(f"ridge {ridge:.3g}", (ridge, peak), 7, color, 3.0, _RIDGE_SPOTS))
 
     if points:
         sizes = [float(_get(p, "size", default=1.0)) for p in points]
         biggest = max(sizes) or 1.0
-        placed: list[tuple[float, float]] = []  # (log10 x, log10 y) of points labelled so far
         for p, s in zip(points, sizes, strict=True):
             x, y = _get(p, "intensity"), _get(p, "achieved_flops")
             area = 20 + 400 * (s / biggest)  # area ∝ time, with a floor so small ops stay visible
@@ -136,18 +125,9 @@ def draw(
                 linewidths=0.5,
                 zorder=3,
             )
-            # labels run to the right of their point: one whose point sits at about the same
-            # height as an earlier one and less than ~0.8 decade beside it (two variants
-            # moving similar bytes at similar speed) is stacked below instead of overprinted
-            lx, ly = math.log10(x), math.log10(y)
-            near = sum(abs(lx - px) < 0.8 and abs(ly - py) < 0.08 for px, py in placed)
-            placed.append((lx, ly))
-            ax.annotate(
-                str(_get(p, "label", "name", default="")),
-                (x, y),
-                textcoords="offset points",
-                xytext=(6, -3 - 11 * near),
-                fontsize=8,
+            radius = math.sqrt(area / math.pi)  # scatter's `s` is the marker area in points²
+            labels.append(
+                _Label(str(_get(p, "label", "name", default="")), (x, y), 8, "black", radius)
             )
 
     ax.set_xscale("log")
@@ -163,13 +143,119 @@ def draw(
         fontsize=10,
     )
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    legend = ax.legend(loc="lower right", fontsize=8)
+    unplaced = _place_labels(ax, labels, legend)
+    if unplaced:
+        ax.text(
+            0.01,
+            0.01,
+            f"{unplaced} crowded point{'s' if unplaced > 1 else ''} unlabelled (see the op table)",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="dimgray",
+        )
 
     if path is not None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format=path.suffix.lower().lstrip("."), dpi=120)
     return fig
+
+
+@dataclass(frozen=True)
+class _Label:
+    text: str
+    xy: tuple[float, float]  # data coordinates of what it labels
+    fontsize: float
+    color: str
+    radius: float  # points: the marker's radius, kept clear
+    spots: tuple[tuple[float, float, str, str], ...] = ()  # preferred spots first
+
+
+#: where a label may sit around its point: (dx, dy) in points from the point's edge
+#: direction, horizontal and vertical alignment; right of the point first, as charts read
+_SPOTS = (
+    (1, 0, "left", "center"),
+    (1, 1, "left", "bottom"),
+    (1, -1, "left", "top"),
+    (0, 1, "center", "bottom"),
+    (0, -1, "center", "top"),
+    (-1, 0, "right", "center"),
+    (-1, 1, "right", "bottom"),
+    (-1, -1, "right", "top"),
+)
+#: ridge labels: above-left of the ridge point first (the roof runs right of it)
+_RIDGE_SPOTS = (
+    (-1, 1, "right", "bottom"),
+    (1, -1, "left", "top"),
+    (-1, -1, "right", "top"),
+    (1, 1, "left", "bottom"),
+)
+
+
+def _place_labels(ax, labels: list[_Label], legend=None) -> int:
+    """Put every label at the first of its spots (at growing distances) where its text box
+    overlaps no other label, no other marker and the legend, inside the axes; a label that
+    fits nowhere is left out. Ridge labels first, then points in the order given (the
+    caller passes them slowest op first). Returns how many point labels were left out.
+
+    Text extents come from a real render of the figure, so this holds for any font."""
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    if not hasattr(fig.canvas, "get_renderer"):  # a bare Figure: measure text as Agg draws it
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    fig.draw_without_rendering()  # constrained layout settles the axes before measuring
+    renderer = fig.canvas.get_renderer()
+    to_px = fig.dpi / 72
+    frame = ax.get_window_extent(renderer)
+    taken: list[Bbox] = []
+    if legend is not None:
+        taken.append(legend.get_window_extent(renderer))
+    centres = [ax.transData.transform(lab.xy) for lab in labels]
+    markers = [
+        Bbox.from_bounds(cx - r * to_px, cy - r * to_px, 2 * r * to_px, 2 * r * to_px)
+        for (cx, cy), r in ((c, lab.radius) for c, lab in zip(centres, labels, strict=True))
+    ]
+    left_out = 0
+    for i, lab in enumerate(labels):
+        others = markers[:i] + markers[i + 1 :]
+        placed = None
+        for gap in (3, 9, 18):
+            for dx, dy, ha, va in lab.spots or _SPOTS:
+                offset = (dx * (lab.radius + gap), dy * (lab.radius + gap) if dy else 0.0)
+                text = ax.annotate(
+                    lab.text,
+                    lab.xy,
+                    textcoords="offset points",
+                    xytext=offset,
+                    ha=ha,
+                    va=va,
+                    fontsize=lab.fontsize,
+                    color=lab.color,
+                    annotation_clip=False,
+                )
+                text.set_in_layout(False)
+                box = text.get_window_extent(renderer)
+                fits = (
+                    frame.contains(box.x0, box.y0)
+                    and frame.contains(box.x1, box.y1)
+                    and not any(box.overlaps(b) for b in taken)
+                    and not any(box.overlaps(m) for m in others)
+                )
+                if fits:
+                    placed = box
+                    break
+                text.remove()
+            if placed is not None:
+                break
+        if placed is None:
+            left_out += not lab.spots  # a ridge's value is in the legend's roofs too
+            continue
+        taken.append(placed)
+    return left_out
 
 
 def svg_string(fig) -> str:

@@ -9,6 +9,8 @@ def table(t):
     """A rich Table of `t` (a `membound.roofline.RooflineTable`), slowest op first."""
     from rich.table import Table
 
+    from membound.report.terminal import roof_pct
+
     out = Table(title=f"roofline on {t.ceilings.name} ({t.device}), per call", title_justify="left")
     for col in ("op", "calls", "device ms", "GFLOP", "MB", "FLOP/B", "bound", "of roof", "of BW",
                 "of FLOP/s"):  # fmt: skip
@@ -25,7 +27,7 @@ def table(t):
             "-" if not placed or x is None else ("inf" if math.isinf(x) else f"{x:.3g}"),
             "?" if not placed else f"{r.bound} ({r.compute})" if r.bound == "compute" else r.bound,
             "-" if not placed else f"{r.fraction_of_attainable:.0%}",
-            "-" if not placed else f"{r.achieved_bandwidth_fraction:.0%}",
-            "-" if not placed else f"{r.achieved_flops_fraction:.0%}",
+            "-" if not placed else roof_pct(r.achieved_bandwidth_fraction),
+            "-" if not placed else roof_pct(r.achieved_flops_fraction),
         )
     return out

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from membound.analysis.ops import ABOVE_ROOF
 from membound.report.options import ReportOptions
 
 #: colour of each idle cause in the step bar (and in the HTML timeline)
@@ -154,7 +155,13 @@ def _num(x) -> str:
 
 
 def _pct(x) -> str:
-    return "-" if x is None else f"{x:.0%}"
+    return "-" if x is None else roof_pct(x)
+
+
+def roof_pct(x: float) -> str:
+    """A fraction of a ceiling as a percentage; above the roof it reads ">100%" (a note
+    in the report says why an op can run there), never "112%"."""
+    return ">100%" if x > ABOVE_ROOF else f"{x:.0%}"
 
 
 def render_list(a, console: Console, options) -> None:
