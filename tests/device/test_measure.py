@@ -26,6 +26,30 @@ def test_cpu_quick_measurement_is_plausible():
                           ("flops.fp32", c.flops["fp32"]), ("flops.bf16", c.flops["bf16"])]:  # fmt: skip
         slow, fast = c.spread_of(figure)
         assert slow <= value * (1 + 1e-9) and fast >= value * (1 - 1e-9), figure
+    # each matmul ceiling is the best rate of its sweep (one shape in a quick run)
+    for key in ("fp32", "bf16"):
+        assert c.flops[key] == max(r["flops"] for r in c.matmul_sweep[key])
+
+
+def test_sweep_takes_the_best_shape_and_keeps_every_rate():
+    from membound.device.ceilings import Ceilings
+    from membound.device.measure import _sweep
+    from membound.device.timing import Timed
+
+    ms = {(64, 64, 64): 1.0, (128, 128, 128): 2.0, (256, 32, 64): 0.8}  # 128³: 8x the work
+
+    def fake(m, n, k):
+        return Timed(ms[(m, n, k)], ms[(m, n, k)] * 0.9, ms[(m, n, k)] * 1.2, 5)
+
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    _sweep(c, "fp32", tuple(ms), fake)
+    rates = {(r["m"], r["n"], r["k"]): r["flops"] for r in c.matmul_sweep["fp32"]}
+    assert rates[(128, 128, 128)] == pytest.approx(2 * 128**3 / 2e-3)
+    assert c.flops["fp32"] == max(rates.values()) == rates[(128, 128, 128)]
+    slow, fast = c.spread_of("flops.fp32")
+    assert slow == pytest.approx(c.flops["fp32"] / 1.2) and fast == pytest.approx(
+        c.flops["fp32"] / 0.9
+    )
 
 
 def test_steps_refuse_duplicates():

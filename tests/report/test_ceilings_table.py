@@ -106,3 +106,20 @@ def _text_with_previous(c, previous) -> str:
     console = Console(record=True, width=200)
     render(c, console, previous=previous)
     return console.export_text()
+
+
+def test_matmul_sweep_table_per_shape():
+    c = _ceilings()
+    c.matmul_sweep = {
+        "bf16": [{"m": 4096, "n": 4096, "k": 4096, "flops": 6.9e14},
+                 {"m": 8192, "n": 8192, "k": 8192, "flops": 7.9e14}],
+        "fp32": [{"m": 4096, "n": 4096, "k": 4096, "flops": 5.1e13}],
+    }  # fmt: skip
+    lines = _text(c).splitlines()
+    assert any("matmul sweep" in x for x in lines)
+    bf16 = [x for x in lines if "matmul bf16" in x][-1]  # the sweep's row, after the ceilings'
+    assert "690 TFLOP/s" in bf16 and "790 TFLOP/s" in bf16
+    fp32 = [x for x in lines if "matmul fp32" in x][-1]
+    assert "51 TFLOP/s" in fp32 and "-" in fp32  # not timed at 8192³
+    c.matmul_sweep = {"bf16": c.matmul_sweep["bf16"][:1]}
+    assert "matmul sweep" not in _text(c)  # one shape per dtype: nothing to compare

@@ -60,6 +60,9 @@ class Ceilings:
     # rates at the 90th and 10th percentile run times; figures are "memory_bandwidth",
     # "read_bandwidth" and "flops.<compute key>"
     spread: dict[str, list[float]] = field(default_factory=dict)
+    # the matmul sweep: compute key -> [{"m", "n", "k", "flops"}] per shape timed; the
+    # ceiling in `flops` is the best of them
+    matmul_sweep: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     def spread_of(self, figure: str) -> tuple[float, float] | None:
         """(slow, fast) rates of `figure` over its repeated runs, when it was measured so."""

@@ -30,10 +30,11 @@ class Plan:
     """Sizes of one measurement run."""
 
     mem_bytes: int  # per buffer of the copy / read passes
-    matmul_n: dict[str, int]  # compute key -> square matmul size
+    matmul_shapes: dict[str, tuple[tuple[int, int, int], ...]]  # compute key -> (m, n, k)s
     transfer_bytes: int
     fma_elements: int
     rep_ms: float
+    matmul_warmup_ms: float = 25  # per shape, before timing: long enough for clocks to settle
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,12 @@ def step(device: str, key: str, label: str):
     return deco
 
 
+#: the matmul sweep on a GPU: a matmul ceiling is the best sustained rate over these shapes
+#: (m, n, k): square mid-size and large, a wide one with a short k, and a tall-skinny one
+GPU_MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096),
+                     (65536, 1024, 4096))  # fmt: skip
+
+
 def plan_for(device: str, quick: bool) -> Plan:
     import torch
 
@@ -68,19 +75,29 @@ def plan_for(device: str, quick: bool) -> Plan:
         if quick:
             return Plan(
                 max(8 * l2, 64 << 20),
-                dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8"), 2048),
+                dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8"), ((2048, 2048, 2048),)),
                 32 << 20,
                 1 << 20,
                 20,
             )
         # buffers far larger than L2 so the copy streams HBM, capped to fit small cards
         mem = min(max(32 * l2, 256 << 20), 2 << 30, props.total_memory // 8)
-        sizes = {"fp32": 4096, "tf32": 8192, "fp16": 8192, "bf16": 8192, "fp8": 8192}
-        return Plan(mem, sizes, 256 << 20, 1 << 24, 100)
+        # the largest shapes need 3 x 1 GiB in fp32: keep those that fit a quarter of memory
+        fits = tuple(
+            shape for shape in GPU_MATMUL_SHAPES
+            if 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1])
+            <= props.total_memory // 4
+        ) or ((4096, 4096, 4096),)  # fmt: skip
+        shapes = dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8"), fits)
+        return Plan(mem, shapes, 256 << 20, 1 << 24, 200, matmul_warmup_ms=100)
     if quick:
-        return Plan(16 << 20, {"fp32": 256, "bf16": 256}, 0, 0, 30)
+        return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
     mem = min(max(4 * _cpu_llc_bytes(), 256 << 20), 1 << 30)
-    return Plan(mem, {"fp32": 2048, "bf16": 1024}, 0, 0, 300)
+    shapes = {
+        "fp32": ((1024, 1024, 1024), (2048, 2048, 2048)),
+        "bf16": ((512, 512, 512), (1024, 1024, 1024)),
+    }
+    return Plan(mem, shapes, 0, 0, 300)
 
 
 def _cpu_llc_bytes() -> int:
@@ -133,21 +150,45 @@ def _matmul(key: str):
     def run(c: Ceilings, p: Plan) -> None:
         import torch
 
-        n = p.matmul_n[key]
         dtype = {
             "fp32": torch.float32,
             "tf32": torch.float32,
             "fp16": torch.float16,
             "bf16": torch.bfloat16,
         }[key]
-        # random data, not zeros: power-limited GPUs run zeros measurably faster
-        a = torch.randn(n, n, device=c.device).to(dtype)
-        b = torch.randn(n, n, device=c.device).to(dtype)
-        with _tf32(key == "tf32"):
-            t = timed(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms)
-        c.flops[key] = _record(c, f"flops.{key}", t, 2 * n**3)
+
+        def timed_shape(m: int, n: int, k: int):
+            # random data, not zeros: power-limited GPUs run zeros measurably faster
+            a = torch.randn(m, k, device=c.device).to(dtype)
+            b = torch.randn(k, n, device=c.device).to(dtype)
+            with _tf32(key == "tf32"):
+                return timed(
+                    lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms, warmup_ms=p.matmul_warmup_ms
+                )
+
+        _sweep(c, key, p.matmul_shapes[key], timed_shape)
 
     return run
+
+
+def _sweep(c: Ceilings, key: str, shapes, timed_shape) -> None:
+    """Time each (m, n, k) of `shapes` with `timed_shape`; the ceiling of `key` is the best
+    sustained rate, its spread that shape's, and every shape's rate is kept in
+    `c.matmul_sweep[key]`. Each shape's buffers are freed before the next one."""
+    best = None
+    rows = []
+    for m, n, k in shapes:
+        t = timed_shape(m, n, k)
+        rate = 2 * m * n * k / (t.median_ms / 1e3)
+        rows.append({"m": m, "n": n, "k": k, "flops": rate})
+        if best is None or rate > best[0]:
+            best = (rate, t, 2 * m * n * k)
+        if c.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+    c.matmul_sweep[key] = rows
+    c.flops[key] = _record(c, f"flops.{key}", best[1], best[2])
 
 
 @contextlib.contextmanager
@@ -177,22 +218,22 @@ def _fp8(c: Ceilings, p: Plan) -> None:
         raise Skip(
             f"fp8 matmul needs compute capability >= 8.9 and torch._scaled_mm (have {cap[0]}.{cap[1]})"
         )
-    n = p.matmul_n["fp8"]
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    b = (
-        torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
-    )  # column-major, as cuBLASLt wants
     one = torch.ones((), device="cuda")
 
-    def mm():
-        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    def timed_shape(m: int, n: int, k: int):
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()  # column-major (cuBLASLt)
 
-    try:
-        mm()
-    except Exception as exc:  # kernels missing from this build
-        raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
-    t = timed(mm, "cuda", rep_ms=p.rep_ms)
-    c.flops["fp8"] = _record(c, "flops.fp8", t, 2 * n**3)
+        def mm():
+            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        try:
+            mm()
+        except Exception as exc:  # kernels missing from this build
+            raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
+        return timed(mm, "cuda", rep_ms=p.rep_ms, warmup_ms=p.matmul_warmup_ms)
+
+    _sweep(c, "fp8", p.matmul_shapes["fp8"], timed_shape)
 
 
 def _fp32_vector(c: Ceilings, p: Plan) -> None:

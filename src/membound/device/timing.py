@@ -171,8 +171,16 @@ def median_ms(fn: Callable[[], object], device: str, *, rep_ms: float, max_reps:
     return wall_median_ms(fn, rep_ms=rep_ms, max_reps=max_reps)
 
 
-def timed(fn: Callable[[], object], device: str, *, rep_ms: float, max_reps: int = 50) -> Timed:
-    """`median_ms` with the spread of its runs: `cuda_timed` on "cuda", `wall_timed` elsewhere."""
+def timed(
+    fn: Callable[[], object],
+    device: str,
+    *,
+    rep_ms: float,
+    max_reps: int = 50,
+    warmup_ms: float = 25,
+) -> Timed:
+    """`median_ms` with the spread of its runs: `cuda_timed` on "cuda" (after `warmup_ms` of
+    untimed runs), `wall_timed` elsewhere (after one)."""
     if device == "cuda":
-        return cuda_timed(fn, rep_ms=rep_ms)
+        return cuda_timed(fn, rep_ms=rep_ms, warmup_ms=warmup_ms)
     return wall_timed(fn, rep_ms=rep_ms, max_reps=max_reps)

@@ -117,6 +117,26 @@ def render(
     t.caption = "\n".join(caption) or None
     console.print(t)
 
+    sweep = sweep_rows(c)
+    if sweep:
+        shapes = sorted({shape for _, rates in sweep for shape in rates})
+        st = Table(title="matmul sweep: sustained rate per shape (m x n x k)", title_justify="left")
+        st.add_column("matmul")
+        for m, n, k in shapes:
+            st.add_column(f"{m}x{n}x{k}", justify="right")
+        for key, rates in sweep:
+            best = max(rates.values())
+            st.add_row(
+                _FLOP_LABELS.get(key, key),
+                *(
+                    "-" if shape not in rates
+                    else ("[bold]" if rates[shape] == best else "") + _tera(rates[shape], "FLOP/s")
+                    for shape in shapes
+                ),
+            )  # fmt: skip
+        st.caption = "the ceiling is each row's best (bold)"
+        console.print(st)
+
     if c.transfers:
         tt = Table(title="host <-> device copies", title_justify="left")
         for col in ("copy", "host memory", "non_blocking", "MB", "GB/s", "spread", "host blocked"):
@@ -160,3 +180,16 @@ def interconnect_rows(c: Ceilings) -> list[tuple[str, str, float]]:
         message = f"{size / (1 << 20):.0f} MiB" if size else "-"
         rows.append(("all-reduce (NCCL), bus", message, bw))
     return rows
+
+
+def sweep_rows(c: Ceilings) -> list[tuple[str, dict[tuple[int, int, int], float]]]:
+    """(compute key, {(m, n, k): FLOP/s}) per dtype of the matmul sweep, in display order;
+    empty when the ceilings hold one shape per dtype (nothing to compare)."""
+    sweep = getattr(c, "matmul_sweep", None) or {}
+    rows = []
+    for key in COMPUTE_KEYS:
+        runs = sweep.get(key) or []
+        rates = {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["flops"]) for r in runs}
+        if rates:
+            rows.append((key, rates))
+    return rows if any(len(rates) > 1 for _, rates in rows) else []
