@@ -179,6 +179,16 @@ class Analysis:
         return sum(s.wall_ms for s in self.steps) / len(self.steps) if self.steps else 0.0
 
     @property
+    def ops_costed_fraction(self) -> float | None:
+        """Share of the ops' device time (their kernels, memsets and device copies) spent in
+        ops that have a cost (FLOPs and bytes), so that the roofline places them; None
+        without ops."""
+        total = sum(r.device_ms for r in self.ops)
+        if not total:
+            return None
+        return sum(r.device_ms for r in self.ops if r.exact_cost) / total
+
+    @property
     def gpu_computing_fraction(self) -> float | None:
         """Share of the steps' wall time the GPU ran kernels (None for CPU-only traces)."""
         if not self.has_gpu:

@@ -94,6 +94,29 @@ def register(*op_names: str, family: str, replace: bool = False) -> Callable[[Fo
     return decorate
 
 
+_PREFIXES: dict[str, tuple[Formula, str]] = {}
+
+
+def register_prefix(*prefixes: str, family: str) -> Callable[[Formula], Formula]:
+    """Decorator: register `fn(call) -> Cost` for every op whose name starts with one of
+    `prefixes`: kernels named per launch (inductor's `triton_poi_fused_add_0`), not per op.
+    An exact name registered with `register` wins over a prefix."""
+
+    def decorate(fn: Formula) -> Formula:
+        for p in prefixes:
+            if p in _PREFIXES:
+                raise ValueError(f"cost formula already registered for names starting {p!r}")
+            _PREFIXES[p] = (fn, family)
+        return fn
+
+    return decorate
+
+
+def _by_prefix(name: str) -> tuple[Formula, str] | None:
+    base = name.split("::")[-1]
+    return next((entry for p, entry in _PREFIXES.items() if base.startswith(p)), None)
+
+
 def unregister(op_name: str) -> None:
     """Remove a formula (mainly for tests that register temporary ones)."""
     _FORMULAS.pop(normalize_name(op_name), None)
@@ -105,7 +128,7 @@ def registered() -> list[str]:
 
 
 def family_of(op_name: str) -> str | None:
-    entry = _FORMULAS.get(normalize_name(op_name))
+    entry = _FORMULAS.get(normalize_name(op_name)) or _by_prefix(op_name)
     return entry[1] if entry else None
 
 
@@ -139,8 +162,9 @@ def _warn_once(name: str, exc: Exception) -> None:
 
 def evaluate(call: OpCall) -> Cost:
     """Cost of one call through its registered formula (or the unknown-op fallback)."""
+    prefixed = _by_prefix(call.name)
     call.name = normalize_name(call.name)
-    entry = _FORMULAS.get(call.name)
+    entry = _FORMULAS.get(call.name) or prefixed
     if entry is None:
         return fallback(call)
     fn, family = entry

@@ -158,7 +158,14 @@ def render(a, sections: str = "") -> str:
         parts.append("<h2>Roofline</h2>" + _svg(fig))
     if a.ops:
         parts.append(
-            "<h2>Top ops</h2><table><tr><th>op</th><th>calls</th><th>device ms</th><th>FLOP/B</th>"
+            "<h2>Top ops</h2>"
+            + (
+                f"<p class='note'>{a.ops_costed_fraction:.0%} of GPU op time costed "
+                "(placed on the roofline)</p>"
+                if a.ops_costed_fraction is not None
+                else ""
+            )
+            + "<table><tr><th>op</th><th>calls</th><th>device ms</th><th>FLOP/B</th>"
             "<th>bound</th><th>of roof</th><th>of bandwidth</th><th>of FLOP/s</th></tr>"
         )
         for r in a.ops[:25]:

@@ -118,7 +118,8 @@ def render(a, console: Console | None = None, options=None) -> None:
         console.print(t)
     if a.ops:
         t = Table(
-            title=f"top ops (device time){'' if a.ceilings is not None else ' — no ceilings'}",
+            title=f"top ops (device time{_costed(a)})"
+            + ("" if a.ceilings is not None else " — no ceilings"),
             title_justify="left",
         )
         for col, just in (
@@ -144,6 +145,12 @@ def render(a, console: Console | None = None, options=None) -> None:
                 _pct(r.achieved_flops_fraction),
             )
         console.print(t)
+
+
+def _costed(a) -> str:
+    """ "; 97% of GPU op time costed": how much of the GPU's op time the roofline places."""
+    share = getattr(a, "ops_costed_fraction", None)
+    return "" if share is None else f"; {share:.0%} of GPU op time costed"
 
 
 def _who(step) -> str:
@@ -196,7 +203,7 @@ def render_list(a, console: Console, options) -> None:
             _lines(console, f"more: {f.doc}", "   ", style="dim")
     if a.ops:
         extra = "" if a.ceilings is not None else " — no ceilings"
-        console.print(Text(f"top ops (device time{extra})", style="bold"))
+        console.print(Text(f"top ops (device time{_costed(a)}{extra})", style="bold"))
         for r in a.ops[: options.top_ops]:
             placed = (
                 ""

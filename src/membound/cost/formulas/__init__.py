@@ -3,10 +3,12 @@
 from membound.cost.formulas import (  # noqa: F401
     attention,
     conv,
+    inductor,
     matmul,
     memory,
     norm,
     pointwise,
+    pool,
     reduction,
     softmax,
 )
