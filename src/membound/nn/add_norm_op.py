@@ -43,6 +43,19 @@ EAGER_MAX_ELEMS = 1 << 23
 #: 0.0199, 2048 x 4096 0.0257 vs 0.0489 (GPU time 0.020 vs 0.047)
 EAGER_MAX_ELEMS_NOGRAD = (1 << 20) - 1
 
+#: above the size rule, without dropout: "adaptive" runs the eager ops when the GPU has
+#: already finished everything queued on the stream (`gpu_idle`: the GPU is waiting for this
+#: host thread, so host time is what a call costs the step) and the kernels when work is
+#: queued (the GPU is behind, so GPU time is what a call costs). "kernels" keeps the size
+#: rule alone. Why (H200, torch 2.11, Triton 3.6, benchmarks/probe_norm_host.py, 12288 x 768
+#: fp32 LayerNorm fwd+bwd under bf16 autocast): the kernels take 86 us of GPU time against
+#: eager's 155, but 340-495 us of host time against eager's <= 163 (Triton's launcher, the
+#: autograd Function, 7 allocations), so in examples/real/gpt2.py, whose host only just keeps
+#: ahead of its GPU, swapping the 25 LayerNorms made the step 137 -> 155 ms. Both paths give
+#: the same result to rounding (dropout would not: its masks come from different generators,
+#: so calls with dropout never switch). Set with MEMBOUND_ADD_NORM_DISPATCH.
+DISPATCH = _env.add_norm_dispatch()
+
 
 def use_triton(t: torch.Tensor) -> bool:
     """The dispatch rule: Triton kernels for CUDA tensors, or for CPU tensors under Triton's
@@ -53,6 +66,16 @@ def use_triton(t: torch.Tensor) -> bool:
     if t.device.type == "cuda":
         return True
     return t.device.type == "cpu" and _env.triton_interpret()
+
+
+def gpu_idle(t: torch.Tensor) -> bool:
+    """True when the adaptive rule should take the eager ops for CUDA tensor `t`: the stream
+    has no unfinished work (one cudaStreamQuery). Never while compiling or capturing a CUDA
+    graph (nothing runs then: a query would be wrong, or illegal), nor with DISPATCH
+    "kernels"."""
+    if DISPATCH != "adaptive" or is_compiling() or torch.cuda.is_current_stream_capturing():
+        return False
+    return torch.cuda.current_stream(t.device).query()
 
 
 def is_compiling() -> bool:
