@@ -1,5 +1,5 @@
 """Where a swapped norm's time goes on a GPU: host enqueue time, wall time and GPU kernel time
-per forward+backward, for torch's LayerNorm and membound's, at GPT-2 shapes under bf16
+per forward+backward, for torch's LayerNorm and membound's (both dispatch modes), at GPT-2 shapes under bf16
 autocast (issue 15: `--swap-norms` made examples/real/gpt2.py slower).
 
     PYTHONPATH=src python benchmarks/probe_norm_host.py [--rows 12288 --hidden 768]
@@ -21,8 +21,9 @@ import torch.nn as nn
 def variants(hidden, device):
     from membound.nn import FusedAddLayerNorm
 
-    out = {"torch": nn.LayerNorm(hidden, device=device)}
-    out["membound"] = FusedAddLayerNorm(hidden, device=device)
+    out = {"torch": (nn.LayerNorm(hidden, device=device), None)}
+    for mode in ("kernels", "adaptive"):
+        out[f"membound-{mode}"] = (FusedAddLayerNorm(hidden, device=device), mode)
     return out
 
 
@@ -80,7 +81,11 @@ def main():
     x = torch.randn(a.rows, a.hidden, device=dev, requires_grad=True)
     g = torch.randn(a.rows, a.hidden, device=dev)
     for autocast in (True, False):
-        for name, m in variants(a.hidden, dev).items():
+        for name, (m, mode) in variants(a.hidden, dev).items():
+            if mode is not None:
+                from membound.nn import add_norm_op
+
+                add_norm_op.DISPATCH = mode
             r = probe(m, x, g, autocast, a.iters)
             print(
                 json.dumps(
