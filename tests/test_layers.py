@@ -28,6 +28,7 @@ TOP_LEVEL = {
     "membound.roofline": "facade",  # membound.roofline.measure
     "membound.errors": "base",
     "membound._env": "base",
+    "membound._profiling": "base",
     "membound.defaults": "base",
     "membound.dtypes": "base",
 }

@@ -99,11 +99,7 @@ def add_norm(
         t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
     )
     small = op.EAGER_MAX_ELEMS if needs_grad else op.EAGER_MAX_ELEMS_NOGRAD
-    if (
-        x.is_cuda
-        and (x.numel() <= small or (p == 0.0 and op.gpu_idle(x)))
-        and op.use_triton(x)
-    ):
+    if x.is_cuda and (x.numel() <= small or (p == 0.0 and op.gpu_idle(x))) and op.use_triton(x):
         # size rule: small CUDA inputs are host-bound; the plain PyTorch ops (autograd does
         # the backward, no Python Function) cost what eager costs. Without grad the kernels'
         # one launch wins from ~2**20 elements on (run 26), with grad from 2**23. Above it,
