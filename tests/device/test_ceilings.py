@@ -35,3 +35,24 @@ def test_load_refuses_other_files_in_one_sentence(tmp_path, text):
     assert str(path) in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(BadInput, match="cannot read ceilings"):
         Ceilings.load(tmp_path / "missing.json")
+
+
+def test_h200_sweep_fixture_ceiling_is_its_best_shape():
+    """The H200's measured ceilings (2026-12-01, `membound roofline --refresh`): every matmul
+    ceiling is the best sustained rate of its shape sweep, the four issue-16 shapes were all
+    run, and the bf16 roof (725 TFLOP/s, 4096^3) sits at 73% of the datasheet's 989."""
+    from pathlib import Path
+
+    from membound.device.ceilings import Ceilings
+    from membound.report.ceilings import sweep_rows
+
+    c = Ceilings.load(Path(__file__).parents[1] / "fixtures" / "h200_ceilings_sweep.json")
+    rows = dict(sweep_rows(c))
+    assert set(rows) >= {"fp32", "tf32", "fp16", "bf16", "fp8"}
+    for key, rates in rows.items():
+        assert set(rates) == {(4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096),
+                              (65536, 1024, 4096)}  # fmt: skip
+        assert c.flops[key] == max(rates.values())
+    assert 0.70 < c.flops["bf16"] / 989.4e12 < 0.76
+    lo, hi = c.spread["flops.bf16"]
+    assert lo < c.flops["bf16"] < hi
