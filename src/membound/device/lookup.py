@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from membound.device import cache, datasheet, measure
+from membound.device import cache, datasheet
 from membound.device.ceilings import Ceilings
 from membound.device.interconnect import Interconnect
 
@@ -28,6 +28,9 @@ def get_ceilings(
         cached = cache.load(key)
         if cached is not None:
             return cached
+    # measuring imports what trace analysis never needs (it only looks ceilings up)
+    from membound.device import measure
+
     if kind == "cuda":
         import torch
 
