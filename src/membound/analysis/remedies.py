@@ -1,0 +1,141 @@
+"""Fixes ranked by what they save: the findings grouped by the one change a user makes.
+
+A finding says where time goes; a user applies a fix, and one fix often removes several
+findings at once (channels_last speeds up every BatchNorm, forward and backward; torch.compile
+fuses the unfused chains and removes launch overhead). The truth runs on the H200
+(benchmarks/bench_truth.py, examples/real) measure fixes, not findings, and there the largest
+single finding under-predicted the fix 2-3x: ResNet-50 fp32's top finding, BatchNorm backward
+at 10.7 ms/step, stood for channels_last, which saved 17.4 ms, while the two BatchNorm
+findings together predict 15.1.
+
+Each finding names the remedies that recover its saving (`remedies_of`), chosen by what the
+saving *is*, not by what the fix text mentions:
+- `memory-bound-op` is an efficiency gap (time beyond the op's time at the memory roof):
+  a better kernel or layout recovers it: channels_last for BatchNorm and convolutions, the
+  fused norms for LayerNorm/RMSNorm, the fused optimizer for optimizer ops, torch.compile
+  for elementwise ops, softmax and norms; bf16 does not (it halves bytes, not the gap);
+- `fp32-storage` is bytes: bf16;
+- `unfused-chain` is intermediate round trips: torch.compile, or membound's fused add+norm
+  when the chain is a residual add into a norm;
+- `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs;
+- `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
+  membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
+
+A remedy's predicted saving is the sum of its findings' savings: the GPU-work findings
+share no kernel time (see `rules.memory`), so the sum does not count a byte twice. It is
+capped at the step itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from membound.analysis.fixes import NORMS, op_family
+
+#: remedy key -> what the user does (one line; the findings carry the details)
+REMEDIES: dict[str, str] = {
+    "channels_last": "model.to(memory_format=torch.channels_last) (and the inputs)",
+    "bf16": "bf16 autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
+    "tf32": "TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True",
+    "compile": "torch.compile(model)",
+    "cuda_graphs": "CUDA graphs: torch.compile(mode='reduce-overhead') or torch.cuda.graphs",
+    "fused_norms": "membound's fused norms: membound.swap_norms(model), FusedAdd* in the blocks",
+    "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
+    "sync_less": "sync less often: read the loss every N steps",
+    "pin_memory": "copy from pinned memory (the loader's pin_memory switch)",
+    "prefetch": "membound.data.prefetch(loader): pinned batches copied on a side stream",
+}
+
+
+def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
+    """The remedies that recover this finding's saving, most specific first."""
+    ev = evidence or {}
+    if code == "memory-bound-op":
+        family = op_family(str(ev.get("op", "")))
+        if family in ("batch_norm", "conv"):
+            return ("channels_last", "compile") if family == "batch_norm" else ("channels_last",)
+        if family in NORMS:
+            return ("fused_norms", "compile")
+        if family == "optimizer":
+            return ("fused_optimizer",)
+        if family in ("matmul", "attention"):
+            return ()  # a library kernel: no fix of ours moves its bytes faster
+        return ("compile",)
+    if code == "unfused-chain":
+        chain = str(ev.get("top_chain", "")).lower()
+        norm_chain = any(n in chain for n in NORMS) and "add" in chain
+        return ("compile", "fused_norms") if norm_chain else ("compile",)
+    return {
+        "fp32-storage": ("bf16",),
+        "fp32-matmul": ("bf16", "tf32"),
+        "launch-bound": ("compile", "cuda_graphs"),
+        "host-sync": ("sync_less",),
+        "pageable-copy": ("pin_memory", "prefetch"),
+        "blocking-copy": ("prefetch", "pin_memory"),
+        "input-starved": ("prefetch",),
+    }.get(code, ())
+
+
+@dataclass
+class Remedy:
+    """One fix and what it is predicted to save: the sum of the findings it recovers."""
+
+    key: str
+    what: str
+    saving_ms_per_step: float
+    share_of_step: float
+    findings: list[int] = field(default_factory=list)  # indexes into Analysis.findings
+    codes: list[str] = field(default_factory=list)
+    expected_step_ms_after_fix: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "remedy": self.key,
+            "what": self.what,
+            "saving_ms_per_step": round(self.saving_ms_per_step, 4),
+            "share_of_step": round(self.share_of_step, 4),
+            "expected_step_ms_after_fix": None
+            if self.expected_step_ms_after_fix is None
+            else round(self.expected_step_ms_after_fix, 4),
+            "findings": list(self.findings),
+            "codes": list(self.codes),
+        }
+
+
+def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
+    """Every remedy some finding names, ranked by predicted saving (ties: fewer findings
+    first, then the key). `findings` are `Finding`s (code, evidence,
+    time_lost_ms_per_step); `step_ms` the step the savings refer to (None: no cap, no share)."""
+    by_key: dict[str, Remedy] = {}
+    for i, f in enumerate(findings):
+        saving = float(f.time_lost_ms_per_step or 0.0)
+        if not saving > 0.0:  # also drops NaN
+            continue
+        for key in remedies_of(f.code, f.evidence):
+            r = by_key.setdefault(key, Remedy(key, REMEDIES[key], 0.0, 0.0))
+            r.saving_ms_per_step += saving
+            r.findings.append(i)
+            if f.code not in r.codes:
+                r.codes.append(f.code)
+    out = []
+    for r in by_key.values():
+        if step_ms and step_ms > 0:
+            r.saving_ms_per_step = min(r.saving_ms_per_step, step_ms)
+            r.share_of_step = r.saving_ms_per_step / step_ms
+            r.expected_step_ms_after_fix = step_ms - r.saving_ms_per_step
+        out.append(r)
+    return sorted(out, key=lambda r: (-r.saving_ms_per_step, len(r.findings), r.key))
+
+
+def combined(findings: Iterable[Any], keys: Iterable[str], step_ms: float | None = None) -> float:
+    """Predicted saving of applying the remedies `keys` together: every finding one of them
+    recovers, each counted once (capped at the step)."""
+    wanted = set(keys)
+    total = 0.0
+    for f in findings:
+        saving = float(f.time_lost_ms_per_step or 0.0)
+        if saving > 0.0 and wanted.intersection(remedies_of(f.code, f.evidence)):
+            total += saving
+    return min(total, step_ms) if step_ms and step_ms > 0 else total

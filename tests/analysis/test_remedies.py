@@ -1,0 +1,111 @@
+"""Fixes ranked by what they save (analysis/remedies.py), held against what the fixes saved
+when applied on the H200 (the truth.json beside each real fixture: the script timed alone by
+a plain step timer, and with each fix, in the same device call)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from membound.analysis import analyze
+from membound.analysis.remedies import REMEDIES, combined, remedies, remedies_of
+from membound.device.ceilings import Ceilings
+from support.paths import FIXTURES
+
+#: bench_truth's interventions -> the remedies they apply
+APPLIES = {
+    "amp": ["bf16"],
+    "channels-last": ["channels_last"],
+    "tf32": ["tf32"],
+    "log-every-100": ["sync_less"],
+    "amp+channels-last": ["bf16", "channels_last"],
+    "pin-memory": ["pin_memory"],
+    "membound-prefetch": ["prefetch"],
+    "bf16-mixed": ["bf16"],
+}
+
+
+def _f(code, saving, **evidence):
+    return SimpleNamespace(code=code, time_lost_ms_per_step=saving, evidence=evidence)
+
+
+@pytest.mark.parametrize(
+    ("code", "evidence", "want"),
+    [
+        ("memory-bound-op", {"op": "aten::cudnn_batch_norm_backward"}, ("channels_last", "compile")),
+        ("memory-bound-op", {"op": "aten::cudnn_convolution"}, ("channels_last",)),
+        ("memory-bound-op", {"op": "aten::native_layer_norm"}, ("fused_norms", "compile")),
+        ("memory-bound-op", {"op": "aten::_fused_rms_norm_backward"}, ("fused_norms", "compile")),
+        ("memory-bound-op", {"op": "aten::_foreach_add_"}, ("fused_optimizer",)),
+        ("memory-bound-op", {"op": "aten::mm"}, ()),
+        ("memory-bound-op", {"op": "aten::gelu_backward"}, ("compile",)),
+        ("unfused-chain", {"top_chain": "aten::add → aten::native_layer_norm"}, ("compile", "fused_norms")),
+        ("unfused-chain", {"top_chain": "aten::cudnn_batch_norm → aten::clamp_min_"}, ("compile",)),
+        ("fp32-storage", {}, ("bf16",)),
+        ("launch-bound", {}, ("compile", "cuda_graphs")),
+        ("pageable-copy", {}, ("pin_memory", "prefetch")),
+        ("straggler-rank", {}, ()),
+    ],
+)  # fmt: skip
+def test_remedies_of(code, evidence, want):
+    assert remedies_of(code, evidence) == want
+    assert all(k in REMEDIES for k in want)
+
+
+def test_ranked_sums_once_and_caps_at_the_step():
+    fs = [
+        _f("memory-bound-op", 10.0, op="aten::cudnn_batch_norm_backward"),
+        _f("memory-bound-op", 4.0, op="aten::cudnn_batch_norm"),
+        _f("fp32-storage", 5.0),
+        _f("launch-bound", float("nan")),  # a broken figure never adds
+    ]
+    rs = remedies(fs, step_ms=60.0)
+    assert [(r.key, r.saving_ms_per_step, r.findings) for r in rs] == [
+        ("channels_last", 14.0, [0, 1]),
+        ("compile", 14.0, [0, 1]),
+        ("bf16", 5.0, [2]),
+    ]
+    assert rs[0].share_of_step == pytest.approx(14 / 60)
+    assert rs[0].expected_step_ms_after_fix == pytest.approx(46.0)
+    assert rs[0].to_dict()["codes"] == ["memory-bound-op"]
+    assert combined(fs, ["channels_last", "compile", "bf16"], 60.0) == 19.0  # each finding once
+    assert remedies([_f("host-sync", 90.0)], step_ms=50.0)[0].saving_ms_per_step == 50.0
+
+
+def _truth_check(name):
+    a = analyze(
+        [FIXTURES / f"h200_real_{name}" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    truth = json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())
+    out = {}
+    for fix, run in truth["fixes"].items():
+        measured = truth["baseline_ms"] - run["truth"]["step_ms"]
+        out[fix] = (measured, combined(a.findings, APPLIES[fix], a.reference_step_ms))
+    return out
+
+
+def test_resnet50_fp32_every_fix_within_issue_15s_tolerance():
+    """Issue 15's target: |predicted - measured| <= max(25% of measured, 2 ms) for every fix.
+    Measured on the H200 (ms/step saved): amp 4.84, channels_last 17.36, tf32 0.25, logging
+    less 0.10, amp + channels_last 25.96. The largest single finding (BatchNorm backward,
+    10.66) missed channels_last by 39%; its remedy, both BatchNorm findings, predicts 15.06."""
+    got = _truth_check("resnet50_fp32")
+    for fix, (measured, predicted) in got.items():
+        assert abs(predicted - measured) <= max(0.25 * abs(measured), 2.0), (fix, got[fix])
+    assert got["channels-last"][1] == pytest.approx(15.0614, rel=1e-3)
+    assert got["amp"][1] == pytest.approx(4.8125, rel=1e-3)
+
+
+def test_lightning_fit_pinning_within_tolerance_prefetch_under_predicted():
+    """pin_memory=True saved 9.87 ms/step, predicted 8.04 (within 25%). membound.data.prefetch
+    saved 13.63 and is predicted 8.94: it also takes the pinning and collation off the loop's
+    thread, which the capture does not attribute to the copy (the two baselines of that run
+    differed by 11%). bf16-mixed measured -1.04 (slower), predicted 0.61: within 2 ms."""
+    got = _truth_check("lightning_fit")
+    assert abs(got["pin-memory"][1] - got["pin-memory"][0]) <= 0.25 * got["pin-memory"][0]
+    assert got["membound-prefetch"][1] == pytest.approx(8.94, abs=0.01)
+    assert got["membound-prefetch"][1] < 0.75 * got["membound-prefetch"][0]  # the known miss
+    assert abs(got["bf16-mixed"][1] - got["bf16-mixed"][0]) <= 2.0
