@@ -61,6 +61,9 @@ class Fix:
     why: str = ""
     membound: bool = False  # membound's own fix (membound.data.prefetch, swap_norms, ...)
     core: bool = True  # also run with --quick
+    #: the report's remedies (analysis/remedies.py) this fix applies: its predicted saving is
+    #: theirs together, each finding counted once
+    remedies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,40 +94,41 @@ _AMP = ("fp32-storage", "fp32-matmul", "memory-bound-op")
 #: a user would try each; sizes and timeouts fit the three device calls of benchmarks/gpu/truth.sh
 PLAN: dict[str, Script] = {s.name: s for s in (
     Script("gpt2", REAL / "gpt2.py", (
-        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "nanoGPT's own default: fuses the elementwise chains"),
-        Fix("log-every-100", ("--log-every", "100"), SYNC, "nanoGPT's log_interval: no per-step .item()"),
-        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True),
-        Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "nanoGPT's own default: fuses the elementwise chains", remedies=("compile",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "nanoGPT's log_interval: no per-step .item()", remedies=("sync_less",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True, remedies=("fused_norms",)),
+        Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False, remedies=("fused_norms",)),
     ), steps=20, warmup=3, diag_steps=3, timeout_s=180),
     Script("gpt2_compiled", REAL / "gpt2_compiled.py", (
-        Fix("reduce-overhead", ("--mode", "reduce-overhead"), ("launch-bound",), "CUDA graphs: one launch per graph"),
-        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()"),
-        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms before compiling", membound=True, core=False),
+        Fix("reduce-overhead", ("--mode", "reduce-overhead"), ("launch-bound",), "CUDA graphs: one launch per graph", remedies=("cuda_graphs",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", remedies=("sync_less",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms before compiling", membound=True, core=False, remedies=("fused_norms",)),
     ), steps=20, warmup=5, diag_steps=3, timeout_s=240, diag_timeout_s=300),
     Script("resnet50_fp32", REAL / "resnet50_fp32.py", (
-        Fix("amp", ("--amp",), _AMP, "bf16 autocast: half the bytes, tensor-core math"),
-        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "NHWC convolutions and BatchNorm"),
-        Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 for the fp32 matmuls and convolutions"),
-        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False),
-        Fix("amp+channels-last", ("--amp", "--channels-last"), _AMP, "both, as a user ends up"),
+        Fix("amp", ("--amp",), _AMP, "bf16 autocast: half the bytes, tensor-core math", remedies=("bf16",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "NHWC convolutions and BatchNorm", remedies=("channels_last",)),
+        Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 for the fp32 matmuls and convolutions", remedies=("tf32",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False, remedies=("sync_less",)),
+        Fix("amp+channels-last", ("--amp", "--channels-last"), _AMP, "both, as a user ends up", remedies=("bf16", "channels_last")),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model): fuses BatchNorm + ReLU and the elementwise chains", core=False, remedies=("compile",)),
     ), steps=15, warmup=5),
     Script("resnet50_prefetch", REAL / "resnet50_prefetch.py", (
-        Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory"),
-        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch + Normalize", membound=True),
-        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last"),
-        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False),
+        Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch + Normalize", membound=True, remedies=("prefetch",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last", remedies=("channels_last",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False, remedies=("sync_less",)),
     ), steps=20, warmup=5),
     Script("lightning_fit", REAL / "lightning_fit.py", (
-        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)"),
-        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True),
-        Fix("bf16-mixed", ("--precision", "bf16-mixed"), _AMP, "Trainer(precision='bf16-mixed')"),
-        Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False),
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("bf16-mixed", ("--precision", "bf16-mixed"), _AMP, "Trainer(precision='bf16-mixed')", remedies=("bf16",)),
+        Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False, remedies=("sync_less",)),
     ), steps=30, warmup=5),
     Script("hf_trainer_llama", REAL / "hf_trainer_llama.py", (
-        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the Llama", membound=True),
-        Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host"),
-        Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True)"),
-        Fix("logging-steps-1000", ("--logging-steps", "1000"), SYNC, "no logging sync in the window", core=False),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the Llama", membound=True, remedies=("fused_norms",)),
+        Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host", remedies=("sync_less",)),
+        Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True)", remedies=("compile",)),
+        Fix("logging-steps-1000", ("--logging-steps", "1000"), SYNC, "no logging sync in the window", core=False, remedies=("sync_less",)),
     ), steps=30, warmup=5, timeout_s=240, diag_timeout_s=300),
 )}  # fmt: skip
 
@@ -288,6 +292,17 @@ def read_report(path: str | os.PathLike) -> dict:
         "gpu_busy_fraction": rep.get("gpu_busy_fraction"),
         "gpu_busy_ms": statistics.median(busy) if busy else None,
         "findings": findings,
+        # fixes ranked by what they save (analysis/remedies.py); absent in older reports
+        **(
+            {
+                "remedies": [
+                    {"remedy": r.get("remedy"), "findings": list(r.get("findings") or [])}
+                    for r in rep.get("remedies") or []
+                ]
+            }
+            if "remedies" in rep
+            else {}
+        ),
     }
 
 
@@ -354,13 +369,25 @@ def summarize(
         if res.baseline_ms is not None and fr.run.ok:
             fr.saving_ms = res.baseline_ms - fr.run.step_ms
             fr.saving_pct = 100 * fr.saving_ms / res.baseline_ms
-        matched = [
-            f for f in findings
-            if f["code"] in fr.fix.addresses and f["time_lost_ms_per_step"] is not None
-        ]  # fmt: skip
-        if matched:
-            best = max(matched, key=lambda f: f["time_lost_ms_per_step"])
-            fr.predicted_ms, fr.predicted_code = best["time_lost_ms_per_step"], best["code"]
+        applied = [
+            r
+            for r in (res.report or {}).get("remedies") or []
+            if r.get("remedy") in fr.fix.remedies
+        ]
+        if applied:  # the report's remedies: each finding they recover counted once
+            idx = sorted({i for r in applied for i in r.get("findings") or []})
+            fr.predicted_ms = sum(
+                findings[i]["time_lost_ms_per_step"] or 0.0 for i in idx if i < len(findings)
+            )
+            fr.predicted_code = "+".join(r["remedy"] for r in applied)
+        elif "remedies" not in (res.report or {}):  # a report from before remedies
+            matched = [
+                f for f in findings
+                if f["code"] in fr.fix.addresses and f["time_lost_ms_per_step"] is not None
+            ]  # fmt: skip
+            if matched:  # its largest matching finding
+                best = max(matched, key=lambda f: f["time_lost_ms_per_step"])
+                fr.predicted_ms, fr.predicted_code = best["time_lost_ms_per_step"], best["code"]
         if fr.saving_ms is not None:
             predicted = fr.predicted_ms or 0.0  # no finding: membound predicted no saving
             tolerance = max(TOLERANCE_FRACTION * abs(fr.saving_ms), TOLERANCE_MS)
@@ -388,6 +415,16 @@ def verdicts(res: ScriptResult) -> list[str]:
                 f"(saves {best.saving_ms:.1f} ms, addresses {'/'.join(best.fix.addresses)}): "
                 f"{'ok' if ok else 'MISS'}"
             )
+            rems = (res.report or {}).get("remedies") or []
+            if rems:
+                first = rems[0].get("remedy")
+                ok = first in best.fix.remedies
+                measured = {k for f in res.fixes if f.saving_ms is not None for k in f.fix.remedies}
+                out.append(
+                    f"top remedy {first} vs best fix {best.fix.name} "
+                    f"({'/'.join(best.fix.remedies) or '-'}): {'ok' if ok else 'MISS'}"
+                    + ("" if first in measured else f" ({first} was not measured)")
+                )
     over = res.overhead_vs_timer()
     if over is not None:
         out.append(

@@ -9,6 +9,7 @@ Images are synthetic (a fixed pool of random uint8 pictures).
 Fixes, one flag each:
   --amp             bf16 autocast (16-bit activations: half the bytes, tensor-core math)
   --channels-last   model and inputs in channels_last (NHWC) memory format
+  --compile         torch.compile(model) (what the torchvision reference offers as --compile)
   --tf32            allow TF32 for fp32 matmuls and convolutions
   --log-every N     read the loss (.item(), a sync) every N steps, not every step
 
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--amp", action="store_true", help="bf16 autocast")
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format")
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls and convolutions")
+    p.add_argument("--compile", action="store_true", help="torch.compile(model)")
     p.add_argument(
         "--log-every",
         type=int,
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> dict:
         args.device, memory_format=memory_format
     )
     criterion = nn.CrossEntropyLoss()
+    if args.compile:
+        model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     autocast = (
         torch.autocast(device_type="cuda" if args.cuda else "cpu", dtype=torch.bfloat16)

@@ -283,3 +283,45 @@ def test_a_swap_that_swapped_nothing_says_so(bt, fake):
     table = bt.format_table(res)
     assert "swap_norms swapped 0 of 17 norms" in table
     assert "under diagnose  no report (not run)" in table
+
+
+def test_predictions_come_from_the_reports_remedies(bt, fake):
+    """A fix's prediction is its remedies' saving, each finding counted once (two BatchNorm
+    findings both recovered by channels_last), and the verdict names the top remedy."""
+
+    def run(kind, variant, step_ms):
+        return bt.Run("fake", kind, variant, ["x"], rc=0, truth={"step_ms": step_ms, "steps": 3})
+
+    report = {
+        "profiled_median_ms": 61.0,
+        "median_step_ms": 61.0,
+        "unprofiled_median_ms": 60.0,
+        "findings": [
+            {"code": "memory-bound-op", "time_lost_ms_per_step": 10.0, "share_of_step": 0.16},
+            {"code": "fp32-storage", "time_lost_ms_per_step": 5.0, "share_of_step": 0.08},
+            {"code": "memory-bound-op", "time_lost_ms_per_step": 4.0, "share_of_step": 0.06},
+        ],
+        "remedies": [
+            {"remedy": "channels_last", "findings": [0, 2]},
+            {"remedy": "compile", "findings": [0, 2]},
+            {"remedy": "bf16", "findings": [1]},
+        ],
+    }
+    diag = bt.Run("fake", "diagnose", "diagnose", ["x"], rc=0, report=report)
+    cl = bt.Fix("channels-last", (), ("memory-bound-op",), remedies=("channels_last",))
+    both = bt.Fix("amp+cl", (), ("memory-bound-op",), remedies=("bf16", "channels_last"))
+    res = bt.summarize(
+        fake,
+        [run("baseline", "baseline-1", 60.0), run("baseline", "baseline-2", 60.0)],
+        diag,
+        [(cl, run("fix", "channels-last", 44.0)), (both, run("fix", "amp+cl", 40.0))],
+    )
+    by = {fr.fix.name: fr for fr in res.fixes}
+    assert by["channels-last"].predicted_ms == 14.0
+    assert by["channels-last"].predicted_code == "channels_last"
+    assert by["channels-last"].within_tolerance  # 14 vs 16 measured
+    assert by["amp+cl"].predicted_ms == 19.0 and by["amp+cl"].predicted_code == "channels_last+bf16"
+    assert any(
+        v.startswith("top remedy channels_last vs best fix amp+cl") and v.endswith("ok")
+        for v in bt.verdicts(res)
+    )
