@@ -83,9 +83,9 @@ def main():
     for autocast in (True, False):
         for name, (m, mode) in variants(a.hidden, dev).items():
             if mode is not None:
-                from membound.nn import add_norm_op
+                from membound.nn import set_add_norm_dispatch
 
-                add_norm_op.DISPATCH = mode
+                set_add_norm_dispatch(mode)
             r = probe(m, x, g, autocast, a.iters)
             print(
                 json.dumps(

@@ -19,9 +19,9 @@ run() { # label, env, args
 }
 run base1 ""
 run swap-adaptive "" --swap-norms
-run swap-kernels "MEMBOUND_ADD_NORM_DISPATCH=kernels" --swap-norms
+run swap-kernels "" --swap-norms --norm-dispatch kernels
 run fan-adaptive "" --fused-add-norm
-run fan-kernels "MEMBOUND_ADD_NORM_DISPATCH=kernels" --fused-add-norm
+run fan-kernels "" --fused-add-norm --norm-dispatch kernels
 run base2 ""
 say launch-bound eager vs graphed
 for s in launch_bound launch_bound_graphed; do
@@ -32,7 +32,7 @@ for s in launch_bound launch_bound_graphed; do
   grep -E "steps ·|^[0-9]\. |computing" "$W/$s.log" | head -8 | sed "s/^/[$s] /"
 done
 say diagnose gpt2 --fused-add-norm, kernels forced
-MEMBOUND_ADD_NORM_DISPATCH=kernels python -m membound.cli diagnose --wait 4 --warmup 2 --steps 3 --out "$W/gpt2_fan" --json "$W/gpt2_fan/report.json" --format plain --no-annotate --stop-after-capture -- examples/real/gpt2.py --steps 20 --warmup-steps 3 --fused-add-norm > "$W/gpt2_fan.log" 2>&1
+python -m membound.cli diagnose --wait 4 --warmup 2 --steps 3 --out "$W/gpt2_fan" --json "$W/gpt2_fan/report.json" --format plain --no-annotate --stop-after-capture -- examples/real/gpt2.py --steps 20 --warmup-steps 3 --fused-add-norm --norm-dispatch kernels > "$W/gpt2_fan.log" 2>&1
 grep -E "steps ·|^[0-9]\. |costed" "$W/gpt2_fan.log" | head -8
 tar czf "$O/norms2.tgz" -C "$W" .
 ls -la "$O"; du -sh "$W"/*

@@ -241,6 +241,12 @@ def build_parser(compiled: bool) -> argparse.ArgumentParser:
         action="store_true",
         help="blocks fuse each residual add into the next norm (membound.nn.FusedAddLayerNorm)",
     )
+    p.add_argument(
+        "--norm-dispatch",
+        choices=["adaptive", "kernels"],
+        default=None,
+        help="with membound's norms: membound.nn.set_add_norm_dispatch(MODE) (default: its own)",
+    )
     if compiled:
         p.add_argument(
             "--mode",
@@ -278,6 +284,10 @@ def main(argv: list[str] | None = None, *, compiled: bool = False) -> dict:
     # bf16 autocast on the GPU; the CPU smoke test runs in fp32
     ctx = torch.autocast("cuda", dtype=torch.bfloat16) if args.cuda else nullcontext()
 
+    if args.norm_dispatch is not None:
+        import membound.nn
+
+        membound.nn.set_add_norm_dispatch(args.norm_dispatch)
     model = GPT(cfg, fused_add_norm=args.fused_add_norm).to(args.device)
     extra = {"params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2)}
     if args.swap_norms:

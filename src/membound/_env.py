@@ -9,10 +9,6 @@ from pathlib import Path
 CACHE_DIR_VAR = "MEMBOUND_CACHE_DIR"
 #: Set to 1 to disable Triton kernels and always use the PyTorch reference path.
 DISABLE_TRITON_VAR = "MEMBOUND_DISABLE_TRITON"
-#: How add_norm picks between its kernels and the eager ops on CUDA without dropout:
-#: "adaptive" (default) or "kernels" (the size rule alone); see `membound.nn.add_norm_op`.
-ADD_NORM_DISPATCH_VAR = "MEMBOUND_ADD_NORM_DISPATCH"
-ADD_NORM_DISPATCH_MODES = ("adaptive", "kernels")
 #: Triton's own switch for its CPU interpreter; read to know whether kernels can run on CPU.
 TRITON_INTERPRET_VAR = "TRITON_INTERPRET"
 #: Set (unless the user set them) before any NCCL initialisation in a process membound
@@ -42,18 +38,6 @@ def triton_disabled() -> bool:
 
 def triton_interpret() -> bool:
     return os.environ.get(TRITON_INTERPRET_VAR, "") not in ("", "0")
-
-
-def add_norm_dispatch() -> str:
-    """The add_norm dispatch mode; an unknown value is a one-line error, not a silent default."""
-    from membound.errors import BadInput
-
-    mode = os.environ.get(ADD_NORM_DISPATCH_VAR, "").strip().lower() or "adaptive"
-    if mode not in ADD_NORM_DISPATCH_MODES:
-        raise BadInput(
-            f"{ADD_NORM_DISPATCH_VAR}={mode!r}: use one of {', '.join(ADD_NORM_DISPATCH_MODES)}."
-        )
-    return mode
 
 
 def nccl_safe_env(env: dict | None = None) -> dict:

@@ -6,24 +6,23 @@ from __future__ import annotations
 import pytest
 import torch
 
-from membound import _env
 from membound.errors import BadInput
 from membound.nn import add_norm_op, functional
 from membound.nn.functional import add_norm
 
 
-@pytest.mark.parametrize(
-    ("value", "mode"), [("", "adaptive"), ("adaptive", "adaptive"), (" Kernels ", "kernels")]
-)
-def test_dispatch_setting(monkeypatch, value, mode):
-    monkeypatch.setenv(_env.ADD_NORM_DISPATCH_VAR, value)
-    assert _env.add_norm_dispatch() == mode
+def test_dispatch_setting():
+    import membound.nn
 
-
-def test_bad_dispatch_setting_is_one_line(monkeypatch):
-    monkeypatch.setenv(_env.ADD_NORM_DISPATCH_VAR, "fast")
-    with pytest.raises(BadInput, match="MEMBOUND_ADD_NORM_DISPATCH='fast': use one of"):
-        _env.add_norm_dispatch()
+    assert add_norm_op.DISPATCH == "adaptive"  # the default
+    try:
+        assert membound.nn.set_add_norm_dispatch("kernels") == "adaptive"
+        assert add_norm_op.DISPATCH == "kernels"
+        with pytest.raises(BadInput, match="add_norm dispatch 'fast': use one of"):
+            membound.nn.set_add_norm_dispatch("fast")
+        assert add_norm_op.DISPATCH == "kernels"  # a bad mode changes nothing
+    finally:
+        membound.nn.set_add_norm_dispatch("adaptive")
 
 
 def test_kernels_mode_never_asks_the_gpu(monkeypatch):

@@ -5,6 +5,13 @@ runs them (see `membound.nn.add_norm_op.use_triton`).
 """
 
 from membound.nn import functional
+from membound.nn.add_norm_op import set_add_norm_dispatch
 from membound.nn.modules import FusedAddLayerNorm, FusedAddRMSNorm, swap_norms
 
-__all__ = ["FusedAddLayerNorm", "FusedAddRMSNorm", "functional", "swap_norms"]
+__all__ = [
+    "FusedAddLayerNorm",
+    "FusedAddRMSNorm",
+    "functional",
+    "set_add_norm_dispatch",
+    "swap_norms",
+]

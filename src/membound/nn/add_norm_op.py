@@ -53,8 +53,21 @@ EAGER_MAX_ELEMS_NOGRAD = (1 << 20) - 1
 #: autograd Function, 7 allocations), so in examples/real/gpt2.py, whose host only just keeps
 #: ahead of its GPU, swapping the 25 LayerNorms made the step 137 -> 155 ms. Both paths give
 #: the same result to rounding (dropout would not: its masks come from different generators,
-#: so calls with dropout never switch). Set with MEMBOUND_ADD_NORM_DISPATCH.
-DISPATCH = _env.add_norm_dispatch()
+#: so calls with dropout never switch). Set with `membound.nn.set_add_norm_dispatch`.
+DISPATCH = "adaptive"
+DISPATCH_MODES = ("adaptive", "kernels")
+
+
+def set_add_norm_dispatch(mode: str) -> str:
+    """Choose how add_norm picks its path on CUDA above the size rule (see `DISPATCH`):
+    "adaptive" (the default) or "kernels". Returns the previous mode; a bad one is BadInput."""
+    global DISPATCH
+    if mode not in DISPATCH_MODES:
+        from membound.errors import BadInput
+
+        raise BadInput(f"add_norm dispatch {mode!r}: use one of {', '.join(DISPATCH_MODES)}.")
+    previous, DISPATCH = DISPATCH, mode
+    return previous
 
 
 def use_triton(t: torch.Tensor) -> bool:
