@@ -339,3 +339,18 @@ def test_diagnose_default_run_folder_in_a_read_only_place(tmp_path, monkeypatch,
     monkeypatch.chdir("/proc")  # nothing can be created here, not even by root
     assert main(["diagnose", "--", str(script)]) == 2
     _one_line_error(capsys, "membound-out")
+
+
+def test_profile_report_checks_its_paths_before_analysing(tmp_path, monkeypatch):
+    from membound.api import Profile
+
+    def analyze(self, ceilings=None):
+        raise AssertionError("analysed before the output paths were checked")
+
+    monkeypatch.setattr(Profile, "analyze", analyze)
+    p = membound.profile(out=tmp_path)
+    with pytest.raises(BadInput, match="json_path /proc/r.json is inside /proc"):
+        p.report(json_path="/proc/r.json")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(BadInput, match="is a file, not a folder"):
+        p.report(html_path=tmp_path / "afile" / "r.html")
