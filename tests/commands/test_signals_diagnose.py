@@ -183,7 +183,7 @@ def test_crash_at_step_6_reports_the_steps_it_says_it_kept(tmp_path, script, cap
     assert code == 1
     err = capsys.readouterr().err
     assert "crashed (ValueError: planted); the capture kept 3 step(s)" in err
-    assert "step 5 was cut short and is left out" in err
+    assert "step 6 was cut short and is left out" in err  # 1-based, as the user counts
     meta = _meta(out)
     assert meta["recorded_steps"] == [2, 3, 4] and meta["partial_step"] == 5
     steps = json.loads(report.read_text())["steps"]

@@ -385,7 +385,9 @@ class Capture:
             )
         partial = self.partial_step
         return f"the run ended after {self.steps_captured} of {self.steps} recorded step(s)" + (
-            f"; step {partial} was cut short and is left out." if partial is not None else "."
+            f"; step {partial + 1} was cut short and is left out."  # 1-based, as the user counts
+            if partial is not None
+            else "."
         )
 
     # ---- what survives an abrupt end ----------------------------------------------------
