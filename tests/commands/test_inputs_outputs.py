@@ -354,3 +354,22 @@ def test_profile_report_checks_its_paths_before_analysing(tmp_path, monkeypatch)
     (tmp_path / "afile").write_text("x")
     with pytest.raises(BadInput, match="is a file, not a folder"):
         p.report(html_path=tmp_path / "afile" / "r.html")
+
+
+def test_diagnose_report_inside_a_new_out_folder(tmp_path, monkeypatch):
+    """`--out O --json O/report.json`: --out is created first, so the report's folder exists
+    (how benchmarks/bench_truth.py runs it); a bad --json leaves no --out folder behind."""
+    from membound.commands import diagnose
+
+    out = tmp_path / "new" / "out"
+    from membound.cli import build_parser
+
+    ns = build_parser().parse_args(["diagnose", "--out", str(out), "--json",
+                                    str(out / "report.json"), "--", "s.py"])  # fmt: skip
+    diagnose._resolve_paths(ns, None)
+    assert out.is_dir() and ns.json == str(out / "report.json")
+    bad = build_parser().parse_args(["diagnose", "--out", str(tmp_path / "o2" / "x"), "--json",
+                                     "/proc/r.json", "--", "s.py"])  # fmt: skip
+    with pytest.raises(BadInput):
+        diagnose._resolve_paths(bad, None)
+    assert not (tmp_path / "o2").exists()

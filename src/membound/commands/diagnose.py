@@ -188,19 +188,28 @@ def run(args: argparse.Namespace) -> int:
 # ---- where things go, and what is said -----------------------------------------------
 def _resolve_paths(args: argparse.Namespace, target) -> None:
     """Every output path checked (`membound.outputs`: a one-line error now, not after the
-    run) and made absolute, and this run's own folder when --out names none (created, as
-    --out is; the parents of a --json/--html/--annotate file must exist)."""
-    from membound.outputs import output_dir, output_file
+    run) and made absolute, and this run's own folder when --out names none. Folders are
+    created (--out, with its parents, first: `--out O --json O/report.json` is fine); the
+    folder of a --json/--html/--annotate file must exist otherwise."""
+    from membound.outputs import output_dir
 
-    for name, folder_ok in (("json", False), ("html", False), ("annotate", True)):
-        value = getattr(args, name, None)
-        if value and not (name == "annotate" and args.no_annotate):
-            setattr(args, name, str(output_file(value, f"--{name}", folder_ok=folder_ok)))
     if args.ceilings:
         args.ceilings = str(Path(args.ceilings).absolute())
     if args.out:
+        wanted = Path(args.out).absolute()
+        created = [q for q in (wanted, *wanted.parents) if not q.exists()]  # deepest first
         args.out = str(output_dir(args.out, "--out"))
+        try:
+            _check_files(args)
+        except BaseException:
+            for q in created:  # leave nothing behind for a run that never started
+                try:
+                    q.rmdir()
+                except OSError:
+                    break
+            raise
         return
+    _check_files(args)
     from membound.trace.distributed import rank_info
 
     if rank_info().distributed:  # a rank without --out: the launcher passes the run's folder
@@ -213,6 +222,15 @@ def _resolve_paths(args: argparse.Namespace, target) -> None:
         from membound.errors import BadInput
 
         raise BadInput(f"cannot create a run folder in {parent} ({exc.strerror}).") from None
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    from membound.outputs import output_file
+
+    for name, folder_ok in (("json", False), ("html", False), ("annotate", True)):
+        value = getattr(args, name, None)
+        if value and not (name == "annotate" and args.no_annotate):
+            setattr(args, name, str(output_file(value, f"--{name}", folder_ok=folder_ok)))
 
 
 def run_folder(parent: Path, label: str, now: float | None = None) -> Path:
