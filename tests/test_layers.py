@@ -27,6 +27,7 @@ TOP_LEVEL = {
     "membound.api": "facade",  # membound.profile: capture, then analysis and report
     "membound.roofline": "facade",  # membound.roofline.measure
     "membound.errors": "base",
+    "membound.outputs": "base",  # output paths checked before any work starts
     "membound._env": "base",
     "membound._profiling": "base",
     "membound.defaults": "base",

@@ -55,9 +55,9 @@ class Profile(Capture):
         `options` (a `membound.report.ReportOptions`) replaces the path arguments."""
         import dataclasses
 
+        from membound.outputs import output_file
         from membound.report import ReportOptions, emit
 
-        analysis = self.analyze(ceilings)
         if options is None:
             options = ReportOptions()
         paths = {
@@ -66,6 +66,15 @@ class Profile(Capture):
             "annotated_trace_path": annotated_trace_path,
         }
         options = dataclasses.replace(options, **{k: v for k, v in paths.items() if v})
+        checked = {  # BadInput with one sentence now, not an OSError after the analysis
+            "json_path": output_file(options.json_path, "json_path"),
+            "html_path": output_file(options.html_path, "html_path"),
+            "annotated_trace_path": output_file(
+                options.annotated_trace_path, "annotated_trace_path", folder_ok=True
+            ),
+        }
+        options = dataclasses.replace(options, **checked)
+        analysis = self.analyze(ceilings)
         if console is False:  # the old spelling of quiet
             options, console = dataclasses.replace(options, quiet=True), None
         emit(analysis, options, console=console)

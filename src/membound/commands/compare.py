@@ -17,11 +17,13 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from membound.analysis.compare import compare, load_report
+    from membound.outputs import output_file
     from membound.report.compare import render
 
+    json_path = output_file(args.json, "--json")  # before reading anything
     before, after = load_report(args.before), load_report(args.after)
     cmp = compare(before, after)
     render(cmp, before_label=Path(args.before).name, after_label=Path(args.after).name)
-    if args.json:
-        Path(args.json).write_text(json.dumps(cmp, indent=2) + "\n")
+    if json_path is not None:
+        json_path.write_text(json.dumps(cmp, indent=2) + "\n")
     return 0

@@ -7,7 +7,6 @@ analysis of real H200 traces shipped with the package; what needs a GPU is said 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from membound.defaults import DEMO_OUT
 from membound.demos.run import DEMOS
@@ -36,26 +35,14 @@ def add_arguments(parser) -> None:
     )
 
 
-def _out_dir(path: str) -> Path:
-    from membound.errors import BadInput
-
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {path!r} is a file; give a folder (it is created if missing).")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"cannot create --out folder {path!r} ({exc.strerror}).") from None
-    return out
-
-
 def run(args) -> int:
     from rich.console import Console
 
     from membound.demos.run import run as run_demo
+    from membound.outputs import output_dir
 
+    out = output_dir(args.out, "--out")  # checked (and created) before any measuring
     console = Console()
-    out = _out_dir(args.out)
     t0 = time.perf_counter()
     run_demo(args.which, out, console, quick=args.quick, device=args.device)
     console.print(f"\nmembound demo done in {time.perf_counter() - t0:.1f} s; files in {out}/")

@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
 
     target = runner.parse_command(args.command)
     runner.check(target)
-    _resolve_paths(args, target)  # the script may chdir: every path is absolute from here
+    # checked before the script runs, and absolute: the script may chdir
+    _resolve_paths(args, target)
     # [distributed] --nproc-per-node: the same command on N ranks under torchrun
     info = distributed.rank_info()
     nproc = getattr(args, "nproc_per_node", None)
@@ -160,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         _say_plan(capture, target)
     with capture:
         outcome = runner.run(target, stop_exc=CaptureDone)
+        capture.close(ended=outcome.ended)
     _say_capture(capture, target, outcome)
     if info.distributed:  # [distributed] rank 0 merges once every rank has written
         if info.rank == 0 and not args.no_analyze:
@@ -168,7 +170,13 @@ def run(args: argparse.Namespace) -> int:
     if background is not None and background.started:
         background.wait()
     elif capture.written and not args.no_analyze:
-        _report(capture, args, ceilings)  # the capture ended early: analyse what was written
+        if capture.steps_captured:
+            _report(capture, args, ceilings)  # the capture ended early: analyse what was written
+        else:
+            _log(
+                f"no recorded step was complete: nothing to analyse (the partial trace is "
+                f"kept at {capture.trace_path})."
+            )
     if capture.complete and not outcome.stopped:
         _log(
             "the script ran on after the capture; next time --stop-after-capture ends it as "
@@ -179,20 +187,50 @@ def run(args: argparse.Namespace) -> int:
 
 # ---- where things go, and what is said -----------------------------------------------
 def _resolve_paths(args: argparse.Namespace, target) -> None:
-    """Absolute output paths, and this run's own folder when --out names none."""
-    for name in ("json", "html", "annotate", "ceilings"):
-        value = getattr(args, name, None)
-        if value:
-            setattr(args, name, str(Path(value).absolute()))
+    """Every output path checked (`membound.outputs`: a one-line error now, not after the
+    run) and made absolute, and this run's own folder when --out names none. Folders are
+    created (--out, with its parents, first: `--out O --json O/report.json` is fine); the
+    folder of a --json/--html/--annotate file must exist otherwise."""
+    from membound.outputs import output_dir
+
+    if args.ceilings:
+        args.ceilings = str(Path(args.ceilings).absolute())
     if args.out:
-        args.out = str(Path(args.out).absolute())
+        wanted = Path(args.out).absolute()
+        created = [q for q in (wanted, *wanted.parents) if not q.exists()]  # deepest first
+        args.out = str(output_dir(args.out, "--out"))
+        try:
+            _check_files(args)
+        except BaseException:
+            for q in created:  # leave nothing behind for a run that never started
+                try:
+                    q.rmdir()
+                except OSError:
+                    break
+            raise
         return
+    _check_files(args)
     from membound.trace.distributed import rank_info
 
     if rank_info().distributed:  # a rank without --out: the launcher passes the run's folder
-        args.out = str(Path(DIAGNOSE_OUT).absolute())
+        args.out = str(output_dir(DIAGNOSE_OUT, "--out"))
         return
-    args.out = str(run_folder(Path(DIAGNOSE_OUT).absolute(), target.label))
+    parent = output_dir(DIAGNOSE_OUT, f"the run folder ./{DIAGNOSE_OUT} (--out)")
+    try:
+        args.out = str(run_folder(parent, target.label))
+    except OSError as exc:
+        from membound.errors import BadInput
+
+        raise BadInput(f"cannot create a run folder in {parent} ({exc.strerror}).") from None
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    from membound.outputs import output_file
+
+    for name, folder_ok in (("json", False), ("html", False), ("annotate", True)):
+        value = getattr(args, name, None)
+        if value and not (name == "annotate" and args.no_annotate):
+            setattr(args, name, str(output_file(value, f"--{name}", folder_ok=folder_ok)))
 
 
 def run_folder(parent: Path, label: str, now: float | None = None) -> Path:
@@ -249,6 +287,28 @@ class _Progress:
             keep_ceilings(capture.out, self.ceilings)
             if self.background is not None:
                 self.background.start(capture)
+        elif event == "os_exit":  # the last thing this process does: say what is on disk
+            code = capture.exit_code
+            if capture.written and capture.steps_captured:
+                _log(
+                    f"{who}{self.target.label} called os._exit({code}); the capture kept "
+                    f"{capture.steps_captured} step(s) at {capture.trace_path}"
+                    + ("" if self.background is not None and self.background.started else
+                       f" (not analysed: run `membound analyze {capture.trace_path}`)")
+                    + "."
+                )  # fmt: skip
+            else:
+                _log(
+                    f"{who}{self.target.label} called os._exit({code}) after "
+                    f"{capture.steps_taken} step(s), before a recorded step was complete: no "
+                    f"trace to analyse (the steps it reached are in {capture.steps_path})."
+                )
+        elif event == "os_exit_unwritten":
+            _log(
+                f"{who}{self.target.label} called os._exit({capture.exit_code}) from another "
+                f"thread: the capture could not be written (the steps it reached are in "
+                f"{capture.steps_path})."
+            )
 
 
 def keep_ceilings(out: Path, ceilings=None) -> Path | None:
@@ -353,9 +413,28 @@ def _report_ranks(capture, args, ceilings, world_size: int, started: float) -> N
 
 def _say_capture(capture, target, outcome) -> None:
     where = capture.trace_path if capture.written else capture.out
+    if outcome.syntax_error is not None and capture.steps_taken == 0:
+        _log(
+            f"{target.label} has a syntax error at {outcome.syntax_error}; it did not run and "
+            "nothing was captured."
+        )
+        return
+    if outcome.ended is not None and capture.source is None:  # nothing to keep: say what happened
+        cause = outcome.error if outcome.error and not outcome.interrupted else None
+        _log(
+            f"{target.label} {outcome.ended}"
+            + (f" ({cause})" if cause else "")
+            + " before its first step; nothing was captured."
+        )
+        return
     if outcome.interrupted:
+        how = (
+            "interrupted (Ctrl-C)"
+            if outcome.signal == "SIGINT"
+            else f"terminated ({outcome.signal})"
+        )
         msg = (
-            f"{target.label} was interrupted (Ctrl-C); the capture kept "
+            f"{target.label} was {how}; the capture kept "
             f"{capture.steps_captured} step(s) at {where}"
         )
     elif outcome.error is not None:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-from membound.errors import BadInput
 
 HELP = "measure the device's ceilings (memory bandwidth, FLOP/s per dtype, host<->device copies); cached"
 
@@ -35,30 +32,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _check_output(path: str | None, suffixes: tuple[str, ...] | None, what: str) -> Path | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if suffixes and p.suffix.lower() not in suffixes:
-        raise BadInput(f"--{what} {path!r}: the file name must end in {' or '.join(suffixes)}")
-    if p.is_dir():
-        raise BadInput(f"--{what} {path!r} is a directory; give a file name")
-    if not p.parent.exists():
-        raise BadInput(f"--{what} {path!r}: the folder {str(p.parent)!r} does not exist")
-    return p
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from membound.device import get_ceilings
     from membound.device.lookup import cached_ceilings
+    from membound.outputs import output_file
     from membound.report.ceilings import render
     from membound.report.roofline_chart import SUFFIXES
 
     # validate every output before spending a minute measuring
-    json_path = _check_output(args.json, None, "json")
-    plot_path = _check_output(args.plot, SUFFIXES, "plot")
+    json_path = output_file(args.json, "--json")
+    plot_path = output_file(args.plot, "--plot", suffixes=SUFFIXES)
     err = Console(stderr=True)
     device = args.device
     if device is None:

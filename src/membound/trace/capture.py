@@ -24,6 +24,13 @@ Steps advance from exactly one source per capture, so a loop is never double-ste
 A higher-priority source takes over the first time it fires; that firing only claims the role
 (the previous source just marked that boundary), and a note records the switch. The hooks are
 installed only while a capture is active and removed when it completes or exits.
+
+What survives an abrupt end: every step boundary is appended to `capture.steps.jsonl` as it
+happens (one line, flushed), so even a SIGKILL leaves the steps a run reached; a script that
+calls `os._exit` during the capture first has what was recorded written (trace and meta: the
+hook is the capture's, active only in its own process and thread); a run that ends inside a
+recorded step names that step in the meta (`partial_step`), and the complete ones
+(`recorded_steps`), so no partial step is counted.
 """
 
 from __future__ import annotations
@@ -87,13 +94,25 @@ class Capture:
             os.path.abspath(out if out is not None else tempfile.mkdtemp(prefix="membound-"))
         )
         # [distributed] under torchrun every rank writes its own trace.rank{R}.json.gz
-        from membound.trace.distributed import meta_name, ops_name, rank_info, trace_name
+        from membound.trace.distributed import (
+            meta_name,
+            ops_name,
+            rank_info,
+            steps_name,
+            trace_name,
+        )
 
         info = rank_info()
         self.rank = info.rank if info.distributed else None
         self.trace_path = self.out / trace_name(self.rank)
         self.ops_path = self.out / ops_name(self.rank)
         self.meta_path = self.out / meta_name(self.rank)
+        self.steps_path = self.out / steps_name(self.rank)
+        self._steps_file: Any = None
+        self._pid = os.getpid()
+        self._real_exit: Any = None
+        self.ended: str | None = None  # how the run ended, when not by itself ("crashed")
+        self.exit_code: int | None = None  # the code the script gave os._exit, if it did
         self.ops_steps = max(int(ops_steps), 0)
         self.two_pass = False  # decided on entry: CUDA, and no activities given
         self.marks = HostMarks()
@@ -164,18 +183,27 @@ class Capture:
         )
         _ACTIVE = self
         self._thread = threading.get_ident()
+        self._install_exit_hook()
         if self.auto_steps:
             self._install_hooks()
+        self._open_step_marks()
         self._prof.start()
         self.clock.start()
+        self._mark_step(0)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Stop profiling (exporting whatever was recorded), remove hooks; idempotent."""
+    def close(self, ended: str | None = None) -> None:
+        """Stop profiling (exporting whatever was recorded), remove hooks; idempotent.
+
+        `ended`: how the run ended when it did not finish by itself ("crashed", "was
+        interrupted (Ctrl-C)"), for the notes and the meta."""
+        if ended is not None and self.ended is None:
+            self.ended = ended
         self._stop(keep_optimizer_hook=False)
+        self._close_step_marks()
 
     def _stop(self, keep_optimizer_hook: bool) -> None:
         was_timing = self._after_left > 0
@@ -194,6 +222,9 @@ class Capture:
             if not self.complete and self.steps_captured < self.steps:
                 self.notes.append(self._shortfall_note())
             self._write_meta()
+            if self._steps_file is not None:
+                self._write_step_line({"end": time.time(), "partial_step": self.partial_step,
+                                       "ended": self.ended})  # fmt: skip
 
     def _tell(self, event: str) -> None:
         if self.listener is not None:
@@ -219,6 +250,7 @@ class Capture:
             if self._after_left > 0 and source == self.source:
                 self.clock.mark()
                 self._after_left -= 1
+                self._mark_step(len(self.clock.times) - 1)
                 if self._after_left == 0:  # timed enough: nothing of membound's runs any more
                     self._release(keep_optimizer_hook=True)
                     self._write_meta()
@@ -239,6 +271,7 @@ class Capture:
                 return
         self.steps_taken += 1
         t = self.clock.mark()  # before the profiler's own work at this boundary
+        self._mark_step(self.steps_taken)
         if self._ops_prof is not None:
             self._ops_prof.step()
         else:
@@ -261,6 +294,22 @@ class Capture:
     def steps_captured(self) -> int:
         """Complete steps inside the recorded window."""
         return max(0, min(self.steps, self.steps_taken - self.wait - self.warmup))
+
+    @property
+    def recorded_steps(self) -> list[int]:
+        """The complete recorded steps, by their trace marker number (`ProfilerStep#N`)."""
+        first = self.wait + self.warmup
+        return list(range(first, first + self.steps_captured)) if self.written else []
+
+    @property
+    def partial_step(self) -> int | None:
+        """The recorded step the run ended inside (`ProfilerStep#N`: its marker is in the
+        trace, cut short), None when the recording was complete or never began."""
+        if self.complete or not self.written or self.source is None:
+            return None
+        n = self.steps_taken
+        first = self.wait + self.warmup
+        return n if first <= n < first + self.steps else None
 
     def _on_trace_ready(self, prof: Any) -> None:
         # Written first, before any analysis can fail: the trace is the product.
@@ -322,6 +371,8 @@ class Capture:
             raise CaptureDone()
 
     def _shortfall_note(self) -> str:
+        if self.source is None and self.ended is not None:
+            return f"the script {self.ended} before its first step: nothing was recorded."
         if self.source is None:
             return (
                 "no step boundary was seen (no optimizer step, no DataLoader batch): call "
@@ -332,12 +383,73 @@ class Capture:
                 f"the run ended after {self.steps_taken} step(s), before recording began "
                 f"(wait {self.wait} + warmup {self.warmup}); run more steps or lower --wait/--warmup."
             )
-        return (
-            f"the run ended after {self.steps_captured} of {self.steps} recorded step(s); "
-            "the last recorded step may be partial."
+        partial = self.partial_step
+        return f"the run ended after {self.steps_captured} of {self.steps} recorded step(s)" + (
+            f"; step {partial + 1} was cut short and is left out."  # 1-based, as the user counts
+            if partial is not None
+            else "."
         )
 
+    # ---- what survives an abrupt end ----------------------------------------------------
+
+    def _open_step_marks(self) -> None:
+        try:
+            self._steps_file = open(self.steps_path, "w", buffering=1)  # noqa: SIM115
+        except OSError as exc:  # the capture goes on; only the per-step record is lost
+            self.notes.append(f"could not write the step marks to {self.steps_path} ({exc})")
+            return
+        self._write_step_line({"start": time.time(), "pid": self._pid, "wait": self.wait,
+                               "warmup": self.warmup, "steps": self.steps})  # fmt: skip
+
+    def _mark_step(self, boundary: int) -> None:
+        """One line per step boundary, written as it happens (a few µs, no sync)."""
+        if self._steps_file is not None:
+            self._write_step_line({"boundary": boundary, "t": self.clock.times[-1]})
+
+    def _write_step_line(self, record: dict) -> None:
+        try:
+            self._steps_file.write(json.dumps(record) + "\n")
+        except (OSError, ValueError):  # a full disk, a closed file: the capture goes on
+            self._steps_file = None
+
+    def _close_step_marks(self) -> None:
+        f, self._steps_file = self._steps_file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def _on_os_exit(self, code: Any) -> None:
+        """The script called `os._exit(code)`: nothing else will run, so write what was
+        recorded now (in the capture's own process and thread), or say that it cannot be."""
+        if os.getpid() != self._pid:
+            return  # a forked child (a DataLoader worker) ending: not the script
+        self.exit_code = code if isinstance(code, int) else None
+        if threading.get_ident() != self._thread:
+            self._tell("os_exit_unwritten")
+            return
+        try:
+            self.close(ended=f"called os._exit({code})")
+        except BaseException as exc:  # noqa: BLE001 - exiting anyway; say what was lost
+            self.notes.append(f"could not write the capture on os._exit ({exc})")
+        self._tell("os_exit")
+
     # ---- hooks -----------------------------------------------------------------------------
+
+    def _install_exit_hook(self) -> None:
+        """`os._exit` runs no `finally` and no atexit: while capturing, it first writes what
+        was recorded (`_on_os_exit`), then exits with the script's code."""
+        real_exit, capture = os._exit, self
+
+        def _exit(code):
+            try:
+                capture._on_os_exit(code)
+            finally:
+                real_exit(code)
+
+        _exit.__wrapped__ = real_exit  # type: ignore[attr-defined]
+        self._real_exit, os._exit = real_exit, _exit
 
     def _install_hooks(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -361,6 +473,10 @@ class Capture:
         _BaseDataLoaderIter.__next__ = __next__
 
     def _remove_hooks(self, keep_optimizer_hook: bool = False) -> None:
+        if self._real_exit is not None:
+            if getattr(os._exit, "__wrapped__", None) is self._real_exit:
+                os._exit = self._real_exit
+            self._real_exit = None
         if self._hook_handle is not None and not keep_optimizer_hook:
             self._hook_handle.remove()
             self._hook_handle = None
@@ -407,6 +523,11 @@ class Capture:
             "wait": self.wait,
             "warmup": self.warmup,
             "complete": self.complete,
+            # the complete recorded steps and the one cut short, by ProfilerStep#N number
+            "recorded_steps": self.recorded_steps,
+            "partial_step": self.partial_step,
+            "ended": self.ended,  # how the run ended, when not by itself
+            "step_marks": self.steps_path.name,
             # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
             # the ops pass (CPU ops and shapes) is for the roofline alone
             "timeline": "gpu+host marks" if self.two_pass else "single pass",
@@ -472,6 +593,25 @@ def notes_from_meta(meta: dict[str, Any]) -> list[str]:
     )
     notes = meta.get("notes")
     return [head, *(str(n) for n in notes)] if isinstance(notes, list) else [head]
+
+
+def read_step_marks(path: str | os.PathLike) -> list[int]:
+    """The step boundaries a capture's `capture.steps.jsonl` recorded (a run that ended
+    before writing its trace leaves them); unreadable lines are skipped."""
+    out = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("boundary"), int):
+                    if record["boundary"] > 0:
+                        out.append(record["boundary"])
+    except OSError:
+        return []
+    return out
 
 
 def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:

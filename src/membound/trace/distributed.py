@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from membound.trace.kineto_names import collective_kind
 
 RANK_TRACE = "trace.rank{rank}.json.gz"
 RANK_META = "capture.rank{rank}.json"
+RANK_STEPS = "capture.rank{rank}.steps.jsonl"
 _RANK_RE = re.compile(r"rank[._-]?(\d+)", re.IGNORECASE)
 
 
@@ -66,6 +68,11 @@ def trace_name(rank: int | None) -> str:
 
 def meta_name(rank: int | None) -> str:
     return "capture.json" if rank is None else RANK_META.format(rank=rank)
+
+
+def steps_name(rank: int | None) -> str:
+    """The capture's per-step marks, appended as each step ends (survives a killed run)."""
+    return "capture.steps.jsonl" if rank is None else RANK_STEPS.format(rank=rank)
 
 
 def ops_name(rank: int | None) -> str:
@@ -198,7 +205,7 @@ def read_distributed_info(path: str | os.PathLike) -> dict[str, Any] | None:
     try:
         with open_trace(Path(path)) as f:
             head = f.read(_HEAD)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # not a regular file, unreadable, corrupt
         return None
     m = _INFO_RE.search(head)
     if m is None:
@@ -226,7 +233,7 @@ def read_comm_records(path: str | os.PathLike) -> list[CommRecord]:
                     _scan(buf, out, seen, final=True)
                     break
                 tail = _scan(buf, out, seen, final=False)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         pass  # the loader already reported a broken file; sizes are a bonus
     # one record per collective: the kernels' own args when kineto wrote them, else the
     # host's record_param_comms, else whatever carried the sizes

@@ -4,6 +4,10 @@
 hooks see it; this module gives the script the same `sys.argv`, `sys.path[0]` and `__main__`
 it would get from `python script.py args` / `python -m module args`, and turns however it ends
 (normal return, `sys.exit`, an uncaught exception) into the exit code `python` would return.
+
+A SIGTERM while the script runs takes the path Ctrl-C takes (the run stops where it is, what
+was captured is written), then the exit code a process killed by it reports (143); the
+handler is installed only where the script has none of its own, and removed after.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import runpy
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +45,25 @@ class Outcome:
     exit_code: int
     error: str | None = None  # "ValueError: ..." for an uncaught exception
     stopped: bool = False  # ended by the runner after the capture completed
-    interrupted: bool = False  # Ctrl-C (SIGINT): the user stopped it, it did not crash
+    interrupted: bool = False  # Ctrl-C (SIGINT) or SIGTERM: stopped, it did not crash
+    signal: str | None = None  # "SIGINT", "SIGTERM": the signal that stopped it
+    syntax_error: str | None = None  # "file:line (message)": the script never ran
+    #: how it ended when not by itself, for the capture's notes ("crashed"); None: it ended
+    ended: str | None = None
+
+
+class Terminated(BaseException):
+    """Raised in the script's main thread by SIGTERM: it unwinds like Ctrl-C, through the
+    script's `finally` blocks, but no `except Exception` of the script stops it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: signals turned into `Terminated` while the script runs (SIGINT is Python's own
+#: KeyboardInterrupt already)
+CAUGHT_SIGNALS = ("SIGTERM",)
 
 
 def parse_command(command: list[str]) -> Target:
@@ -101,9 +125,33 @@ def check(target: Target) -> None:
         )
 
 
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated(signum)
+
+
+def _install_signals() -> dict[int, object]:
+    """`Terminated` on the caught signals, where nothing else handles them; {signum: previous}."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    saved = {}
+    for name in CAUGHT_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None or signal.getsignal(signum) is not signal.SIG_DFL:
+            continue
+        saved[signum] = signal.signal(signum, _raise_terminated)
+    return saved
+
+
+def _restore_signals(saved: dict[int, object]) -> None:
+    for signum, previous in saved.items():
+        if signal.getsignal(signum) is _raise_terminated:
+            signal.signal(signum, previous)
+
+
 def run(target: Target, stop_exc: type[BaseException] | None = None) -> Outcome:
     """Run the target as `__main__` with its own argv; return how it ended (never raises)."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    saved_signals = _install_signals()
     try:
         if target.script is not None:
             script = os.path.abspath(target.script)
@@ -119,13 +167,37 @@ def run(target: Target, stop_exc: type[BaseException] | None = None) -> Outcome:
         return Outcome(_exit_code(exc.code))
     except KeyboardInterrupt:
         # What the shell reports for a Ctrl-C'd python; the capture so far is still analysed.
-        return Outcome(130, error="interrupted", interrupted=True)
+        return Outcome(
+            130,
+            error="interrupted",
+            interrupted=True,
+            signal="SIGINT",
+            ended="was interrupted (Ctrl-C)",
+        )
+    except Terminated as exc:
+        name = signal.Signals(exc.signum).name
+        return Outcome(
+            128 + exc.signum,
+            error=f"terminated by {name}",
+            interrupted=True,
+            signal=name,
+            ended=f"was terminated ({name})",
+        )
     except BaseException as exc:
         if stop_exc is not None and isinstance(exc, stop_exc):
             return Outcome(0, stopped=True)
         _print_script_traceback(exc)
-        return Outcome(1, error=f"{type(exc).__name__}: {exc}")
+        where = None
+        if isinstance(exc, SyntaxError):
+            where = f"{exc.filename}:{exc.lineno} ({exc.msg})"
+        return Outcome(
+            1,
+            error=f"{type(exc).__name__}: {exc}",
+            syntax_error=where,
+            ended="has a syntax error" if where else "crashed",
+        )
     finally:
+        _restore_signals(saved_signals)
         sys.argv, sys.path[:] = saved_argv, saved_path
         sys.stdout.flush()
 
