@@ -296,3 +296,36 @@ def test_cuda_capture_takes_a_timeline_pass_and_an_ops_pass(tmp_path):
     a = membound.analyze(p.trace_path)
     assert len(a.steps) == 3 and a.unprofiled_step_ms is not None
     assert any(r.name == "aten::addmm" for r in a.ops)
+
+
+@pytest.mark.gpu
+def test_timeline_pass_flag_follows_the_passes(tmp_path):
+    """membound._profiling.timeline_pass is True only while the GPU-only timeline pass records
+    (membound's norms stay on their cheap path then) and False in the ops pass and after."""
+    from membound import _profiling
+
+    model = torch.nn.Linear(64, 64).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    seen = []
+    with membound.profile(steps=2, wait=1, warmup=1, out=tmp_path, ops_steps=2):
+        for _ in range(12):
+            seen.append(_profiling.timeline_pass)
+            opt.zero_grad()
+            model(torch.randn(8, 64, device="cuda")).sum().backward()
+            opt.step()
+    assert seen[0] is True and False in seen  # the timeline pass, then the ops pass
+    assert seen.index(False) > 2 and all(not v for v in seen[seen.index(False) :])
+    assert _profiling.timeline_pass is False
+
+
+def test_cpu_capture_never_flags_a_timeline_pass(tmp_path, model_opt):
+    from membound import _profiling
+
+    model, opt = model_opt
+    with membound.profile(steps=2, wait=1, warmup=0, out=tmp_path):
+        for _ in range(4):
+            assert _profiling.timeline_pass is False
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+    assert _profiling.timeline_pass is False

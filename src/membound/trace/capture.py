@@ -45,6 +45,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from membound import _profiling
 from membound.defaults import CAPTURE_OP_STEPS, CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP
 from membound.trace.marks import HostMarks, inject
 from membound.trace.step_clock import StepClock
@@ -187,6 +188,8 @@ class Capture:
         if self.auto_steps:
             self._install_hooks()
         self._open_step_marks()
+        # membound's own code stays on its cheapest path while only GPU activity is traced
+        _profiling.timeline_pass = self.two_pass
         self._prof.start()
         self.clock.start()
         self._mark_step(0)
@@ -236,6 +239,7 @@ class Capture:
     def _release(self, keep_optimizer_hook: bool) -> None:
         """Remove the hooks; the capture is no longer the active one."""
         global _ACTIVE
+        _profiling.timeline_pass = False
         self._after_left = 0
         self._remove_hooks(keep_optimizer_hook)
         if _ACTIVE is self:
@@ -336,6 +340,7 @@ class Capture:
 
         prof, self._prof = self._prof, None
         prof.stop()
+        _profiling.timeline_pass = False  # the ops pass records CPU ops: let them show
         self._ops_prof = torch.profiler.profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
             schedule=_schedule(schedule, 0, 1, self.ops_steps),
@@ -361,6 +366,7 @@ class Capture:
             setattr(self, name, None)
             if prof is not None:
                 prof.stop()
+        _profiling.timeline_pass = False
         self.clock.restart()
         self._after_left = self.clock.after
         if self._after_left == 0:
