@@ -265,3 +265,24 @@ def test_every_step_mark_unusable_is_bad_input(block, tmp_path, ceilings):
         m["dur"] = -1.0
     with pytest.raises(BadInput, match="no step of the trace can be timed"):
         analyze([block.write(tmp_path / "trace.json")], ceilings)
+
+
+def test_no_finding_saves_more_than_the_step(monkeypatch):
+    # a rule's estimate from a profiled step longer than the unprofiled one: cut to the step
+    from membound.analysis import findings as fs
+
+    class Ctx:
+        def expected_after(self, lost):
+            return max(4.0 - lost, 0.0)
+
+    def over(ctx):
+        return [
+            fs.Finding("test-over", "t", 6.0, 1.5, {"x": 1}, "fix"),
+            fs.Finding("test-over", "nan", float("nan"), 0.5, {}, "fix"),
+        ]
+
+    monkeypatch.setitem(fs.RULES, "test-over", over)
+    (f,) = fs.run_rules(Ctx(), ["test-over"])
+    assert f.share_of_step == 1.0 and f.time_lost_ms_per_step == pytest.approx(4.0)
+    assert f.evidence == {"x": 1, "estimated_ms_per_step": 6.0}
+    assert f.expected_step_ms_after_fix == 0.0

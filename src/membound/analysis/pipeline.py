@@ -12,7 +12,7 @@ from pathlib import Path
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
-from membound.analysis.findings import Finding, ranked, run_rules
+from membound.analysis.findings import Finding, capped, ranked, run_rules
 from membound.analysis.ops import above_roof_note, device_time_us, join_calls, op_rows
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle
@@ -236,6 +236,7 @@ def merge(results: list[Analysis]) -> Analysis:
     step = timing.unprofiled_median_ms if timing is not None else (wall / n if n else 0.0)
     for f in by_code.values():
         f.share_of_step = f.time_lost_ms_per_step / step if step else 0.0
+        capped(f)
         f.expected_step_ms_after_fix = max(step - f.time_lost_ms_per_step, 0.0)
     first = results[0]
     return Analysis(
