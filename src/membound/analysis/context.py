@@ -70,8 +70,14 @@ class AnalysedTrace:
         return ms_per_step / step if step > 0 else 0.0
 
     def in_window(self, ts: np.ndarray) -> np.ndarray:
-        lo, hi = self.window
-        return (ts >= lo) & (ts < hi)
+        """Which times fall inside one of the steps (a step left out by `analysis.clean`
+        leaves a gap between its neighbours)."""
+        if not self.steps:
+            return np.zeros(len(ts), dtype=bool)
+        starts = np.array([s.start_us for s in self.steps])
+        ends = np.array([s.end_us for s in self.steps])
+        j = np.searchsorted(starts, ts, side="right") - 1
+        return (j >= 0) & (ts < ends[np.maximum(j, 0)])
 
     def idle(self, cause: str) -> iv.Intervals:
         return self.timeline.idle_by_cause.get(cause, iv.EMPTY)

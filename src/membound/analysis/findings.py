@@ -10,6 +10,7 @@ same way (before calling `analyze`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,11 +92,25 @@ def ranked(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: f.time_lost_ms_per_step, reverse=True)
 
 
+def capped(f: Finding) -> Finding:
+    """No fix saves more than the whole step: a saving above it (a rule's estimate from a
+    profiled step longer than the unprofiled one) is cut to the step, and the estimate is
+    kept in the evidence (`estimated_ms_per_step`)."""
+    if f.share_of_step > 1.0:
+        f.evidence = {**f.evidence, "estimated_ms_per_step": f.time_lost_ms_per_step}
+        f.time_lost_ms_per_step /= f.share_of_step
+        f.share_of_step = 1.0
+    return f
+
+
 def run_rules(trace: Any, codes: Iterable[str] | None = None) -> list[Finding]:
     """Run every registered rule (or `codes`), drop noise, rank by time lost."""
     out: list[Finding] = []
     for code in codes or list(RULES):
         for f in RULES[code](trace) or ():
+            if not math.isfinite(f.time_lost_ms_per_step) or not math.isfinite(f.share_of_step):
+                continue  # a rule fed figures it cannot use predicts nothing
+            capped(f)
             if f.time_lost_ms_per_step > 0 and f.share_of_step >= MIN_SHARE:
                 if f.expected_step_ms_after_fix is None:
                     f.expected_step_ms_after_fix = trace.expected_after(f.time_lost_ms_per_step)

@@ -171,8 +171,57 @@ def _innermost(trace: Trace, parent, per_tid, tids: np.ndarray, times: np.ndarra
     return out
 
 
-def join_calls(trace: Trace) -> list[OpCall]:
-    """Op calls with their kernels, in order of their first kernel."""
+def on_device(gpu) -> np.ndarray:
+    """GPU activities that are device work an op is charged for: kernels, memsets and
+    device-to-device copies (host<->device copies are PCIe time, not HBM work: the copy rules
+    account for them)."""
+    return (gpu.kind != MEMCPY) | (gpu.direction == D2D)
+
+
+def _clipped(ts: np.ndarray, dur: np.ndarray, windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, inside) of activities cut to `windows` ((starts, ends): sorted, disjoint
+    step windows): the time of each inside them (an activity across a gap between windows
+    keeps its parts in them), from its first instant in their span; `inside`: some of it is
+    in a window (an instantaneous activity counts when it lies in one)."""
+    end = ts + dur
+    if windows is None:
+        return ts, end, np.ones(len(ts), dtype=bool)
+    w0, w1 = (np.asarray(w, dtype=np.float64) for w in windows)
+    if not len(w0):
+        return ts, end, np.zeros(len(ts), dtype=bool)
+    covered = np.concatenate([[0.0], np.cumsum(w1 - w0)])
+
+    def before(t: np.ndarray) -> np.ndarray:
+        """Window time before instant t."""
+        j = np.searchsorted(w0, t, side="right") - 1
+        part = np.clip(t - w0[np.maximum(j, 0)], 0.0, (w1 - w0)[np.maximum(j, 0)])
+        return np.where(j >= 0, covered[np.maximum(j, 0)] + part, 0.0)
+
+    time = before(end) - before(ts)
+    j = np.searchsorted(w0, ts, side="right") - 1
+    in_one = (j >= 0) & (ts <= w1[np.maximum(j, 0)])
+    start = np.clip(ts, w0[0], w1[-1])
+    return start, start + time, (time > 0) | ((dur == 0) & in_one)
+
+
+def device_time_us(trace: Trace, windows=None) -> float:
+    """Summed time of the device work ops are charged for (`on_device`), cut to `windows`
+    ((starts, ends) of the analysed steps): the denominator of an op row's
+    `share_of_gpu_time`, so that no op's share exceeds 1 and all ops' shares add up to at
+    most 1 (kernels overlapping on several streams each count their own time, above and
+    below the line alike)."""
+    gpu = trace.gpu
+    if not len(gpu):
+        return 0.0
+    m = on_device(gpu)
+    s, e, inside = _clipped(gpu.ts[m], gpu.dur[m], windows)
+    return float(np.sum((e - s)[inside]))
+
+
+def join_calls(trace: Trace, windows=None) -> list[OpCall]:
+    """Op calls with their kernels, in order of their first kernel; with `windows` ((starts,
+    ends) µs of the analysed steps), kernels are cut to them and those outside left out, so
+    op time and the steps' time cover the same span."""
     gpu, rt, cpu = trace.gpu, trace.runtime, trace.cpu
     if not len(gpu) or not len(rt) or not len(cpu):
         return []
@@ -182,10 +231,8 @@ def join_calls(trace: Trace) -> list[OpCall]:
     rt_corr = rt.correlation[order]
     pos = np.minimum(np.searchsorted(rt_corr, gpu.correlation), len(rt_corr) - 1)
     launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
-    # host<->device copies are PCIe time, not HBM work: they stay out of the roofline (the
-    # copy rules account for them); kernels, memsets and device-to-device copies join
-    on_device = (gpu.kind != MEMCPY) | (gpu.direction == D2D)
-    has = (launch >= 0) & on_device
+    # host<->device copies stay out of the roofline; kernels, memsets and D2D copies join
+    has = (launch >= 0) & on_device(gpu)
     launches = np.unique(launch[has])
     inner = _innermost(trace, parent, per_tid, rt.tid[launches], rt.ts[launches])
     # which CPU ops the cost model knows: evaluated once per distinct (name, shapes)
@@ -215,11 +262,12 @@ def join_calls(trace: Trace) -> list[OpCall]:
     owner = np.full(len(gpu), -1, dtype=np.int64)
     owner[has] = chosen[np.searchsorted(launches, launch[has])]
     g = np.flatnonzero(owner >= 0)
+    start, end, inside = _clipped(gpu.ts[g], gpu.dur[g], windows)
+    g, start, dur = g[inside], start[inside], (end - start)[inside]
     if not len(g):
         return []
     ow = owner[g]
     calls_idx, ginv = np.unique(ow, return_inverse=True)
-    start, dur = gpu.ts[g], gpu.dur[g]
     device_us = np.bincount(ginv, weights=dur)
     kernels = np.bincount(ginv, weights=(gpu.kind[g] == KERNEL).astype(np.float64))
     first = np.full(len(calls_idx), np.inf)

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
+from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
-from membound.analysis.findings import Finding, ranked, run_rules
-from membound.analysis.ops import above_roof_note, join_calls, op_rows
+from membound.analysis.findings import Finding, capped, ranked, run_rules
+from membound.analysis.ops import above_roof_note, device_time_us, join_calls, op_rows
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle
 from membound.analysis.timeline import Timeline, step_windows
@@ -71,13 +72,27 @@ def analyze_trace(
     came from (said in the report)."""
     timing = StepTiming.from_meta(meta)
     frameworks = tuple(meta.get("frameworks") or ()) if isinstance(meta, dict) else ()
-    notes: list[str] = []
+    # events no analysis can use (untimed, negative, absurd, ambiguous joins) are left out
+    cleaned = clean_trace(trace)
+    trace, notes = cleaned.trace, list(cleaned.notes)
+    ops_cleaned = None
+    if ops_trace is not None:
+        ops_cleaned = clean_trace(ops_trace)
+        ops_trace = ops_cleaned.trace
+        notes += [f"ops pass: {n}" for n in ops_cleaned.notes]
     windows, marked = step_windows(trace)
     kept = meta.get("steps_captured") if isinstance(meta, dict) else None
     if marked and isinstance(kept, int) and not meta.get("complete") and 0 < kept < len(windows):
         # the run ended inside a recorded step: a partial step never enters the figures
         notes.append(f"{len(windows) - kept} partial step(s) at the end left out")
         windows = windows[:kept]
+    if marked and windows:
+        windows = cleaned.windows(windows)
+        if not windows:
+            raise BadInput(
+                f"{trace.path}: no step of the trace can be timed (every step mark lacks a "
+                "usable ts or dur); pass a trace written by the PyTorch profiler."
+            )
     if not windows:
         notes.append("the trace holds no events: nothing to analyze")
     elif not marked:
@@ -130,19 +145,22 @@ def analyze_trace(
         notes.append(timing.note())
         if trace.has_gpu:
             remove_profiler_idle(steps, timing.unprofiled_median_ms)
-    op_steps, kernel_us = len(steps), sum(s.kernel_busy_ms for s in steps) * 1e3
+    op_steps, op_windows = len(steps), windows
     op_source = trace
     if ops_trace is not None and ops_trace.has_gpu:
         op_source = ops_trace
-        ops_windows, _ = step_windows(ops_trace)
-        op_steps = len(ops_windows)
-        kernel_us = sum(s.kernel_busy_ms for s in Timeline(ops_trace, ops_windows).steps) * 1e3
+        op_windows, _ = step_windows(ops_trace)
+        op_windows = ops_cleaned.windows(op_windows)
+        op_steps = len(op_windows)
         notes.append(
             f"ops and their costs from membound's ops pass ({op_steps} step(s) with CPU ops and "
             "shapes); the timeline and idle from the GPU-only pass"
         )
-    calls = join_calls(op_source) if trace.has_gpu else []
-    rows = op_rows(calls, ceilings, kernel_us)
+    # op time is counted inside the analysed steps, like every per-step figure (a trace
+    # with one step mark has GPU work outside it), against the device time of the same span
+    span = ([w[1] for w in op_windows], [w[2] for w in op_windows])
+    calls = join_calls(op_source, span) if trace.has_gpu and op_windows else []
+    rows = op_rows(calls, ceilings, device_time_us(op_source, span) if op_windows else 0.0)
     if trace.has_gpu and op_source is trace and not (trace.cpu.kind == CPU_OP).any():
         notes.append(
             "the trace recorded GPU activity only and no ops pass is beside it: kernels are "
@@ -218,6 +236,7 @@ def merge(results: list[Analysis]) -> Analysis:
     step = timing.unprofiled_median_ms if timing is not None else (wall / n if n else 0.0)
     for f in by_code.values():
         f.share_of_step = f.time_lost_ms_per_step / step if step else 0.0
+        capped(f)
         f.expected_step_ms_after_fix = max(step - f.time_lost_ms_per_step, 0.0)
     first = results[0]
     return Analysis(

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis.clean import clean_trace
 from membound.analysis.collectives import Collective, bus_bandwidth, ceiling_fields, collectives
 from membound.analysis.findings import run_rank_rules
 from membound.analysis.pipeline import analyze_trace, merge
@@ -152,7 +153,8 @@ def is_rank_set(paths: Sequence[str | os.PathLike]) -> bool:
 def _analyze_one(path: str, ceilings: Any, fallback_rank: int) -> RankResult:
     trace = load_trace(path)
     analysis = analyze_trace(trace, ceilings, read_meta(path))
-    cols = collectives(trace, analysis.steps)
+    # the collectives read the events the analysis kept (it cleans its own copy)
+    cols = collectives(clean_trace(trace).trace, analysis.steps)
     rank, world, backend = rank_of(path)
     return RankResult(
         rank if rank is not None else fallback_rank, str(path), analysis, cols, world, backend

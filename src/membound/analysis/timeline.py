@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis.clean import AMBIGUOUS
 from membound.analysis.result import ATTRIBUTED_CAUSES, Step
 from membound.trace.model import (
     COPY_OP,
@@ -108,7 +109,7 @@ def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[n
     Step i starts when the host marks it, or, if the GPU is still running work launched
     before that mark, when that work ends: s_i = max(h_i, end of every GPU activity launched
     (by its runtime call) before h_i; activity the trace has no launch for was launched
-    before the capture). The last step ends with its host mark or with the GPU
+    before the capture; one whose launch is ambiguous places no boundary). The last step ends with its host mark or with the GPU
     work launched up to then, whichever is later. A loop that syncs every step keeps its host
     windows; one whose host runs ahead (a GPU-bound loop that never syncs) gets steps as long
     as the GPU's step period instead of the host's enqueue time. Without launch records the
@@ -120,8 +121,11 @@ def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[n
     if not on.any():
         return host_starts.copy(), host_end
     # activity without its launch call in the trace was issued before the capture began (the
-    # profiler records GPU work still running when it starts): launched before every mark
-    t = np.nan_to_num(_launch_times(rt, gpu.correlation[on]), nan=-np.inf)
+    # profiler records GPU work still running when it starts): launched before every mark;
+    # activity whose correlation id names no single call (`analysis.clean`) places no mark
+    corr = gpu.correlation[on]
+    t = np.nan_to_num(_launch_times(rt, corr), nan=-np.inf)
+    t[corr == AMBIGUOUS] = np.inf
     ends = gpu.ts[on] + gpu.dur[on]
     order = np.argsort(t, kind="stable")
     t, busy_until = t[order], np.maximum.accumulate(ends[order])

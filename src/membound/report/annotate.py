@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from membound.errors import BadInput
+from membound.report.numbers import finite, value
 
 FINDINGS_PID = "membound findings"
 _CHUNK = 16 << 20
@@ -49,9 +50,10 @@ def finding_events(analysis) -> list[dict]:
             }
         )
         args = {
-            "time_lost_ms_per_step": round(f.time_lost_ms_per_step, 4),
+            "time_lost_ms_per_step": round(value(f.time_lost_ms_per_step), 4),
             "fix": f.fix,
-            **{k: v for k, v in f.evidence.items() if isinstance(v, (int, float, str, bool))},
+            # JSON has no NaN: a figure that is not finite is left out of the annotation
+            **{k: v for k, v in f.evidence.items() if isinstance(v, (str, bool)) or finite(v)},
         }
         for s, e in f.spans:
             events.append(

@@ -1,61 +1,94 @@
-"""`membound compare` in the terminal: the metrics and findings before vs after a fix
-(`analysis.compare.compare` computes them)."""
+"""`membound compare` in the terminal: step time, throughput and the share of the step the GPU
+computes first, then copying, idle, GPU busy and the findings, before vs after a fix
+(`analysis.compare.compare` computes them). A figure a report lacks prints as "-", never as
+"nan%"."""
 
 from __future__ import annotations
 
-
-def _ms(v) -> str:
-    return "-" if v is None else f"{v:.3f}"
+from membound.report.numbers import DASH, finite, ms, pct
 
 
-def _pct(v) -> str:
-    return "-" if v is None else f"{v:.0%}"
+def _rate(v) -> str:
+    return f"{v:,.1f}" if finite(v) else DASH
+
+
+def _points(b, a) -> str:
+    return f"{(a - b) * 100:+.0f} points" if finite(b) and finite(a) else DASH
+
+
+def _ratio(b, a) -> str:
+    return f"{a / b:.2f}x" if finite(b) and finite(a) and b > 0 else DASH
+
+
+def _saving(saved, speedup) -> str:
+    """ "1.234 ms faster (1.50x)" / "0.5 ms slower (0.90x)"."""
+    if not finite(saved):
+        return DASH
+    x = f" ({speedup:.2f}x)" if finite(speedup) else ""
+    return f"{saved:.3f} ms faster{x}" if saved >= 0 else f"{-saved:.3f} ms slower{x}"
 
 
 def render(cmp: dict, console=None, *, before_label="before", after_label="after") -> None:
-    """Print the comparison: one summary line, the metrics table, the findings table."""
+    """Print the comparison: the metrics table (step time, throughput and computing share
+    first), the workload warning (one line, when the runs' work per step differs), the
+    findings resolved and new."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     out = console or Console()
     step = cmp["step_ms"]
-    busy = cmp["gpu_busy_fraction"]
     t = Table(title=f"{before_label} → {after_label}", title_justify="left")
-    for col in ("", before_label, after_label, "saving"):
+    for col in ("", before_label, after_label, "change"):
         t.add_column(col, justify="right" if col else "left")
+    basis = step.get("basis") or "trace median"
     t.add_row(
-        "step time (median ms)",
-        _ms(step["before"]),
-        _ms(step["after"]),
-        "-" if step["saved"] is None else f"{step['saved']:.3f} ms ({cmp['speedup']:.2f}x)",
+        f"step time (ms, {basis})",
+        ms(step["before"]),
+        ms(step["after"]),
+        _saving(step.get("saved"), cmp.get("speedup")),
     )
-    gain = None if None in (busy["before"], busy["after"]) else busy["after"] - busy["before"]
+    rates = cmp.get("throughput") or {}
+    for key, label in (("steps_per_s", "throughput (steps/s)"),
+                       ("samples_per_s", "throughput (samples/s)")):  # fmt: skip
+        r = rates.get(key) or {}
+        if key == "samples_per_s" and not (finite(r.get("before")) or finite(r.get("after"))):
+            continue  # no report says its samples per step: nothing per sample is invented
+        t.add_row(label, _rate(r.get("before")), _rate(r.get("after")),
+                  _ratio(r.get("before"), r.get("after")))  # fmt: skip
+    shares = cmp.get("step_shares") or {}
+    for key, label in (("computing", "GPU computing (share of step)"),
+                       ("copying", "GPU copying only"), ("idle", "GPU idle")):  # fmt: skip
+        v = shares.get(key) or {}
+        if key != "computing" and not (finite(v.get("before")) or finite(v.get("after"))):
+            continue
+        t.add_row(label, pct(v.get("before")), pct(v.get("after")),
+                  _points(v.get("before"), v.get("after")))  # fmt: skip
+    busy = cmp["gpu_busy_fraction"]
     t.add_row(
-        "GPU busy",
-        _pct(busy["before"]),
-        _pct(busy["after"]),
-        "-" if gain is None else f"{gain * 100:+.0f} points",
+        "GPU busy (computing or copying)",
+        pct(busy["before"]),
+        pct(busy["after"]),
+        _points(busy["before"], busy["after"]),
     )
-    kb = cmp["kernel_busy_fraction"]
-    if None not in (kb["before"], kb["after"]):
-        t.add_row(
-            "GPU computing (kernels)",
-            _pct(kb["before"]),
-            _pct(kb["after"]),
-            f"{(kb['after'] - kb['before']) * 100:+.0f} points",
-        )
     for f in cmp["findings"]:
+        saved_ms = f.get("saved_ms")
         state = (
             "resolved"
             if f["code"] in cmp["resolved"]
             else "new"
             if f["code"] in cmp["new"]
-            else f"{f['saved_ms']:.3f} ms saved"
-            if f["saved_ms"] >= 0
-            else f"{-f['saved_ms']:.3f} ms worse"
+            else DASH
+            if not finite(saved_ms)
+            else f"{saved_ms:.3f} ms saved"
+            if saved_ms >= 0
+            else f"{-saved_ms:.3f} ms worse"
         )
-        t.add_row(f"lost to {f['code']} (ms/step)", _ms(f["before_ms"]), _ms(f["after_ms"]), state)
+        t.add_row(f"lost to {f['code']} (ms/step)", ms(f["before_ms"]), ms(f["after_ms"]), state)
     out.print(t)
+    warning = (cmp.get("workload") or {}).get("warning")
+    if warning:
+        out.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
     if False in cmp["steps_marked"].values():
         out.print(
             "note: a trace without step markers counts its whole window as one step, so "

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from membound.analysis.roofline import chart_points
+from membound.report.numbers import finite, ms, pct, value
 from membound.report.terminal import roof_pct, summary_line
 
 #: matplotlib colours of the timeline chart, per cause (busy first)
@@ -51,7 +52,10 @@ def timeline_figure(a):
     labels = [str(s.index) for s in steps]
     left = [0.0] * len(steps)
     for cause, colour in CAUSE_COLOURS.items():
-        widths = [s.busy_ms if cause == "busy" else s.idle_by_cause.get(cause, 0.0) for s in steps]
+        widths = [
+            max(value(s.busy_ms if cause == "busy" else s.idle_by_cause.get(cause, 0.0)), 0.0)
+            for s in steps
+        ]
         if not any(widths):
             continue
         ax.barh(labels, widths, left=left, color=colour, label=cause, height=0.8)
@@ -60,6 +64,8 @@ def timeline_figure(a):
     ax.set_xlabel("ms")
     ax.set_ylabel("step")
     ax.set_title("GPU busy / idle per step, idle coloured by cause", fontsize=10)
+    if not any(left):  # nothing drawn (no finite time): no legend to place
+        return fig
     ax.legend(
         loc="upper center",
         bbox_to_anchor=(0.5, -0.18 if len(steps) > 6 else -0.35),
@@ -92,12 +98,12 @@ def _code(f) -> str:
 
 def _pct(x) -> str | None:
     """A fraction as the terminal shows it (7.63e-05 -> 0%)."""
-    return None if x is None else roof_pct(x)
+    return None if not finite(x) else roof_pct(x)
 
 
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return f"{v:.4g}" if finite(v) else "-"
     if isinstance(v, (dict, list)):
         return json.dumps(v, default=str)
     return str(v)
@@ -120,8 +126,8 @@ def render(a, sections: str = "") -> str:
         parts.append("<h2>Where a step goes (ms per step)</h2><table><tr><th>GPU busy</th>")
         parts += [f"<th>idle: {e(c)}</th>" for c in a.idle_breakdown]
         busy = sum(s.busy_ms for s in a.steps) / max(len(a.steps), 1)
-        parts.append(f"</tr><tr><td class='num'>{busy:.3f}</td>")
-        parts += [f"<td class='num'>{v:.3f}</td>" for v in a.idle_breakdown.values()]
+        parts.append(f"</tr><tr><td class='num'>{ms(busy)}</td>")
+        parts += [f"<td class='num'>{ms(v)}</td>" for v in a.idle_breakdown.values()]
         parts.append("</tr></table>")
     parts.append("<h2>Findings</h2>")
     if a.findings:
@@ -131,8 +137,8 @@ def render(a, sections: str = "") -> str:
         for i, f in enumerate(a.findings, 1):
             ev = "".join(f"{e(str(k))}: {e(_fmt(v))}\n" for k, v in f.evidence.items())
             parts.append(
-                f"<tr><td>{i}</td><td>{_code(f)}</td><td class='num'>{f.time_lost_ms_per_step:.3f}</td>"
-                f"<td class='num'>{f.share_of_step:.0%}</td><td>{e(f.title)}</td><td><pre>{ev}</pre></td><td>{e(f.fix)}</td></tr>"
+                f"<tr><td>{i}</td><td>{_code(f)}</td><td class='num'>{ms(f.time_lost_ms_per_step)}</td>"
+                f"<td class='num'>{pct(f.share_of_step)}</td><td>{e(f.title)}</td><td><pre>{ev}</pre></td><td>{e(f.fix)}</td></tr>"
             )
         parts.append("</table>")
     else:
@@ -149,7 +155,7 @@ def render(a, sections: str = "") -> str:
             "idle causes, the roofline and the GPU findings do not apply</p><table><tr>"
             "<th>step</th><th>ms</th></tr>"
             + "".join(
-                f"<tr><td>{s.index}</td><td class='num'>{s.wall_ms:.3f}</td></tr>" for s in a.steps
+                f"<tr><td>{s.index}</td><td class='num'>{ms(s.wall_ms)}</td></tr>" for s in a.steps
             )
             + "</table>"
         )
@@ -160,9 +166,9 @@ def render(a, sections: str = "") -> str:
         parts.append(
             "<h2>Top ops</h2>"
             + (
-                f"<p class='note'>{a.ops_costed_fraction:.0%} of GPU op time costed "
+                f"<p class='note'>{pct(a.ops_costed_fraction)} of GPU op time costed "
                 "(placed on the roofline)</p>"
-                if a.ops_costed_fraction is not None
+                if finite(a.ops_costed_fraction)
                 else ""
             )
             + "<table><tr><th>op</th><th>calls</th><th>device ms</th><th>FLOP/B</th>"

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from membound.analysis.ranks import STRAGGLER_SHARE
+from membound.report.numbers import finite, ms, pct
 
 
 def straggler_line(ra) -> str:
@@ -25,8 +26,8 @@ def straggler_line(ra) -> str:
     parts = []
     for s in ra.stragglers:
         parts.append(
-            f"straggler: rank {s.rank} holds the others back {s.held_back_ms_per_step:.2f} ms/step "
-            f"({s.share_of_step:.0%} of a step; from {s.method})"
+            f"straggler: rank {s.rank} holds the others back {ms(s.held_back_ms_per_step, 2)} "
+            f"ms/step ({pct(s.share_of_step)} of a step; from {s.method})"
         )
     return " · ".join(parts)
 
@@ -60,12 +61,12 @@ def render(ra, console: Console | None = None, options=None) -> None:
         t.add_row(
             Text(str(r.rank), style="bold red" if r.rank in late else ""),
             str(r.steps),
-            f"{r.median_step_ms:.2f}",
+            ms(r.median_step_ms, 2),
             _pct(r.gpu_busy_fraction),
-            f"{r.compute_ms_per_step:.2f}",
-            f"{r.wait_ms_per_step:.2f}",
-            f"{r.comm_ms_per_step:.2f}",
-            f"{r.exposed_comm_ms_per_step:.2f}",
+            ms(r.compute_ms_per_step, 2),
+            ms(r.wait_ms_per_step, 2),
+            ms(r.comm_ms_per_step, 2),
+            ms(r.exposed_comm_ms_per_step, 2),
             _pct(r.late_fraction),
         )
     console.print(t)
@@ -88,9 +89,9 @@ def render(ra, console: Console | None = None, options=None) -> None:
         for row in ra.collectives:
             c.add_row(
                 row["collective"],
-                f"{row['calls_per_step']:.1f}",
+                ms(row["calls_per_step"], 1),
                 _num(row["bytes_per_call"], 1e6),
-                f"{row['transfer_ms']:.3f}",
+                ms(row["transfer_ms"]),
                 _num(row["bus_bandwidth_gbs"]),
                 _num(row["ceiling_gbs"]),
                 _num(row.get("ceiling_bytes"), 2**20),
@@ -118,22 +119,22 @@ def ranks_html(ra) -> str:
             "collectives ms/step", "exposed ms/step")  # fmt: skip
     parts = ["<h2>Ranks</h2><table><tr>", *(f"<th>{c}</th>" for c in cols), "</tr>"]
     for r in ra.ranks:
-        cells = (r.rank, f"{r.median_step_ms:.3f}", _pct(r.gpu_busy_fraction),
-                 f"{r.compute_ms_per_step:.3f}", f"{r.wait_ms_per_step:.3f}",
-                 f"{r.comm_ms_per_step:.3f}", f"{r.exposed_comm_ms_per_step:.3f}")  # fmt: skip
+        cells = (r.rank, ms(r.median_step_ms), _pct(r.gpu_busy_fraction),
+                 ms(r.compute_ms_per_step), ms(r.wait_ms_per_step),
+                 ms(r.comm_ms_per_step), ms(r.exposed_comm_ms_per_step))  # fmt: skip
         parts.append("<tr>" + "".join(f"<td class='num'>{e(str(c))}</td>" for c in cells) + "</tr>")
     parts.append("</table>")
     for s in ra.stragglers:
         parts.append(
             f"<p class='summary'>straggler: rank {s.rank} holds the others back "
-            f"{s.held_back_ms_per_step:.2f} ms per step ({s.share_of_step:.0%})</p>"
+            f"{ms(s.held_back_ms_per_step, 2)} ms per step ({pct(s.share_of_step)})</p>"
         )
     return "".join(parts)
 
 
 def _pct(x) -> str:
-    return "-" if x is None else f"{x:.0%}"
+    return pct(x)
 
 
 def _num(x, scale: float = 1.0) -> str:
-    return "-" if x is None else f"{x / scale:.3g}"
+    return "-" if not finite(x) else f"{x / scale:.3g}"

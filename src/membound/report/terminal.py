@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from membound.analysis.ops import ABOVE_ROOF
+from membound.report.numbers import finite, ms, pct, value
 from membound.report.options import ReportOptions
 
 #: colour of each idle cause in the step bar (and in the HTML timeline)
@@ -33,19 +34,23 @@ def summary_line(a) -> str:
         return "no events in this trace"
     parts = [f"{len(a.steps)} step{'s' if len(a.steps) != 1 else ''}"]
     if a.unprofiled_step_ms is not None:
-        step = f"step {a.unprofiled_step_ms:.2f} ms unprofiled"
+        step = f"step {ms(a.unprofiled_step_ms, 2)} ms unprofiled"
         if a.profiled_step_ms is not None:
-            step += f" ({a.profiled_step_ms:.2f} profiled, {a.profiler_overhead_fraction:+.0%})"
+            step += (
+                f" ({ms(a.profiled_step_ms, 2)} profiled, "
+                f"{pct(a.profiler_overhead_fraction, signed=True)})"
+            )
         parts.append(step)
     else:
-        parts.append(f"step {a.median_step_ms:.2f} ms" + ("" if a.has_gpu else " (host)"))
+        parts.append(f"step {ms(a.median_step_ms, 2)} ms" + ("" if a.has_gpu else " (host)"))
     shares = a.step_shares
     if shares is not None:
-        parts += [f"{k} {v:.0%}" for k, v in shares.items()]
+        parts += [f"{k} {pct(v)}" for k, v in shares.items()]
     if a.findings:
         f = a.findings[0]
         parts.append(
-            f"top: {f.code} {f.time_lost_ms_per_step:.2f} ms/step ({f.share_of_step:.0%}) to gain"
+            f"top: {f.code} {ms(f.time_lost_ms_per_step, 2)} ms/step ({pct(f.share_of_step)}) "
+            "to gain"
         )
     elif a.has_gpu:
         parts.append("no finding above 1% of a step")
@@ -53,13 +58,17 @@ def summary_line(a) -> str:
 
 
 def _bar(step, width: int = BAR_WIDTH) -> Text:
+    """Busy, then idle by cause, in `width` cells (empty when the step has no wall time;
+    a figure that is not finite takes no cell)."""
     text = Text()
-    if step.wall_ms <= 0:
+    wall = value(step.wall_ms)
+    if wall <= 0:
         return text
     cells = [("busy", step.busy_ms)] + list(step.idle_by_cause.items())
     used = 0
-    for i, (cause, ms) in enumerate(cells):
-        n = round(ms / step.wall_ms * width) if i < len(cells) - 1 else width - used
+    for i, (cause, t) in enumerate(cells):
+        t = max(value(t), 0.0)
+        n = round(t / wall * width) if i < len(cells) - 1 else width - used
         n = max(0, min(n, width - used))
         style, ch = CAUSE_STYLE.get(cause, ("white", "▒"))
         text.append(ch * n, style=style)
@@ -95,15 +104,15 @@ def render(a, console: Console | None = None, options=None) -> None:
         shown = a.steps[: options.step_bars]
         width = max(10, min(BAR_WIDTH, console.width - 36))
         for s in shown:
-            line = Text(f"{_who(s)}step {s.index:>4} {s.wall_ms:8.2f} ms ")
+            line = Text(f"{_who(s)}step {s.index:>4} {ms(s.wall_ms, 2):>8} ms ")
             line.append_text(_bar(s, width))
-            line.append(f" busy {s.busy_ms / s.wall_ms:.0%}" if s.wall_ms else "")
+            line.append(f" busy {_busy(s)}" if _busy(s) else "")
             console.print(line)
         if len(a.steps) > len(shown):
             console.print(Text(f"  … {len(a.steps) - len(shown)} more steps", style="dim"))
     elif a.steps:
         for s in a.steps[: options.step_bars]:
-            console.print(f"  step {s.index:>4} {s.wall_ms:8.2f} ms (host)")
+            console.print(f"  step {s.index:>4} {ms(s.wall_ms, 2):>8} ms (host)")
     if a.findings:
         t = Table(title="findings (ranked by the time their fix saves)", title_justify="left")
         t.add_column("code")
@@ -112,9 +121,7 @@ def render(a, console: Console | None = None, options=None) -> None:
         t.add_column("what")
         t.add_column("fix")
         for f in a.findings[: options.top_findings]:
-            t.add_row(
-                f.code, f"{f.time_lost_ms_per_step:.3f}", f"{f.share_of_step:.0%}", f.title, f.fix
-            )
+            t.add_row(f.code, ms(f.time_lost_ms_per_step), pct(f.share_of_step), f.title, f.fix)
         console.print(t)
     if a.ops:
         t = Table(
@@ -136,8 +143,8 @@ def render(a, console: Console | None = None, options=None) -> None:
         for r in a.ops[: options.top_ops]:
             t.add_row(
                 r.name,
-                str(r.calls),
-                f"{r.device_ms:.3f}",
+                _count(r.calls),
+                ms(r.device_ms),
                 _num(r.arithmetic_intensity),
                 r.bound or "-",
                 _pct(r.fraction_of_attainable),
@@ -150,7 +157,7 @@ def render(a, console: Console | None = None, options=None) -> None:
 def _costed(a) -> str:
     """ "; 97% of GPU op time costed": how much of the GPU's op time the roofline places."""
     share = getattr(a, "ops_costed_fraction", None)
-    return "" if share is None else f"; {share:.0%} of GPU op time costed"
+    return "" if not finite(share) else f"; {pct(share)} of GPU op time costed"
 
 
 def _who(step) -> str:
@@ -158,17 +165,29 @@ def _who(step) -> str:
 
 
 def _num(x) -> str:
-    return "-" if x is None else f"{x:.3g}"
+    return "-" if not finite(x) else f"{x:.3g}"
 
 
 def _pct(x) -> str:
-    return "-" if x is None else roof_pct(x)
+    return roof_pct(x)
 
 
-def roof_pct(x: float) -> str:
+def _count(x) -> str:
+    return str(x) if finite(x) else "-"
+
+
+def _busy(step) -> str:
+    """The step's busy share ("" without a wall time to divide by)."""
+    wall = value(step.wall_ms)
+    return pct(value(step.busy_ms) / wall) if wall > 0 else ""
+
+
+def roof_pct(x: float | None) -> str:
     """A fraction of a ceiling as a percentage; above the roof it reads ">100%" (a note
-    in the report says why an op can run there), never "112%"."""
-    return ">100%" if x > ABOVE_ROOF else f"{x:.0%}"
+    in the report says why an op can run there), never "112%"; "-" when there is none."""
+    if not finite(x):
+        return "-"
+    return ">100%" if x > ABOVE_ROOF else pct(x)
 
 
 def render_list(a, console: Console, options) -> None:
@@ -180,10 +199,10 @@ def render_list(a, console: Console, options) -> None:
         _lines(console, f"note: {note}", "", style="dim")
     width = max(10, min(BAR_WIDTH, console.width - 36))
     for s in a.steps[: options.step_bars]:
-        line = Text(f"{_who(s)}step {s.index:>4} {s.wall_ms:8.2f} ms ")
+        line = Text(f"{_who(s)}step {s.index:>4} {ms(s.wall_ms, 2):>8} ms ")
         if a.has_gpu:
             line.append_text(_bar(s, width))
-            line.append(f" {s.busy_ms / s.wall_ms:.0%}" if s.wall_ms > 0 else "")
+            line.append(f" {_busy(s)}" if _busy(s) else "")
         else:
             line.append("(host)")
         console.print(line, no_wrap=True, overflow="ellipsis")
@@ -193,9 +212,9 @@ def render_list(a, console: Console, options) -> None:
         console.print(Text("findings (ranked by the time their fix saves)", style="bold"))
     for i, f in enumerate(a.findings[: options.top_findings], 1):
         after = f.expected_step_ms_after_fix
-        head = f"{i}. {f.code}  {f.time_lost_ms_per_step:.3f} ms/step  {f.share_of_step:.0%}"
+        head = f"{i}. {f.code}  {ms(f.time_lost_ms_per_step)} ms/step  {pct(f.share_of_step)}"
         console.print(
-            Text(head + (f"  → {after:.2f} ms/step" if after is not None else ""), style="bold")
+            Text(head + (f"  → {ms(after, 2)} ms/step" if finite(after) else ""), style="bold")
         )
         _lines(console, f.title, "   ")
         _lines(console, f"fix: {f.fix}", "   ")
@@ -211,7 +230,7 @@ def render_list(a, console: Console, options) -> None:
                 else f" · {r.bound}-bound, {_pct(r.fraction_of_attainable)} of roof"
             )
             console.print(f"  {r.name}")
-            console.print(f"    {r.calls} calls · {r.device_ms:.3f} ms{placed}")
+            console.print(f"    {_count(r.calls)} calls · {ms(r.device_ms)} ms{placed}")
 
 
 def _lines(console: Console, text: str, indent: str, style: str | None = None) -> None:
