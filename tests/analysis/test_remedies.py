@@ -109,3 +109,38 @@ def test_lightning_fit_pinning_within_tolerance_prefetch_under_predicted():
     assert got["membound-prefetch"][1] == pytest.approx(8.94, abs=0.01)
     assert got["membound-prefetch"][1] < 0.75 * got["membound-prefetch"][0]  # the known miss
     assert abs(got["bf16-mixed"][1] - got["bf16-mixed"][0]) <= 2.0
+
+
+def test_report_json_and_terminal_carry_the_remedies():
+    """The JSON lists every remedy with the findings it recovers (indexes into `findings`);
+    the plain report prints the section because one fix recovers two findings."""
+    import io
+
+    from rich.console import Console
+
+    from membound.analysis.sanity import check_report
+    from membound.report.json_report import to_dict
+    from membound.report.terminal import render_list
+
+    a = analyze(
+        [FIXTURES / "h200_real_resnet50_fp32" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    doc = to_dict(a)
+    assert check_report(doc) == []
+    by = {r["remedy"]: r for r in doc["remedies"]}
+    cl = by["channels_last"]
+    assert [doc["findings"][i]["evidence"]["op"] for i in cl["findings"]] == [
+        "aten::cudnn_batch_norm_backward",
+        "aten::cudnn_batch_norm",
+    ]
+    assert cl["saving_ms_per_step"] == pytest.approx(15.0594, rel=1e-3)
+    assert cl["expected_step_ms_after_fix"] == pytest.approx(
+        a.reference_step_ms - 15.0594, rel=1e-3
+    )
+    out = io.StringIO()
+    opts = SimpleNamespace(top_findings=5, top_ops=3, step_bars=2)
+    render_list(a, Console(file=out, width=100), opts)
+    text = out.getvalue()
+    assert "fixes ranked by what they save" in text
+    assert "channels_last  15.059 ms/step" in text and "memory-bound-op x2 (1, 4)" in text

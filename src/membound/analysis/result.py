@@ -157,6 +157,15 @@ class Analysis:
         return {"computing": computing, "copying": copying, "idle": 1.0 - computing - copying}
 
     @property
+    def remedies(self) -> list:
+        """Fixes ranked by what they save (`analysis.remedies`): the findings grouped by the
+        one change that recovers them, each finding counted once per remedy."""
+        from membound.analysis.remedies import remedies
+
+        step = self.reference_step_ms if self.steps else None
+        return remedies(self.findings, step)
+
+    @property
     def reference_step_ms(self) -> float:
         """The step every ms/step refers to: the unprofiled one when it was timed, else the
         mean step of the trace."""

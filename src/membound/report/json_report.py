@@ -83,6 +83,8 @@ def to_dict(result) -> dict[str, Any]:
             "step_shares": a.step_shares,
             "idle_breakdown": a.idle_breakdown,
             "findings": [f.to_dict() for f in a.findings],
+            # fixes ranked by what they save; `findings` index the list above
+            "remedies": [r.to_dict() for r in a.remedies],
             "ops_costed_fraction": a.ops_costed_fraction,
             "ops": [r.to_dict() for r in a.ops],
             "notes": a.notes,

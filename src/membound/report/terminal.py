@@ -123,6 +123,17 @@ def render(a, console: Console | None = None, options=None) -> None:
         for f in a.findings[: options.top_findings]:
             t.add_row(f.code, ms(f.time_lost_ms_per_step), pct(f.share_of_step), f.title, f.fix)
         console.print(t)
+    rs = shown_remedies(a, options)
+    if rs:
+        t = Table(title=REMEDIES_TITLE, title_justify="left")
+        for col, just in (("fix", "left"), ("ms/step", "right"), ("share", "right"),
+                          ("step after", "right"), ("recovers", "left"), ("how", "left")):  # fmt: skip
+            t.add_column(col, justify=just)
+        for r in rs:
+            after = r.expected_step_ms_after_fix
+            t.add_row(r.key, ms(r.saving_ms_per_step), pct(r.share_of_step),
+                      ms(after, 2) if finite(after) else "-", _recovers(a, r), r.what)  # fmt: skip
+        console.print(t)
     if a.ops:
         t = Table(
             title=f"top ops (device time{_costed(a)})"
@@ -152,6 +163,29 @@ def render(a, console: Console | None = None, options=None) -> None:
                 _pct(r.achieved_flops_fraction),
             )
         console.print(t)
+
+
+REMEDIES_TITLE = "fixes ranked by what they save (the findings each one recovers, once)"
+
+
+def shown_remedies(a, options) -> list:
+    """The remedies worth a section: only when one fix recovers two findings or more (else
+    the findings list already says it all), at most as many as findings are shown."""
+    rs = list(getattr(a, "remedies", None) or [])
+    if not any(len(r.findings) > 1 for r in rs):
+        return []
+    return rs[: options.top_findings]
+
+
+def _recovers(a, r) -> str:
+    """ "memory-bound-op x2 (1, 4), fp32-storage (3)": the codes and finding numbers."""
+    parts = []
+    for code in r.codes:
+        idx = [i + 1 for i in r.findings if a.findings[i].code == code]
+        parts.append(
+            f"{code}{f' x{len(idx)}' if len(idx) > 1 else ''} ({', '.join(map(str, idx))})"
+        )
+    return ", ".join(parts)
 
 
 def _costed(a) -> str:
@@ -220,6 +254,16 @@ def render_list(a, console: Console, options) -> None:
         _lines(console, f"fix: {f.fix}", "   ")
         if f.doc:
             _lines(console, f"more: {f.doc}", "   ", style="dim")
+    rs = shown_remedies(a, options)
+    if rs:
+        console.print(Text(REMEDIES_TITLE, style="bold"))
+    for i, r in enumerate(rs, 1):
+        after = r.expected_step_ms_after_fix
+        head = f"{i}. {r.key}  {ms(r.saving_ms_per_step)} ms/step  {pct(r.share_of_step)}"
+        console.print(
+            Text(head + (f"  → {ms(after, 2)} ms/step" if finite(after) else ""), style="bold")
+        )
+        _lines(console, f"{r.what}; recovers {_recovers(a, r)}", "   ")
     if a.ops:
         extra = "" if a.ceilings is not None else " — no ceilings"
         console.print(Text(f"top ops (device time{_costed(a)}{extra})", style="bold"))
