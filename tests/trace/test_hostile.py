@@ -199,7 +199,15 @@ _CHROME = {
         _CHROME,
         {"traceEvents": [{"ph": "i", "cat": "kernel", "name": "k", "ts": 1}]},
     ],
-    ids=["bare-empty", "empty", "not-objects", "bare-scalars", "metadata-only", "chrome", "instant"],
+    ids=[
+        "bare-empty",
+        "empty",
+        "not-objects",
+        "bare-scalars",
+        "metadata-only",
+        "chrome",
+        "instant",
+    ],
 )
 def test_no_usable_events_is_bad_input(tmp_path, doc):
     for gz in (False, True):
@@ -421,3 +429,19 @@ def test_truncated_one_line_trace_is_bad_input(tmp_path, cut):
     p = _write(tmp_path / "t.json", text[: int(len(text) * cut)])
     with pytest.raises(BadInput, match="truncated or not a kineto trace"):
         load_trace(p)
+
+
+def test_scan_block_by_block_matches_one_block(monkeypatch):
+    """Block edges anywhere (inside strings, backslash runs, deep nesting) change nothing."""
+    text = json.dumps(
+        [_kernel(ts=i, note='a\\"b}, {\\\\', deep=[[[{"x": "]"}]]]) for i in range(40)]
+    )
+    body = text[1:].encode()  # starts inside the array
+    whole = jsonstream.scan(body)
+    squeezed = jsonstream.squeeze(body)
+    for block in (1, 2, 3, 7, 64):
+        monkeypatch.setattr(jsonstream, "_BLOCK", block)
+        assert jsonstream.scan(body) == whole
+        assert jsonstream.squeeze(body) == squeezed
+        assert jsonstream.scan(body[: len(body) // 2]).depth >= 1
+    assert whole.end == len(body) - 1 and json.loads(b"[" + squeezed) == json.loads(text)

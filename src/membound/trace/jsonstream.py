@@ -33,7 +33,7 @@ from membound._env import MAX_EVENT_MB_VAR, MAX_GZIP_RATIO_VAR
 CHUNK = 16 << 20
 HEAD_LIMIT = 64 << 20  # where "traceEvents" must start
 TRAILER_LIMIT = 64 << 20  # what is kept of the document after the event array
-DEFAULT_MAX_EVENT_MB = 256
+DEFAULT_MAX_EVENT_MB = 64
 DEFAULT_MAX_GZIP_RATIO = 100
 #: a gzip stream may expand past `ratio` x its size only below this many bytes
 GZIP_RATIO_FLOOR = 2 << 30
@@ -56,6 +56,10 @@ _SPACE[[9, 10, 13, 32]] = True
 
 class StreamError(Exception):
     """The stream is not a JSON document holding an event array (the message says why)."""
+
+
+class TooBig(StreamError):
+    """A limit was passed: reading again would not help."""
 
 
 class WrongCut(Exception):
@@ -95,36 +99,62 @@ class Scan:
     in_string: bool  # whether the buffer ends inside a string
 
 
-def scan(buf: bytes) -> Scan:
-    """Exact scan of `buf`, which starts inside the event array between two events."""
-    a = np.frombuffer(buf, np.uint8)
+_BLOCK = 8 << 20  # bytes scanned at once: bounds the scan's index arrays
+
+
+def _blocks(buf: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) blocks of `buf`; a run of backslashes never ends a block, so the byte
+    it may escape is always seen with it."""
+    n, start = len(buf), 0
+    while start < n:
+        end = min(start + _BLOCK, n)
+        while end < n and buf[end - 1] == 0x5C:
+            end += 1
+        yield start, end
+        start = end
+
+
+def _structure(buf: bytes, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and classes of the structural bytes of buf[start:end], escaped quotes and
+    backslashes left out."""
+    a = np.frombuffer(buf, np.uint8, end - start, start)
     cls = _LUT[a]
     idx = np.flatnonzero(cls)
     kind = cls[idx]
-    if buf.find(b"\\") >= 0:
+    if buf.find(b"\\", start, end) >= 0:
         kind = _unescape(idx, kind)
         keep = kind != _BACKSLASH
         idx, kind = idx[keep], kind[keep]
-    quote = kind == _QUOTE
-    outside = (np.cumsum(quote) & 1) == 0  # an even number of quotes up to here
-    outside &= ~quote
-    pos, kind = idx[outside], kind[outside]
-    step = np.zeros(len(kind), np.int64)
-    step[kind == _OPEN] = 1
-    step[kind == _CLOSE] = -1
-    depth = 1 + np.cumsum(step)
-    closed = np.flatnonzero(depth <= 0)
-    end = int(pos[closed[0]]) if len(closed) else -1
-    commas = (kind == _COMMA) & (depth == 1)
-    if len(closed):
-        commas[closed[0] :] = False
-    ci = np.flatnonzero(commas)
-    return Scan(
-        cut=int(pos[ci[-1]]) if len(ci) else -1,
-        end=end,
-        depth=int(depth[-1]) if len(depth) else 1,
-        in_string=bool(quote.sum() & 1),
-    )
+    return idx + start, kind
+
+
+def scan(buf: bytes) -> Scan:
+    """Exact scan of `buf`, which starts inside the event array between two events; block
+    by block, so memory stays a small multiple of the block whatever `buf` holds."""
+    depth0, quotes0, cut = 1, 0, -1
+    for start, end in _blocks(buf):
+        idx, kind = _structure(buf, start, end)
+        quote = kind == _QUOTE
+        outside = ((np.cumsum(quote) + quotes0) & 1) == 0  # even number of quotes so far
+        quotes0 += int(quote.sum())
+        outside &= ~quote
+        pos, kind = idx[outside], kind[outside]
+        step = np.zeros(len(kind), np.int64)
+        step[kind == _OPEN] = 1
+        step[kind == _CLOSE] = -1
+        depth = depth0 + np.cumsum(step)
+        closed = np.flatnonzero(depth <= 0)
+        commas = (kind == _COMMA) & (depth == 1)
+        if len(closed):
+            commas[closed[0] :] = False
+        ci = np.flatnonzero(commas)
+        if len(ci):
+            cut = int(pos[ci[-1]])
+        if len(closed):
+            return Scan(cut=cut, end=int(pos[closed[0]]), depth=0, in_string=False)
+        if len(depth):
+            depth0 = int(depth[-1])
+    return Scan(cut=cut, end=-1, depth=depth0, in_string=bool(quotes0 & 1))
 
 
 def _unescape(idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
@@ -144,16 +174,16 @@ def _unescape(idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
 
 def squeeze(buf: bytes) -> bytes:
     """`buf` (starting between events) without whitespace outside strings."""
-    a = np.frombuffer(buf, np.uint8)
-    cls = _LUT[a]
-    idx = np.flatnonzero(cls)
-    kind = cls[idx]
-    if buf.find(b"\\") >= 0:
-        kind = _unescape(idx, kind)
-    quote = np.zeros(len(a), np.int8)
-    quote[idx[kind == _QUOTE]] = 1
-    inside = (np.cumsum(quote) & 1).astype(bool)
-    return a[~(_SPACE[a] & ~inside)].tobytes()
+    out, quotes0 = [], 0
+    for start, end in _blocks(buf):
+        idx, kind = _structure(buf, start, end)
+        a = np.frombuffer(buf, np.uint8, end - start, start)
+        quote = np.zeros(len(a), np.uint8)
+        quote[idx[kind == _QUOTE] - start] = 1
+        inside = (np.bitwise_xor.accumulate(quote) ^ (quotes0 & 1)).astype(bool)
+        quotes0 += int(quote.sum())
+        out.append(a[~(_SPACE[a] & ~inside)].tobytes())
+    return b"".join(out)
 
 
 class EventArray:
@@ -172,6 +202,7 @@ class EventArray:
         self.header = b""
         self.trailer = b""
         self.bare = False  # a top-level array, not an object
+        self.fast_cuts = 0
         self._start = self._find_array()
 
     def _read(self) -> bytes:
@@ -183,7 +214,7 @@ class EventArray:
             and ratio > 0
             and self.read_bytes > max(GZIP_RATIO_FLOOR, ratio * self.compressed_size)
         ):
-            raise StreamError(
+            raise TooBig(
                 f"it expands more than {ratio:g}x past {GZIP_RATIO_FLOOR >> 30} GiB (a gzip "
                 f"bomb?); set {MAX_GZIP_RATIO_VAR} to a higher ratio, or 0 for no limit, "
                 "to read it anyway"
@@ -225,8 +256,11 @@ class EventArray:
                 more = self._read()
                 eof = not more
                 if more:
-                    if not buf.strip() and not more.strip():
-                        buf = b""
+                    if not more.strip():
+                        # a chunk of only whitespace: between events it is dropped, inside
+                        # one it is insignificant (a string holding 16 MiB of spaces is
+                        # shortened to one)
+                        buf = buf + b" " if buf.strip() else b""
                         continue
                     buf += more
             if eof or len(buf) >= CHUNK:
@@ -251,6 +285,7 @@ class EventArray:
                     last = m
             if last is not None:
                 comma = buf.index(b",", last.start())
+                self.fast_cuts += 1
                 return buf[:comma], buf[comma + 1 :], False
         s = scan(buf)
         if s.end >= 0:
@@ -262,7 +297,7 @@ class EventArray:
         if len(buf) > self.limits.max_event:
             buf = squeeze(buf)
             if len(buf) > self.limits.max_event:
-                raise StreamError(
+                raise TooBig(
                     f"one event holds more than {self.limits.max_event >> 20} MiB; set "
                     f"{MAX_EVENT_MB_VAR} to a larger number of MiB to read it anyway"
                 )

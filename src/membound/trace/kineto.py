@@ -137,6 +137,7 @@ class _Builder:
         self._shape_ids: dict[bytes, int] = {}
         self.strides: list[list] = []
         self._stride_ids: dict[bytes, int] = {}
+        self._op_ids: dict[bytes, tuple[int, int]] = {}
         self.dropped: dict[str, int] = {}
         d = self.dropped
         self.cpu = Columns(
@@ -157,11 +158,23 @@ class _Builder:
             self.names.append(name)
         return i
 
-    def _shape(self, args: dict) -> int:
-        dims = args.get("Input Dims")
-        if dims is None:
-            return -1
-        return self._shape_of((dims, args.get("Input type"), args.get("Concrete Inputs")))
+    def _shape(self, args: dict) -> tuple[int, int]:
+        """(shape id, strides id) of a cpu_op's args, interned together: one key per op."""
+        dims, strides = args.get("Input Dims"), args.get("Input Strides")
+        if dims is None and strides is None:
+            return -1, -1
+        parts = (dims, args.get("Input type"), args.get("Concrete Inputs"), strides)
+        try:
+            key = _dumps(parts)
+        except (TypeError, ValueError, RecursionError):
+            return -1, -1
+        ids = self._op_ids.get(key)
+        if ids is None:
+            ids = self._op_ids[key] = (
+                -1 if dims is None else self._shape_of(parts[:3]),
+                -1 if strides is None else self._stride_of(strides),
+            )
+        return ids
 
     def _shape_of(self, parts: tuple) -> int:
         """Intern (dims, types, concrete); malformed dims (a string, a flat list) intern as
@@ -183,10 +196,6 @@ class _Builder:
             self._shape_ids[key] = i
         return i
 
-    def _stride(self, args: dict) -> int:
-        strides = args.get("Input Strides")
-        return -1 if strides is None else self._stride_of(strides)
-
     def _stride_of(self, strides: Any) -> int:
         try:
             key = _dumps(strides)
@@ -206,7 +215,7 @@ class _Builder:
         self.events += len(events)
         gpu_rows, rt_rows, cpu_rows = [], [], []
         gpu_add, rt_add, cpu_add = gpu_rows.append, rt_rows.append, cpu_rows.append
-        name_ids, intern, shape, stride = self._name_ids, self._name, self._shape, self._stride
+        name_ids, intern, shape = self._name_ids, self._name, self._shape
         gpu_kind, cpu_kind, runtime_cats = _GPU_KIND, _CPU_KIND, _RUNTIME_CATS
         for ev in events:
             if type(ev) is not dict or ev.get("ph") != "X":
@@ -234,7 +243,7 @@ class _Builder:
             if cpu:
                 if kind == CPU_OP and name.startswith(STEP_PREFIX):
                     kind = USER_ANNOTATION  # some torch versions file step marks as cpu_op
-                op = kind == CPU_OP
+                sid, stid = shape(args) if kind == CPU_OP else (-1, -1)
                 cpu_add(
                     (
                         ev.get("ts"),
@@ -243,8 +252,8 @@ class _Builder:
                         ev.get("tid"),
                         kind,
                         args.get("External id", -1),
-                        shape(args) if op else -1,
-                        stride(args) if op else -1,
+                        sid,
+                        stid,
                     )
                 )
             elif kind is not None:
@@ -490,6 +499,7 @@ def _read(
 ) -> Trace:
     total = p.stat().st_size
     builder = _Builder(str(p))
+    events = None
     with open_trace(p) as f:
         sink = _Sink(builder, _workers(p))
         try:
@@ -502,6 +512,9 @@ def _read(
                     progress(_position(f), total)
             sink.close()
         except jsonstream.StreamError as exc:
+            wrong = events is not None and events.fast_cuts and not exact
+            if wrong and not isinstance(exc, jsonstream.TooBig):
+                raise jsonstream.WrongCut from None  # a fast cut may have misled the scan
             raise bad(p, str(exc)) from None
         except _PieceError as exc:
             if not exact:
