@@ -158,3 +158,22 @@ def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path, monkeypatch
     assert dones == sorted(dones) and dones[-1] == size and dones[0] > 0
     if not name.endswith(".gz"):  # gzip reads its compressed input in 128 KiB blocks
         assert dones[0] < size
+
+
+def test_a_small_gzip_that_expands_starts_workers_midway(tmp_path, monkeypatch):
+    """A gzip's size on disk says little (a 12 MB file may hold 1.5 GB): the workers start
+    once the parsed bytes pass the threshold, and the tables are the same."""
+    b = tracebuilder.planted_launch_bound(steps=3, kernels=40)
+    path = b.write(tmp_path / "t.json.gz", layout="compact")
+    inline = load_trace(path)
+    started = []
+    real = load_mod._Sink._start
+    monkeypatch.setattr(
+        load_mod._Sink, "_start", lambda self: started.append(self.seen) or real(self)
+    )
+    monkeypatch.setattr(load_mod, "_PARALLEL_MIN", 20_000)
+    monkeypatch.setattr(jsonstream, "CHUNK", 4096)
+    monkeypatch.setattr(load_mod.os, "cpu_count", lambda: 2)
+    parallel = load_trace(path)
+    assert len(started) == 1 and started[0] > 20_000
+    assert _resolved(inline) == _resolved(parallel)

@@ -410,21 +410,31 @@ class _Sink:
     parse raises `_PieceError` (in file order).
     """
 
-    def __init__(self, builder: _Builder, workers: int):
+    def __init__(self, builder: _Builder, workers: int, start_after: int = 0):
         self.builder = builder
         self.pool = None
         self.pending: deque = deque()
-        if workers > 1:
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            try:
-                self.pool = ProcessPoolExecutor(
-                    max_workers=workers, mp_context=multiprocessing.get_context(method)
-                )
-            except (OSError, ValueError):
-                self.pool = None
-            self.limit = 2 * workers  # bounded: never more than this many chunks in flight
+        self.workers = workers
+        self.start_after = start_after  # bytes parsed inline before the workers start
+        self.seen = 0
+        self.limit = 2 * workers  # bounded: never more than this many chunks in flight
+        if workers > 1 and start_after <= 0:
+            self._start()
+
+    def _start(self) -> None:
+        self.start_after = -1  # once only
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        try:
+            self.pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context(method)
+            )
+        except (OSError, ValueError):
+            self.pool = None
 
     def submit(self, piece: bytes) -> None:
+        self.seen += len(piece)
+        if self.workers > 1 and 0 < self.start_after < self.seen:
+            self._start()  # a small gzip that expands to a big trace
         if self.pool is not None:
             try:
                 self.pending.append((self.pool.submit(_parse_piece, piece), piece))
@@ -477,12 +487,15 @@ class _Sink:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _workers(p: Path) -> int:
-    size = p.stat().st_size
-    gz = is_gzip(p)
-    if size < (_PARALLEL_MIN // 8 if gz else _PARALLEL_MIN):
-        return 1
-    return min(_MAX_WORKERS, os.cpu_count() or 1)
+def _workers(p: Path) -> tuple[int, int]:
+    """(worker processes, bytes to parse inline before starting them): at once for a big
+    file, once a gzip has expanded past the same size (its size on disk says little)."""
+    workers = min(_MAX_WORKERS, os.cpu_count() or 1)
+    if workers < 2:
+        return 1, 0
+    if not is_gzip(p) and p.stat().st_size >= _PARALLEL_MIN:
+        return workers, 0
+    return workers, _PARALLEL_MIN
 
 
 def _position(f) -> int:
@@ -501,7 +514,7 @@ def _read(
     builder = _Builder(str(p))
     events = None
     with open_trace(p) as f:
-        sink = _Sink(builder, _workers(p))
+        sink = _Sink(builder, *_workers(p))
         try:
             events = jsonstream.EventArray(
                 f, exact=exact, limits=limits, compressed_size=total if is_gzip(p) else None
