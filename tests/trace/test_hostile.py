@@ -445,3 +445,25 @@ def test_scan_block_by_block_matches_one_block(monkeypatch):
         assert jsonstream.squeeze(body) == squeezed
         assert jsonstream.scan(body[: len(body) // 2]).depth >= 1
     assert whole.end == len(body) - 1 and json.loads(b"[" + squeezed) == json.loads(text)
+
+
+def test_piece_offsets_are_where_the_pieces_lie_in_a_plain_file(tmp_path, monkeypatch):
+    """Workers read a plain file's pieces themselves, by offset: each must be that slice."""
+    monkeypatch.setattr(jsonstream, "CHUNK", 2000)
+    b = tracebuilder.planted_launch_bound(steps=2, kernels=40)
+    for layout in ("kineto", "compact"):
+        p = b.write(tmp_path / f"{layout}.json", layout=layout)
+        data = p.read_bytes()
+        with p.open("rb") as f:
+            events = jsonstream.EventArray(f, exact=False, limits=jsonstream.Limits.from_env())
+            n = 0
+            for piece in events:
+                off = events.piece_offset
+                assert data[off : off + len(piece)] == piece
+                n += 1
+        assert n > 5
+        with gzip.open(b.write(tmp_path / f"{layout}.json.gz", layout=layout)) as f:
+            gz = jsonstream.EventArray(
+                f, exact=False, limits=jsonstream.Limits.from_env(), compressed_size=1
+            )
+            assert all(gz.piece_offset is None for _ in gz)

@@ -203,6 +203,10 @@ class EventArray:
         self.trailer = b""
         self.bare = False  # a top-level array, not an object
         self.fast_cuts = 0
+        # a plain file's pieces are verbatim slices of it: `piece_offset` says where the
+        # last one starts, so a worker process can read it itself instead of through a pipe
+        self._verbatim = compressed_size is None
+        self.piece_offset: int | None = None
         self._start = self._find_array()
 
     def _read(self) -> bytes:
@@ -260,12 +264,18 @@ class EventArray:
                         # a chunk of only whitespace: between events it is dropped, inside
                         # one it is insignificant (a string holding 16 MiB of spaces is
                         # shortened to one)
-                        buf = buf + b" " if buf.strip() else b""
+                        if buf.strip():
+                            buf += b" "
+                            self._verbatim = False
+                        else:
+                            buf = b""
                         continue
                     buf += more
             if eof or len(buf) >= CHUNK:
+                offset = self.read_bytes - len(buf)
                 piece, buf, done = self._cut(buf, eof)
                 if piece is not None and piece.strip():
+                    self.piece_offset = offset if self._verbatim else None
                     yield piece
                 if done:
                     self._read_trailer(buf)
@@ -296,6 +306,7 @@ class EventArray:
             return None, b"", False
         if len(buf) > self.limits.max_event:
             buf = squeeze(buf)
+            self._verbatim = False
             if len(buf) > self.limits.max_event:
                 raise TooBig(
                     f"one event holds more than {self.limits.max_event >> 20} MiB; set "

@@ -397,6 +397,15 @@ def _parse_piece(piece: bytes) -> tuple | str:
             gc.enable()
 
 
+def _parse_range(path: str, offset: int, length: int) -> tuple | str:
+    """`_parse_piece` of bytes [offset, offset + length) of a plain file, read here (a
+    worker): the page cache is cheaper than 16 MiB through a pipe."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        piece = f.read(length)
+    return _parse_piece(piece)
+
+
 class _PieceError(Exception):
     """A run of events did not parse."""
 
@@ -431,13 +440,18 @@ class _Sink:
         except (OSError, ValueError):
             self.pool = None
 
-    def submit(self, piece: bytes) -> None:
+    def submit(self, piece: bytes, where: tuple[str, int] | None = None) -> None:
+        """Parse `piece`; `where` = (path, offset) when it is that slice of a plain file."""
         self.seen += len(piece)
         if self.workers > 1 and 0 < self.start_after < self.seen:
             self._start()  # a small gzip that expands to a big trace
         if self.pool is not None:
             try:
-                self.pending.append((self.pool.submit(_parse_piece, piece), piece))
+                if where is not None:
+                    future = self.pool.submit(_parse_range, where[0], where[1], len(piece))
+                else:
+                    future = self.pool.submit(_parse_piece, piece)
+                self.pending.append((future, piece))
             except (BrokenProcessPool, RuntimeError):
                 self._go_inline()
         if self.pool is None:
@@ -520,7 +534,8 @@ def _read(
                 f, exact=exact, limits=limits, compressed_size=total if is_gzip(p) else None
             )
             for piece in events:
-                sink.submit(piece)
+                offset = events.piece_offset
+                sink.submit(piece, None if offset is None else (str(p), offset))
                 if progress is not None:
                     progress(_position(f), total)
             sink.close()
