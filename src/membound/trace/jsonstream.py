@@ -59,7 +59,8 @@ class StreamError(Exception):
 
 
 class TooBig(StreamError):
-    """A limit was passed: reading again would not help."""
+    """A limit was passed: reading again would not help. The message is a predicate of
+    the file ("expands to ...")."""
 
 
 class WrongCut(Exception):
@@ -219,9 +220,9 @@ class EventArray:
             and self.read_bytes > max(GZIP_RATIO_FLOOR, ratio * self.compressed_size)
         ):
             raise TooBig(
-                f"it expands more than {ratio:g}x past {GZIP_RATIO_FLOOR >> 30} GiB (a gzip "
-                f"bomb?); set {MAX_GZIP_RATIO_VAR} to a higher ratio, or 0 for no limit, "
-                "to read it anyway"
+                f"expands to more than {ratio:g} times its size, past "
+                f"{GZIP_RATIO_FLOOR >> 30} GiB (a gzip bomb?); set {MAX_GZIP_RATIO_VAR} to a "
+                "higher ratio, or 0 for no limit, to read it anyway"
             )
         return data
 
@@ -309,7 +310,7 @@ class EventArray:
             self._verbatim = False
             if len(buf) > self.limits.max_event:
                 raise TooBig(
-                    f"one event holds more than {self.limits.max_event >> 20} MiB; set "
+                    f"holds one event of more than {self.limits.max_event / 2**20:g} MiB; set "
                     f"{MAX_EVENT_MB_VAR} to a larger number of MiB to read it anyway"
                 )
         return None, buf, False

@@ -539,9 +539,11 @@ def _read(
                 if progress is not None:
                     progress(_position(f), total)
             sink.close()
+        except jsonstream.TooBig as exc:
+            raise BadInput(f"{p} {exc}.") from None
         except jsonstream.StreamError as exc:
             wrong = events is not None and events.fast_cuts and not exact
-            if wrong and not isinstance(exc, jsonstream.TooBig):
+            if wrong:
                 raise jsonstream.WrongCut from None  # a fast cut may have misled the scan
             raise bad(p, str(exc)) from None
         except _PieceError as exc:
