@@ -11,6 +11,12 @@ CACHE_DIR_VAR = "MEMBOUND_CACHE_DIR"
 DISABLE_TRITON_VAR = "MEMBOUND_DISABLE_TRITON"
 #: Triton's own switch for its CPU interpreter; read to know whether kernels can run on CPU.
 TRITON_INTERPRET_VAR = "TRITON_INTERPRET"
+#: The largest single event (or run of bytes without an event boundary) a trace may hold,
+#: in MiB, before the loader refuses it (default 256; 0: no limit).
+MAX_EVENT_MB_VAR = "MEMBOUND_MAX_EVENT_MB"
+#: How many times its size a gzipped trace may expand past 2 GiB before the loader refuses
+#: it as a likely gzip bomb (default 100; 0: no limit).
+MAX_GZIP_RATIO_VAR = "MEMBOUND_MAX_GZIP_RATIO"
 #: Set (unless the user set them) before any NCCL initialisation in a process membound
 #: starts or runs: the shared multi-GPU machines refuse NVLink multicast.
 NCCL_SAFE_ENV = {

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from membound.errors import BadInput
+from membound.trace import jsonstream
 from membound.trace import kineto as load_mod
 from membound.trace.load import load_trace
 from membound.trace.model import KERNEL, MEMCPY
@@ -52,7 +53,7 @@ def test_streaming_path_survives_small_chunks(tmp_path, monkeypatch):
     b = tracebuilder.planted_launch_bound(steps=2, kernels=50)
     path = b.write(tmp_path / "t.json")
     whole = load_trace(path)
-    monkeypatch.setattr(load_mod, "_CHUNK", 997)
+    monkeypatch.setattr(jsonstream, "CHUNK", 997)
     chunked = load_trace(path)
     assert _tables(whole) == _tables(chunked)
     assert len(chunked.gpu) == 100
@@ -86,11 +87,11 @@ def test_bare_event_array(tmp_path):
     assert len(load_trace(p).gpu) == 6
 
 
-def test_empty_trace(tmp_path):
+def test_empty_trace_is_bad_input(tmp_path):
     p = tmp_path / "empty.json"
     p.write_text('{"schemaVersion": 1, "traceEvents": []}')
-    t = load_trace(p)
-    assert len(t.cpu) == 0 and len(t.gpu) == 0 and not t.has_gpu
+    with pytest.raises(BadInput, match="holds no event membound can use"):
+        load_trace(p)
 
 
 @pytest.mark.parametrize("cut", [10, 200, 1500, -40])
@@ -130,7 +131,7 @@ def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
     path = b.write(tmp_path / "t.json")
     inline = load_trace(path)
     monkeypatch.setattr(load_mod, "_PARALLEL_MIN", 1)
-    monkeypatch.setattr(load_mod, "_CHUNK", 4096)
+    monkeypatch.setattr(jsonstream, "CHUNK", 4096)
     monkeypatch.setattr(load_mod.os, "cpu_count", lambda: 2)
     parallel = load_trace(path)
     assert _resolved(inline) == _resolved(parallel)
@@ -146,7 +147,7 @@ def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path, monkeypatch
     # `membound analyze` draws its progress bar for big traces from these calls
     b = tracebuilder.planted_launch_bound(steps=2, kernels=200)
     path = Path(b.write(tmp_path / name))
-    monkeypatch.setattr(load_mod, "_CHUNK", 4096)
+    monkeypatch.setattr(jsonstream, "CHUNK", 4096)
     seen = []
     trace = load_trace(path, progress=lambda done, total: seen.append((done, total)))
     size = path.stat().st_size
@@ -157,3 +158,22 @@ def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path, monkeypatch
     assert dones == sorted(dones) and dones[-1] == size and dones[0] > 0
     if not name.endswith(".gz"):  # gzip reads its compressed input in 128 KiB blocks
         assert dones[0] < size
+
+
+def test_a_small_gzip_that_expands_starts_workers_midway(tmp_path, monkeypatch):
+    """A gzip's size on disk says little (a 12 MB file may hold 1.5 GB): the workers start
+    once the parsed bytes pass the threshold, and the tables are the same."""
+    b = tracebuilder.planted_launch_bound(steps=3, kernels=40)
+    path = b.write(tmp_path / "t.json.gz", layout="compact")
+    inline = load_trace(path)
+    started = []
+    real = load_mod._Sink._start
+    monkeypatch.setattr(
+        load_mod._Sink, "_start", lambda self: started.append(self.seen) or real(self)
+    )
+    monkeypatch.setattr(load_mod, "_PARALLEL_MIN", 20_000)
+    monkeypatch.setattr(jsonstream, "CHUNK", 4096)
+    monkeypatch.setattr(load_mod.os, "cpu_count", lambda: 2)
+    parallel = load_trace(path)
+    assert len(started) == 1 and started[0] > 20_000
+    assert _resolved(inline) == _resolved(parallel)

@@ -3,15 +3,22 @@ into compact typed tables (`trace.model.Trace`), with kineto's naming convention
 typed columns.
 
 A 1 GB trace holds millions of events; `json.load` of it builds Python dicts for all of
-them at once (> 4 GB). Kineto writes one top-level event after another, each starting on a
-line of its own as `  {`, so the fast path reads the file in chunks, cuts each chunk after
-the last `,\n  {` (only top-level events start a line with exactly two spaces and a brace),
-parses the whole run of events as one JSON array (orjson when installed, else json), keeps
-only the fields the analysis needs in columnar arrays, and drops the dicts. Files written
-differently (one line, other indentation, a bare array) fall back to parsing the whole
-document, which is fine for the small files such writers produce.
+them at once (> 4 GB). So the event array is split into runs of whole events as the file is
+read (`trace.jsonstream`: any layout, one event per line as kineto writes it or one line as
+`json.dump` does), each run is parsed as one JSON array (orjson when installed, else json;
+json also for runs holding NaN), only the fields the analysis needs are kept in columnar
+arrays, and the dicts are dropped. Memory stays bounded whatever the file holds: a few
+chunks in flight, at most one event kept back.
 
-Its naming conventions become typed columns at load time: `trace.kineto_names.classify`.
+Whatever an event's fields hold, loading does not fail on them: odd ids become -1 (or a
+stable id for string thread names), odd names text, odd shapes "no shape recorded". Events
+whose times cannot be used are dropped and counted (`Trace.dropped`). A file holding no
+event the analysis can use (no CPU op, runtime call, kernel or copy) is `BadInput`.
+
+Kineto's category names are read in both spellings: today's (`kernel`, `cuda_runtime`,
+`cpu_op`, `gpu_memcpy`...) and the capitalised ones older torch versions wrote (`Kernel`,
+`Runtime`, `Operator`, `Memcpy`, `Memset`). Its naming conventions become typed columns at
+load time: `trace.kineto_names.classify`.
 """
 
 from __future__ import annotations
@@ -20,7 +27,6 @@ import gc
 import json
 import multiprocessing
 import os
-import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -31,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from membound.errors import BadInput
+from membound.trace import jsonstream
+from membound.trace.columns import Columns
 from membound.trace.files import is_gzip, open_trace
 from membound.trace.kineto_names import STEP_PREFIX, classify
 from membound.trace.model import (
@@ -42,6 +50,7 @@ from membound.trace.model import (
     USER_ANNOTATION,
     Table,
     Trace,
+    describe_dropped,
 )  # fmt: skip
 
 try:  # orjson is optional: the GPU machine may not have it
@@ -61,16 +70,20 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-_CHUNK = 16 << 20
-_HEAD_LIMIT = 64 << 20  # where "traceEvents" must start for the streaming path
-_CUT = b",\n  {"
 _PARALLEL_MIN = 256 << 20  # files from this size are parsed by worker processes
 _MAX_WORKERS = 2
 
-
-_GPU_KIND = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
-_CPU_KIND = {"cpu_op": CPU_OP, "user_annotation": USER_ANNOTATION, "python_function": PYTHON}
-_RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "runtime", "driver")
+#: category -> kind, in today's spelling and the one older torch versions wrote
+_GPU_KIND = {
+    "kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET,
+    "Kernel": KERNEL, "Memcpy": MEMCPY, "Memset": MEMSET,
+}  # fmt: skip
+_CPU_KIND = {
+    "cpu_op": CPU_OP, "user_annotation": USER_ANNOTATION, "python_function": PYTHON,
+    "Operator": CPU_OP,
+}  # fmt: skip
+_RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "runtime", "driver", "Runtime"))
+_NO_ARGS: dict = {}
 
 
 def sniff(head: bytes) -> bool:
@@ -83,48 +96,36 @@ def read(path: Path, progress: Callable[[int, int], None] | None = None) -> Trac
 
     `progress(done, total)` is called as the file is read, in bytes of the file on disk
     (compressed bytes for .gz), so a caller can show a progress bar on big traces."""
-    trace = _load_streaming(path, progress)
-    if trace is None:
-        trace = _load_whole(path)
-    return trace
-
-
-class _Columns:
-    """Columns filled batch by batch: each batch of row tuples becomes NumPy arrays at once,
-    so Python objects live only for one batch (the memory bound of a 1 GB trace)."""
-
-    def __init__(self, **types: str):
-        self.types = {name: np.dtype(code) for name, code in types.items()}
-        self.parts: dict[str, list[np.ndarray]] = {name: [] for name in types}
-
-    def extend(self, rows: list[tuple]) -> None:
-        if not rows:
-            return
-        for name, col in zip(self.types, zip(*rows, strict=False), strict=False):
-            self.parts[name].append(_column(col, self.types[name]))
-
-    def freeze(self) -> dict[str, np.ndarray]:
-        return {
-            name: np.concatenate(parts) if parts else np.zeros(0, dtype=self.types[name])
-            for name, parts in self.parts.items()
-        }
-
-
-def _column(values: tuple, dtype: np.dtype) -> np.ndarray:
+    p = Path(path)
+    limits = jsonstream.Limits.from_env()
     try:
-        return np.array(values, dtype=dtype)
-    except (TypeError, ValueError):
-        # an odd value (a string thread id, a missing ts): convert one by one
-        conv = float if dtype.kind == "f" else _int
-        out = []
-        for v in values:
-            try:
-                out.append(
-                    conv(v) if v is not None else (float("nan") if dtype.kind == "f" else -1)
-                )
-            except (TypeError, ValueError):
-                out.append(float("nan") if dtype.kind == "f" else -1)
-        return np.array(out, dtype=dtype)
+        return _read(p, progress, limits, exact=False)
+    except jsonstream.WrongCut:  # a fast cut fell inside an event: read again, exactly
+        return _read(p, progress, limits, exact=True)
+
+
+def _text(name: Any) -> str:
+    """An event name that is not a string (null, a number, a list), as text."""
+    return "" if name is None else str(name)
+
+
+def _dims_ok(dims: Any) -> bool:
+    """Whether `dims` is one list per input, each of ints (or of such lists: a TensorList).
+    Checked without recursion: a hostile file may nest lists 10^5 deep."""
+    if type(dims) is not list:
+        return False
+    todo = []
+    for d in dims:
+        if type(d) is not list:
+            return False
+        todo.append(d)
+    while todo:
+        for x in todo.pop():
+            if type(x) is list:
+                todo.append(x)
+            elif type(x) is not int:
+                return False
+    return True
 
 
 class _Builder:
@@ -134,20 +135,20 @@ class _Builder:
         self._name_ids: dict[str, int] = {}
         self.shapes: list[tuple] = []
         self._shape_ids: dict[bytes, int] = {}
-        self.cpu = _Columns(
-            ts="f8", dur="f8", name="i4", tid="i8", kind="i1", ext_id="i8", shape="i4"
-        )
-        self.runtime = _Columns(ts="f8", dur="f8", name="i4", tid="i8", correlation="i8")
-        self.gpu = _Columns(
-            ts="f8",
-            dur="f8",
-            name="i4",
-            kind="i1",
-            stream="i8",
-            device="i8",
-            correlation="i8",
-            bytes="i8",
-        )
+        self.strides: list[list] = []
+        self._stride_ids: dict[bytes, int] = {}
+        self._op_ids: dict[bytes, tuple[int, int]] = {}
+        self.dropped: dict[str, int] = {}
+        d = self.dropped
+        self.cpu = Columns(
+            d, ts="f8", dur="f8", name="i4", tid="i8", kind="i1", ext_id="i8", shape="i4",
+            strides="i4",
+        )  # fmt: skip
+        self.runtime = Columns(d, ts="f8", dur="f8", name="i4", tid="i8", correlation="i8")
+        self.gpu = Columns(
+            d, ts="f8", dur="f8", name="i4", kind="i1", stream="i8", device="i8",
+            correlation="i8", bytes="i8",
+        )  # fmt: skip
         self.events = 0
 
     def _name(self, name: str) -> int:
@@ -157,11 +158,57 @@ class _Builder:
             self.names.append(name)
         return i
 
-    def _shape(self, args: dict) -> int:
-        dims = args.get("Input Dims")
-        if dims is None:
+    def _shape(self, args: dict) -> tuple[int, int]:
+        """(shape id, strides id) of a cpu_op's args, interned together: one key per op."""
+        dims, strides = args.get("Input Dims"), args.get("Input Strides")
+        if dims is None and strides is None:
+            return -1, -1
+        parts = (dims, args.get("Input type"), args.get("Concrete Inputs"), strides)
+        try:
+            key = _dumps(parts)
+        except (TypeError, ValueError, RecursionError):
+            return -1, -1
+        ids = self._op_ids.get(key)
+        if ids is None:
+            ids = self._op_ids[key] = (
+                -1 if dims is None else self._shape_of(parts[:3]),
+                -1 if strides is None else self._stride_of(strides),
+            )
+        return ids
+
+    def _shape_of(self, parts: tuple) -> int:
+        """Intern (dims, types, concrete); malformed dims (a string, a flat list) intern as
+        "no shape" (-1), odd types as no types, odd concrete inputs as none."""
+        try:
+            key = _dumps(parts)
+        except (TypeError, ValueError, RecursionError):
             return -1
-        return self._shape_of((dims, args.get("Input type"), args.get("Concrete Inputs")))
+        i = self._shape_ids.get(key)
+        if i is None:
+            dims, types, concrete = parts
+            if not _dims_ok(dims):
+                i = -1
+            else:
+                types = [t if type(t) is str else "" for t in types] if type(types) is list else []
+                concrete = concrete if type(concrete) is list else None
+                i = len(self.shapes)
+                self.shapes.append((dims, types, concrete))
+            self._shape_ids[key] = i
+        return i
+
+    def _stride_of(self, strides: Any) -> int:
+        try:
+            key = _dumps(strides)
+        except (TypeError, ValueError, RecursionError):
+            return -1
+        i = self._stride_ids.get(key)
+        if i is None:
+            i = -1
+            if _dims_ok(strides):
+                i = len(self.strides)
+                self.strides.append(strides)
+            self._stride_ids[key] = i
+        return i
 
     def add(self, events: list) -> None:
         """Keep the needed fields of one batch of events (a tight loop: it runs per event)."""
@@ -169,22 +216,51 @@ class _Builder:
         gpu_rows, rt_rows, cpu_rows = [], [], []
         gpu_add, rt_add, cpu_add = gpu_rows.append, rt_rows.append, cpu_rows.append
         name_ids, intern, shape = self._name_ids, self._name, self._shape
-        gpu_kind, cpu_kind = _GPU_KIND, _CPU_KIND
+        gpu_kind, cpu_kind, runtime_cats = _GPU_KIND, _CPU_KIND, _RUNTIME_CATS
         for ev in events:
             if type(ev) is not dict or ev.get("ph") != "X":
                 continue
             cat = ev.get("cat")
+            if type(cat) is not str:
+                continue  # a list or a number: no kineto category
+            kind = gpu_kind.get(cat)
+            if kind is None and cat not in runtime_cats:
+                kind = cpu_kind.get(cat)
+                if kind is None or kind == PYTHON:
+                    continue  # python_function stacks: not used, often most of the file
+                cpu = True
+            else:
+                cpu = False
             name = ev.get("name", "")
+            if type(name) is not str:
+                name = _text(name)
             nid = name_ids.get(name)
             if nid is None:
                 nid = intern(name)
-            args = ev.get("args") or {}
-            kind = gpu_kind.get(cat)
-            if kind is not None:
+            args = ev.get("args")
+            if type(args) is not dict:
+                args = _NO_ARGS
+            if cpu:
+                if kind == CPU_OP and name.startswith(STEP_PREFIX):
+                    kind = USER_ANNOTATION  # some torch versions file step marks as cpu_op
+                sid, stid = shape(args) if kind == CPU_OP else (-1, -1)
+                cpu_add(
+                    (
+                        ev.get("ts"),
+                        ev.get("dur"),
+                        nid,
+                        ev.get("tid"),
+                        kind,
+                        args.get("External id", -1),
+                        sid,
+                        stid,
+                    )
+                )
+            elif kind is not None:
                 gpu_add(
                     (
                         ev.get("ts"),
-                        ev.get("dur", 0.0),
+                        ev.get("dur"),
                         nid,
                         kind,
                         args.get("stream", ev.get("tid")),
@@ -193,31 +269,14 @@ class _Builder:
                         args.get("bytes", -1),
                     )
                 )
-            elif cat in _RUNTIME_CATS:
+            else:
                 rt_add(
                     (
                         ev.get("ts"),
-                        ev.get("dur", 0.0),
+                        ev.get("dur"),
                         nid,
                         ev.get("tid"),
                         args.get("correlation", -1),
-                    )
-                )
-            else:
-                kind = cpu_kind.get(cat)
-                if kind is None or kind == PYTHON:
-                    continue  # python_function stacks: not used, often most of the file
-                if kind == CPU_OP and name.startswith(STEP_PREFIX):
-                    kind = USER_ANNOTATION  # some torch versions file step marks as cpu_op
-                cpu_add(
-                    (
-                        ev.get("ts"),
-                        ev.get("dur", 0.0),
-                        nid,
-                        ev.get("tid"),
-                        kind,
-                        args.get("External id", -1),
-                        shape(args) if kind == CPU_OP else -1,
                     )
                 )
         self.gpu.extend(gpu_rows)
@@ -229,38 +288,44 @@ class _Builder:
         return (
             self.names,
             self.shapes,
+            self.strides,
             self.gpu.freeze(),
             self.runtime.freeze(),
             self.cpu.freeze(),
             self.events,
+            self.dropped,
         )
 
     def merge(self, part: tuple) -> None:
-        names, shapes, gpu, runtime, cpu, events = part
+        names, shapes, strides, gpu, runtime, cpu, events, dropped = part
         self.events += events
+        for reason, n in dropped.items():
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
         name_map = np.array([self._name(n) for n in names] or [0], dtype=np.int32)
-        shape_map = np.array([self._shape_of(parts) for parts in shapes] or [0], dtype=np.int32)
+        shape_map = np.array([self._shape_of(s) for s in shapes] or [0], dtype=np.int32)
+        stride_map = np.array([self._stride_of(s) for s in strides] or [0], dtype=np.int32)
         for cols, target in ((gpu, self.gpu), (runtime, self.runtime), (cpu, self.cpu)):
             if not len(cols["ts"]):
                 continue
             cols["name"] = name_map[cols["name"]]
-            if "shape" in cols:
-                sh = cols["shape"]
-                cols["shape"] = np.where(sh >= 0, shape_map[np.maximum(sh, 0)], -1).astype(np.int32)
+            for col, mapping in (("shape", shape_map), ("strides", stride_map)):
+                if col in cols:
+                    ids = cols[col]
+                    cols[col] = np.where(ids >= 0, mapping[np.maximum(ids, 0)], -1).astype(np.int32)
             for name, arr in cols.items():
                 target.parts[name].append(arr)
 
-    def _shape_of(self, parts: tuple) -> int:
-        key = _dumps(parts)
-        i = self._shape_ids.get(key)
-        if i is None:
-            i = self._shape_ids[key] = len(self.shapes)
-            self.shapes.append(parts)
-        return i
-
-    def build(self, device_properties: list, metadata: dict) -> Trace:
+    def build(self, fields: dict) -> Trace:
         cpu, runtime, gpu = self.cpu.freeze(), self.runtime.freeze(), self.gpu.freeze()
+        if not (len(cpu["ts"]) or len(runtime["ts"]) or len(gpu["ts"])):
+            dropped = describe_dropped(self.dropped)
+            raise BadInput(
+                f"{self.path} holds no event membound can use (no CPU op, runtime call, kernel "
+                f"or copy in kineto's categories{'; ' + dropped if dropped else ''}); pass "
+                "a trace exported by torch.profiler (prof.export_chrome_trace())."
+            )
         classify(self.names, cpu, runtime, gpu)
+        props = fields.get("deviceProperties")
         return Trace(
             path=self.path,
             names=self.names,
@@ -268,19 +333,15 @@ class _Builder:
             runtime=Table(runtime),
             gpu=Table(gpu),
             shapes=self.shapes,
-            device_properties=device_properties if isinstance(device_properties, list) else [],
-            metadata=metadata,
+            device_properties=props if isinstance(props, list) else [],
+            metadata={
+                "events": self.events,
+                "base_time_ns": fields.get("baseTimeNanoseconds"),
+                "schema_version": fields.get("schemaVersion"),
+            },
+            strides=self.strides,
+            dropped=dict(self.dropped),
         )
-
-
-def _int(v: Any) -> int:
-    if isinstance(v, int):
-        return v
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        # thread ids like "stream 7" or "PyTorch Profiler": keep them distinct but stable
-        return -2 - (hash(str(v)) & 0xFFFFFF)
 
 
 def bad(path: Path, why: str) -> BadInput:
@@ -290,31 +351,43 @@ def bad(path: Path, why: str) -> BadInput:
     )
 
 
-_KEY_RE = re.compile(rb'"(deviceProperties|baseTimeNanoseconds|schemaVersion)"\s*:\s*')
+def _object_fields(body: bytes) -> dict[str, Any]:
+    """The top-level keys in `body`, text of the document's object without its braces and
+    event array (before or after it). {} when it does not parse (too deep, malformed): the
+    few header fields used are optional."""
+    body = body.strip().strip(b",").strip()
+    if not body:
+        return {}
+    try:
+        doc = _loads(b"{" + body + b"}")
+    except (ValueError, RecursionError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
-def _top_level_fields(text: bytes) -> dict[str, Any]:
-    """The few top-level keys we use, read from the text around the event array."""
-    out: dict[str, Any] = {}
-    decoder = json.JSONDecoder()
-    for m in _KEY_RE.finditer(text):
+def _parse(piece: bytes) -> Any:
+    """A run of events as a list; json where orjson refuses (NaN, which json.dump writes)."""
+    wrapped = b"[" + piece + b"]"
+    try:
+        return _loads(wrapped)
+    except ValueError as exc:
+        if b"NaN" not in piece and b"Infinity" not in piece:
+            raise
         try:
-            value, _ = decoder.raw_decode(text[m.end() :].decode("utf-8", "replace"))
-        except json.JSONDecodeError:
-            continue
-        out[m.group(1).decode()] = value
-    return out
+            return json.loads(wrapped)
+        except (ValueError, RecursionError):
+            raise exc from None
 
 
-def _parse_piece(piece: bytes) -> tuple | None:
-    """Parse one run of whole events (worker side); None when it is not valid JSON."""
+def _parse_piece(piece: bytes) -> tuple | str:
+    """Parse one run of whole events (worker side); a message when it is not valid JSON."""
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cyclic GC only costs time here
     try:
         try:
-            events = _loads(b"[" + piece + b"]")
-        except ValueError:
-            return None
+            events = _parse(piece)
+        except (ValueError, RecursionError) as exc:
+            return str(exc).split(":")[0].split("\n")[0] or "invalid JSON"
         builder = _Builder("")
         builder.add(events)
         del events
@@ -324,33 +397,61 @@ def _parse_piece(piece: bytes) -> tuple | None:
             gc.enable()
 
 
+def _parse_range(path: str, offset: int, length: int) -> tuple | str:
+    """`_parse_piece` of bytes [offset, offset + length) of a plain file, read here (a
+    worker): the page cache is cheaper than 16 MiB through a pipe."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        piece = f.read(length)
+    return _parse_piece(piece)
+
+
+class _PieceError(Exception):
+    """A run of events did not parse."""
+
+
 class _Sink:
     """Parses pieces inline, or in worker processes for big files (2+ cores).
 
     Workers are forked where the platform allows (no re-import of the caller's `__main__`,
     which may be stdin or a notebook); a worker only runs the JSON parser and NumPy, never
-    CUDA. If the pool breaks, the pieces in flight are parsed inline.
+    CUDA. If the pool breaks, the pieces in flight are parsed inline. A piece that does not
+    parse raises `_PieceError` (in file order).
     """
 
-    def __init__(self, builder: _Builder, workers: int):
+    def __init__(self, builder: _Builder, workers: int, start_after: int = 0):
         self.builder = builder
         self.pool = None
         self.pending: deque = deque()
-        self.failed = False
-        if workers > 1:
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            try:
-                self.pool = ProcessPoolExecutor(
-                    max_workers=workers, mp_context=multiprocessing.get_context(method)
-                )
-            except (OSError, ValueError):
-                self.pool = None
-            self.limit = 2 * workers  # bounded: never more than this many chunks in flight
+        self.workers = workers
+        self.start_after = start_after  # bytes parsed inline before the workers start
+        self.seen = 0
+        self.limit = 2 * workers  # bounded: never more than this many chunks in flight
+        if workers > 1 and start_after <= 0:
+            self._start()
 
-    def submit(self, piece: bytes) -> None:
+    def _start(self) -> None:
+        self.start_after = -1  # once only
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        try:
+            self.pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context(method)
+            )
+        except (OSError, ValueError):
+            self.pool = None
+
+    def submit(self, piece: bytes, where: tuple[str, int] | None = None) -> None:
+        """Parse `piece`; `where` = (path, offset) when it is that slice of a plain file."""
+        self.seen += len(piece)
+        if self.workers > 1 and 0 < self.start_after < self.seen:
+            self._start()  # a small gzip that expands to a big trace
         if self.pool is not None:
             try:
-                self.pending.append((self.pool.submit(_parse_piece, piece), piece))
+                if where is not None:
+                    future = self.pool.submit(_parse_range, where[0], where[1], len(piece))
+                else:
+                    future = self.pool.submit(_parse_piece, piece)
+                self.pending.append((future, piece))
             except (BrokenProcessPool, RuntimeError):
                 self._go_inline()
         if self.pool is None:
@@ -384,23 +485,31 @@ class _Sink:
             self._take(part if part is not None else _parse_piece(piece))
 
     def _take(self, part) -> None:
-        if part is None:
-            self.failed = True
-        else:
-            self.builder.merge(part)
+        if isinstance(part, str):
+            raise _PieceError(part)
+        self.builder.merge(part)
 
     def close(self) -> None:
         while self.pending and self.pool is not None:
             self._collect()
         self._go_inline()
 
+    def abandon(self) -> None:
+        self.pending.clear()
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
-def _workers(p: Path) -> int:
-    size = p.stat().st_size
-    gz = is_gzip(p)
-    if size < (_PARALLEL_MIN // 8 if gz else _PARALLEL_MIN):
-        return 1
-    return min(_MAX_WORKERS, os.cpu_count() or 1)
+
+def _workers(p: Path) -> tuple[int, int]:
+    """(worker processes, bytes to parse inline before starting them): at once for a big
+    file, once a gzip has expanded past the same size (its size on disk says little)."""
+    workers = min(_MAX_WORKERS, os.cpu_count() or 1)
+    if workers < 2:
+        return 1, 0
+    if not is_gzip(p) and p.stat().st_size >= _PARALLEL_MIN:
+        return workers, 0
+    return workers, _PARALLEL_MIN
 
 
 def _position(f) -> int:
@@ -412,102 +521,39 @@ def _position(f) -> int:
         return 0
 
 
-def _load_streaming(p: Path, progress: Callable[[int, int], None] | None = None) -> Trace | None:
-    """The chunked fast path; None when the file is not laid out the way kineto writes it."""
+def _read(
+    p: Path, progress: Callable[[int, int], None] | None, limits: jsonstream.Limits, exact: bool
+) -> Trace:
     total = p.stat().st_size
+    builder = _Builder(str(p))
+    events = None
     with open_trace(p) as f:
-        buf = f.read(_CHUNK)
-        if not buf.lstrip()[:1] == b"{":
-            if buf.lstrip()[:1] == b"[":
-                return None  # a bare event array: whole-document path
-            raise bad(p, "it is not JSON")
-        head = buf
-        while True:
-            m = re.search(rb'"traceEvents"\s*:\s*\[', head)
-            if m or len(head) > _HEAD_LIMIT:
-                break
-            more = f.read(_CHUNK)
-            if not more:
-                break
-            head += more
-        if not m or _CUT not in head[m.end() :]:
-            return None
-        header = head[: m.start()]
-        buf = head[m.end() :]
-        del head
-        builder = _Builder(str(p))
-        sink = _Sink(builder, _workers(p))
+        sink = _Sink(builder, *_workers(p))
         try:
-            while True:
-                more = f.read(_CHUNK)
+            events = jsonstream.EventArray(
+                f, exact=exact, limits=limits, compressed_size=total if is_gzip(p) else None
+            )
+            for piece in events:
+                offset = events.piece_offset
+                sink.submit(piece, None if offset is None else (str(p), offset))
                 if progress is not None:
                     progress(_position(f), total)
-                cut = buf.rfind(_CUT)
-                if cut > 0:
-                    piece, buf = buf[:cut], buf[cut + 1 :]
-                    sink.submit(piece)
-                    del piece
-                    if sink.failed:
-                        return None  # not kineto's layout after all
-                if not more:
-                    break
-                buf += more
-            sink.close()  # merge in file order before the tail
-            # the tail: the last events, "]", then the rest of the top-level object
-            events, trailer = _parse_tail(p, buf)
-            builder.add(events)
-        finally:
             sink.close()
-        if sink.failed:
-            return None
-        fields = _top_level_fields(header)
-        fields.update(_top_level_fields(trailer))
-        if progress is not None:
-            progress(total, total)
-    return builder.build(fields.get("deviceProperties") or [], _metadata(fields, builder))
-
-
-def _parse_tail(p: Path, buf: bytes) -> tuple[list, bytes]:
-    text = buf.decode("utf-8", "replace")
-    decoder = json.JSONDecoder()
-    events = []
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i] in " \t\r\n,":
-            i += 1
-        if i >= n:
-            raise bad(p, "the event list never ends")
-        if text[i] == "]":
-            rest = text[i + 1 :].rstrip()
-            if not rest.endswith("}"):
-                raise bad(p, "the file ends mid-document")
-            return events, rest.encode()
-        try:
-            ev, i = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            raise bad(p, "the last events are cut off") from None
-        events.append(ev)
-
-
-def _load_whole(p: Path) -> Trace:
-    with open_trace(p) as f:
-        data = f.read()
-    try:
-        doc = _loads(data)
-    except ValueError as exc:
-        raise bad(p, str(exc).split("\n")[0]) from None
-    if isinstance(doc, list):
-        doc = {"traceEvents": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise bad(p, 'it has no "traceEvents" list')
-    builder = _Builder(str(p))
-    builder.add(doc["traceEvents"])
-    return builder.build(doc.get("deviceProperties") or [], _metadata(doc, builder))
-
-
-def _metadata(fields: dict, builder: _Builder) -> dict[str, Any]:
-    return {
-        "events": builder.events,
-        "base_time_ns": fields.get("baseTimeNanoseconds"),
-        "schema_version": fields.get("schemaVersion"),
-    }
+        except jsonstream.TooBig as exc:
+            raise BadInput(f"{p} {exc}.") from None
+        except jsonstream.StreamError as exc:
+            wrong = events is not None and events.fast_cuts and not exact
+            if wrong:
+                raise jsonstream.WrongCut from None  # a fast cut may have misled the scan
+            raise bad(p, str(exc)) from None
+        except _PieceError as exc:
+            if not exact:
+                raise jsonstream.WrongCut from None
+            raise bad(p, f"an event is not valid JSON: {exc}") from None
+        finally:
+            sink.abandon()
+    fields = _object_fields(events.header)
+    fields.update(_object_fields(events.trailer))
+    if progress is not None:
+        progress(total, total)
+    return builder.build(fields)

@@ -45,6 +45,24 @@ COLLECTIVE_KINDS = (
 )  # fmt: skip
 
 
+#: `Trace.dropped` keys: why a reader left an event out
+DROP_REASONS = {
+    "bad_ts": "without a usable ts (missing, null, NaN or not a number)",
+    "bad_dur": "without a usable dur (missing, null, NaN or not a number)",
+    "negative_dur": "with a negative dur",
+    "huge_dur": "with a dur over 1e11 µs",
+}
+
+
+def describe_dropped(dropped: dict[str, int]) -> str:
+    """'12 events dropped: 10 without a usable ts (...), 2 with a negative dur'; '' if none."""
+    total = sum(dropped.values())
+    if not total:
+        return ""
+    parts = [f"{n} {DROP_REASONS.get(reason, reason)}" for reason, n in dropped.items() if n]
+    return f"{total} event{'s' if total != 1 else ''} dropped: " + ", ".join(parts)
+
+
 @dataclass
 class Table:
     """Named NumPy columns of equal length."""
@@ -66,7 +84,8 @@ class Trace:
     """What actually happened, as typed tables.
 
     - `cpu`: host ops and annotations: ts, dur (µs), name, tid, kind, ext_id, shape (index
-      into `shapes`, -1 when the op recorded none), role (`NO_ROLE`, `STEP`, ...), step (the
+      into `shapes`, -1 when the op recorded none or malformed ones), strides (index into
+      `strides`, -1 when none), role (`NO_ROLE`, `STEP`, ...), step (the
       number of a step mark, else -1), collective (as `gpu.collective`, for host
       collectives).
     - `runtime`: CUDA runtime/driver calls: ts, dur, name, tid, correlation, call (`LAUNCH`,
@@ -75,7 +94,10 @@ class Trace:
       bytes (-1 when unknown), direction (`H2D`, ...), host_memory (`PAGEABLE`, `PINNED`),
       collective (1 + index into `COLLECTIVE_KINDS`, 0 when not a collective).
     - `names`: interned event names; `shapes`: interned (Input Dims, Input type, Concrete
-      Inputs) of ops that recorded shapes.
+      Inputs) of ops that recorded shapes; `strides`: interned Input Strides (one list per
+      input, as Input Dims), apart from `shapes` so its tuples keep their three parts.
+    - `dropped`: events left out because their times cannot be used, by reason (keys of
+      `DROP_REASONS`; empty when none); `describe_dropped` says it in words.
     """
 
     path: str
@@ -86,6 +108,8 @@ class Trace:
     shapes: list[tuple[Any, Any, Any]]
     device_properties: list[dict] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    strides: list[list] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     @property
     def device_name(self) -> str | None:
