@@ -47,8 +47,12 @@ def _empty_report(tmp_path, zero_event: bool) -> dict:
     b = TraceBuilder()
     if zero_event:
         b.annotation("nothing", 0.0, 0.0)
-    path = b.write(tmp_path / "empty-trace.json")
-    return to_dict(analyze([path]))
+        path = b.write(tmp_path / "empty-trace.json")
+        return to_dict(analyze([path]))
+    # a trace with no events is refused by the loader now (issue 17): the report such a
+    # trace gave before, as an older membound wrote it
+    return {"schema": 1, "trace": "empty.json", "steps": {"count": 0, "median_step_ms": 0.0,
+            "per_step": []}, "findings": [], "ops": [], "idle_breakdown": {}}  # fmt: skip
 
 
 def _set(*keys):

@@ -99,12 +99,14 @@ def test_cpu_only_trace_reports_steps_and_says_gpu_parts_do_not_apply(data_dir):
     assert any("CPU-only" in n for n in a.notes)
 
 
-def test_empty_trace_has_no_steps_and_a_note(tmp_path):
+def test_empty_trace_is_one_line_of_bad_input(tmp_path):
+    """Issue 17: a trace with no usable event is refused (exit 2), not an empty report."""
+    from membound.errors import BadInput
+
     p = tmp_path / "empty.json"
     p.write_text('{"traceEvents": []}')
-    a = analyze([p])
-    assert a.steps == [] and a.findings == []
-    assert any("no events" in n for n in a.notes)
+    with pytest.raises(BadInput, match="holds no event membound can use"):
+        analyze([p])
 
 
 def test_last_step_extends_to_the_gpu_work_it_launched(tmp_path, ceilings):

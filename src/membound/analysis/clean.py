@@ -59,14 +59,29 @@ class Cleaned:
         return [w for w in windows if w[3] not in self.skip_steps]
 
 
+#: the loader's drop reasons (`trace.model.DROP_REASONS`) in this module's words
+_LOADER_REASONS = {
+    "bad_ts": "a missing, null or non-numeric ts or dur",
+    "bad_dur": "a missing, null or non-numeric ts or dur",
+    "negative_dur": "a negative dur",
+    "huge_dur": "a dur over a day or a ts past any clock",
+}
+
+
 def clean_trace(trace: Trace) -> Cleaned:
     """The trace without the events no analysis can use (module docstring), and one note per
     kind of event left out saying how many (`Cleaned.trace` is the same object when nothing
     is wrong). BadInput when no event of a trace that had some is usable."""
     notes: list[str] = []
     tables = {}
-    had = sum(len(getattr(trace, t)) for t in _TABLES)
+    # what the loader already dropped (GPU activities and runtime calls with bad times,
+    # `Trace.dropped`) is told in the same note and counts towards "none usable"
+    loader = getattr(trace, "dropped", None) or {}
+    had = sum(len(getattr(trace, t)) for t in _TABLES) + sum(loader.values())
     dropped: dict[str, int] = {}
+    for key, reason in _LOADER_REASONS.items():
+        if loader.get(key):
+            dropped[reason] = dropped.get(reason, 0) + int(loader[key])
     skip: set[float] = set()
     bad_marks = 0
     for attr in _TABLES:

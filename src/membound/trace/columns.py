@@ -28,10 +28,14 @@ THREAD_COLUMNS = ("tid", "stream")
 class Columns:
     """Named typed columns; `ts` and `dur` (first two) are checked, bad rows dropped."""
 
-    def __init__(self, dropped: dict[str, int], **types: str):
+    def __init__(self, dropped: dict[str, int], *, check_times: bool = True, **types: str):
         self.types = {name: np.dtype(code) for name, code in types.items()}
         self.parts: dict[str, list[np.ndarray]] = {name: [] for name in types}
         self.dropped = dropped
+        #: False keeps bad times as they are (NaN where not a number): host events, whose step
+        #: marks the analysis needs even when untimed, to leave out the step they bound
+        #: instead of merging it into its neighbour (analysis/clean.py)
+        self.check_times = check_times
 
     def extend(self, rows: list[tuple]) -> None:
         if not rows:
@@ -40,7 +44,7 @@ class Columns:
             name: column(values, self.types[name], name)
             for name, values in zip(self.types, zip(*rows, strict=False), strict=False)
         }
-        keep = self._valid(cols["ts"], cols["dur"])
+        keep = self._valid(cols["ts"], cols["dur"]) if self.check_times else None
         for name, arr in cols.items():
             self.parts[name].append(arr if keep is None else arr[keep])
 

@@ -141,7 +141,7 @@ class _Builder:
         self.dropped: dict[str, int] = {}
         d = self.dropped
         self.cpu = Columns(
-            d, ts="f8", dur="f8", name="i4", tid="i8", kind="i1", ext_id="i8", shape="i4",
+            d, check_times=False, ts="f8", dur="f8", name="i4", tid="i8", kind="i1", ext_id="i8", shape="i4",
             strides="i4",
         )  # fmt: skip
         self.runtime = Columns(d, ts="f8", dur="f8", name="i4", tid="i8", correlation="i8")
