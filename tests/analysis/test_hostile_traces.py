@@ -286,3 +286,39 @@ def test_no_finding_saves_more_than_the_step(monkeypatch):
     assert f.share_of_step == 1.0 and f.time_lost_ms_per_step == pytest.approx(4.0)
     assert f.evidence == {"x": 1, "estimated_ms_per_step": 6.0}
     assert f.expected_step_ms_after_fix == 0.0
+
+
+def _four_steps(tmp_path, meta):
+    import json
+
+    from support.tracebuilder import TraceBuilder
+
+    b = TraceBuilder()
+    for n in range(2, 6):  # ProfilerStep#2..#5, 1 ms each, one kernel each
+        b.step(n, n * 1000.0, 1000.0)
+        b.launch("k", n * 1000.0 + 10, n * 1000.0 + 20, 100.0)
+    path = b.write(tmp_path / "trace.json.gz")
+    (tmp_path / "capture.json").write_text(json.dumps({"trace": "trace.json.gz", **meta}))
+    return path
+
+
+def test_only_the_captures_complete_recorded_steps_count(tmp_path):
+    """capture.json names the complete recorded steps (commands/diagnose, issue 17): a crash
+    inside step #5 leaves #2-#4, whatever the trace's marks say."""
+    from membound.analysis import analyze
+
+    path = _four_steps(tmp_path, {"complete": False, "steps_captured": 3,
+                                  "recorded_steps": [2, 3, 4], "partial_step": 5})  # fmt: skip
+    a = analyze([path])
+    assert [s.index for s in a.steps] == [2, 3, 4]
+    assert any("1 partial step(s) left out" in n for n in a.notes)
+
+
+def test_no_complete_recorded_step_is_one_line(tmp_path):
+    from membound.analysis import analyze
+    from membound.errors import BadInput
+
+    path = _four_steps(tmp_path, {"complete": False, "steps_captured": 0, "recorded_steps": [],
+                                  "partial_step": 2, "ended": "crashed"})  # fmt: skip
+    with pytest.raises(BadInput, match="before any recorded step was complete \\(crashed\\)"):
+        analyze([path])

@@ -82,7 +82,20 @@ def analyze_trace(
         notes += [f"ops pass: {n}" for n in ops_cleaned.notes]
     windows, marked = step_windows(trace)
     kept = meta.get("steps_captured") if isinstance(meta, dict) else None
-    if marked and isinstance(kept, int) and not meta.get("complete") and 0 < kept < len(windows):
+    recorded = meta.get("recorded_steps") if isinstance(meta, dict) else None
+    if marked and isinstance(recorded, list) and not meta.get("complete"):
+        # the capture names its complete recorded steps (ProfilerStep#N): only those count
+        wanted = {n for n in recorded if isinstance(n, int)}
+        complete = [w for w in windows if w[0] in wanted]
+        if not complete:
+            raise BadInput(
+                f"{trace.path}: the run ended before any recorded step was complete "
+                f"({meta.get('ended') or 'it stopped'}); run more steps or lower --wait/--warmup."
+            )
+        if len(complete) < len(windows):
+            notes.append(f"{len(windows) - len(complete)} partial step(s) left out")
+        windows = complete
+    elif marked and isinstance(kept, int) and not meta.get("complete") and 0 < kept < len(windows):
         # the run ended inside a recorded step: a partial step never enters the figures
         notes.append(f"{len(windows) - kept} partial step(s) at the end left out")
         windows = windows[:kept]
