@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from fuzz.contract import Driver, contract_violations, run_subprocess
-from fuzz.mutate import BASES, EMPTY_TRACE, base_trace, dumps
+from fuzz.mutate import BASES, base_trace, dumps
+from fuzz.mutate_report import EMPTY_TRACE
 
 _QUIET_CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large,
                  HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much]  # fmt: skip

@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from fuzz.conftest import SUBPROCESS_EXAMPLES
 from fuzz.contract import contract_violations, run_subprocess
-from fuzz.mutate import BASES, TRACE_KINDS, Mutation, render_trace, trace_mutations
+from fuzz.mutate import (
+    BASES,
+    TRACE_KINDS,
+    Mutation,
+    base_trace,
+    dumps,
+    render_trace,
+    trace_mutations,
+)
 
 pytestmark = pytest.mark.fuzz
 
@@ -80,8 +88,6 @@ def test_unmutated_bases_keep_the_contract(base, fuzz_dir, cache_dir):
     """The control: the bases themselves give exit 0 and a sane report, in a real process."""
     m = Mutation("none", base, (("doc", "unchanged"),))
     work = Path(tempfile.mkdtemp(dir=fuzz_dir))
-    from fuzz.mutate import base_trace, dumps
-
     (work / "trace.json").write_bytes(dumps(base_trace(base)))
     o = run_subprocess(_argv(work / "trace.json", quiet=False), work, cache_dir)
     _check(m, o, work, "subprocess")

@@ -15,7 +15,7 @@ from hypothesis import Phase, given, settings
 
 from fuzz.conftest import SUBPROCESS_EXAMPLES
 from fuzz.contract import contract_violations, run_subprocess
-from fuzz.mutate import EMPTY_TRACE, REPORT_KINDS, render_report, report_mutations
+from fuzz.mutate_report import EMPTY_TRACE, REPORT_KINDS, render_report, report_mutations
 
 pytestmark = pytest.mark.fuzz
 
