@@ -31,29 +31,7 @@ pytestmark = pytest.mark.fuzz
 #: mutation kinds that break the contract on main today, with the layer that must fix them.
 #: Their tests are xfail (not strict) and the subprocess test leaves them out; empty this as
 #: the fixes of issue 17 land. Each entry: kind -> reason.
-KNOWN: dict[str, str] = {
-    "retype.name": "loader: a name/cat/ph that is null, a number, a list or an object: "
-    "AttributeError/TypeError in trace/kineto.py add and kineto_names.classify",
-    "retype.time": "loader+report: null or non-numeric ts/dur: ValueError (NaN) in "
-    "report/terminal.py _bar; dur 1e300: shares over 1; analysis: 0-ms steps",
-    "retype.ids": "loader: correlation/stream 2**70 or -2**64: OverflowError in kineto._column",
-    "retype.args": "loader: args that is not an object: AttributeError in trace/kineto.py add",
-    "retype.top": "loader: traceEvents [{}]: exit 0 with an empty report",
-    "negate": "analysis: negative dur/ts: negative op and copy time, 0-ms steps",
-    "huge-time": "analysis: ts/dur 1e300: 0-ms steps; a kernel dur of 1e-300: 'inf' printed",
-    "duplicate-steps": "analysis: duplicate step marks: 0-ms steps, share_of_gpu_time over 1",
-    "same-correlation": "loader: correlation 2**70: OverflowError; analysis: one correlation "
-    "id for all: share_of_gpu_time over 1, 0-ms steps",
-    "drop-field": "loader+report: a step without ts: ValueError (NaN) in report/terminal.py _bar; "
-    "no dur or ph: exit 0 with 0-ms steps or no steps",
-    "drop-events": "analysis: one step mark: share_of_gpu_time over 1; no runtime events: "
-    "0-ms steps",
-    "nest": "loader: 10**4-deep nesting on the streaming path: RecursionError; a nested name: "
-    "unhashable",
-    "empty": "loader: [], {}, no events, metadata only: exit 0 with an empty report",
-    "non-object-events": "loader: events that are not objects: exit 0 with an empty report",
-    "foreign": "loader: a Chrome/Blink trace: exit 0 with an empty report",
-}
+KNOWN: dict[str, str] = {}
 
 NO_SHRINK = tuple(p for p in Phase if p is not Phase.shrink)  # an expected failure: no minimizing
 

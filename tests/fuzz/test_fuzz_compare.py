@@ -21,16 +21,7 @@ pytestmark = pytest.mark.fuzz
 
 #: report mutation kinds that break the contract on main today (kind -> reason); see
 #: test_fuzz_analyze.KNOWN. Empty this as the fixes of issue 17 land.
-KNOWN: dict[str, str] = {
-    "empty-trace": "report: the report of an empty trace (median 0.0): TypeError formatting "
-    "None in report/compare.py",
-    "nan": "analysis/report: NaN or inf in a report: printed as nan/inf and written as NaN",
-    "nest": "analysis: 10**4-deep nesting: RecursionError in analysis/compare.py load_report",
-    "retype.leaf": "analysis: a code that is an object, a time that is a string or a list: "
-    "TypeError/ValueError in analysis/compare.py",
-    "retype.node": "analysis: per_step rows that are not objects: AttributeError in "
-    "analysis/compare.py _kernel_busy",
-}
+KNOWN: dict[str, str] = {}
 
 NO_SHRINK = tuple(p for p in Phase if p is not Phase.shrink)
 

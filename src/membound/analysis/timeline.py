@@ -124,8 +124,19 @@ def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[n
     # profiler records GPU work still running when it starts): launched before every mark;
     # activity whose correlation id names no single call (`analysis.clean`) places no mark
     corr = gpu.correlation[on]
-    t = np.nan_to_num(_launch_times(rt, corr), nan=-np.inf)
+    launched = _launch_times(rt, corr)
+    unmatched = np.isnan(launched)
+    # ... but only the backlog a stream runs before the first work launched inside the
+    # capture (streams run in order): later activity without a launch record (a trace that
+    # lost its runtime calls) is unknown and places no boundary, or every step would start
+    # at the end of all GPU work (0-ms steps)
+    matched_ts = gpu.ts[on][~unmatched]
+    first_matched = float(matched_ts.min()) if len(matched_ts) else -np.inf
+    late = unmatched & (gpu.ts[on] > first_matched)
+    t = np.nan_to_num(launched, nan=-np.inf)
+    t[late] = np.inf
     t[corr == AMBIGUOUS] = np.inf
+    t[_out_of_order(gpu.stream[on], gpu.ts[on], launched)] = np.inf
     ends = gpu.ts[on] + gpu.dur[on]
     order = np.argsort(t, kind="stable")
     t, busy_until = t[order], np.maximum.accumulate(ends[order])
@@ -139,6 +150,28 @@ def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[n
     starts = np.maximum.accumulate(starts)
     end = max(host_end, float(until(np.array([host_end]), "right")[0]), float(starts[-1]))
     return starts, end
+
+
+def _out_of_order(stream: np.ndarray, start: np.ndarray, launched: np.ndarray) -> np.ndarray:
+    """Activities whose launch time cannot be right: a stream runs its work in launch order,
+    so one that started after another on its stream was launched after it too. An activity
+    recorded as launched before work that ran ahead of it on the same stream (a corrupt or
+    foreign runtime timestamp) would otherwise move every step start to its end."""
+    bad = np.zeros(len(start), dtype=bool)
+    ok = np.isfinite(launched)
+    if ok.sum() < 2:
+        return bad
+    idx = np.flatnonzero(ok)
+    order = idx[np.lexsort((start[idx], stream[idx]))]
+    s, t = stream[order], launched[order]
+    firsts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    # the latest launch among the activities that ran before each one on its stream
+    prior = np.full(len(t), -np.inf)
+    for lo, hi in zip(firsts, np.r_[firsts[1:], len(t)], strict=True):  # per stream (few)
+        if hi - lo > 1:
+            prior[lo + 1 : hi] = np.maximum.accumulate(t[lo : hi - 1])
+    bad[order] = t < prior - 1.0  # µs: clocks of one host agree far better than that
+    return bad
 
 
 def _launch_times(rt, correlation: np.ndarray) -> np.ndarray:

@@ -80,9 +80,13 @@ def column(values: tuple, dtype: np.dtype, name: str = "") -> np.ndarray:
     thread-like columns, a distinct stable negative id) where not an int64."""
     if dtype.kind == "f":
         try:
-            return np.array(values, dtype=dtype)  # None becomes NaN
+            arr = np.array(values)
         except (TypeError, ValueError, OverflowError):
-            return np.array([_float(v) for v in values], dtype=dtype)
+            arr = None
+        if arr is not None and arr.ndim == 1 and arr.dtype.kind in "fiu":
+            return arr.astype(dtype, copy=False)
+        # None, text ("12" is no time either), bools, lists: element by element
+        return np.array([_float(v) for v in values], dtype=dtype)
     try:
         arr = np.array(values)
     except (TypeError, ValueError, OverflowError):
@@ -94,7 +98,7 @@ def column(values: tuple, dtype: np.dtype, name: str = "") -> np.ndarray:
 
 
 def _float(v: Any) -> float:
-    if type(v) is bool or v is None:
+    if type(v) is bool or v is None or isinstance(v, str):
         return math.nan
     try:
         return float(v)
