@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from membound.errors import BadInput
-from membound.trace.model import STEP, Table, Trace
+from membound.trace.model import GRAPH_LAUNCH, STEP, Table, Trace
 
 #: an event longer than a day is no profiler event (µs)
 MAX_DUR_US = 86_400e6
@@ -214,9 +214,13 @@ def _unjoin_ambiguous(runtime: Table, gpu: Table, names: list[str]) -> tuple[Tab
     gids, gcounts = np.unique(gc[gc >= 0], return_counts=True)
     crowded = gids[gcounts > MAX_PER_LAUNCH]
     if len(crowded):
-        graph = np.array([isinstance(n, str) and "Graph" in n for n in names] or [False])
         sel = np.isin(rc, crowded)
-        single = rc[sel][~graph[runtime.name[sel]]]
+        call = getattr(runtime, "call", None)
+        if call is not None:
+            single = rc[sel][call[sel] != GRAPH_LAUNCH]
+        else:  # a hand-built table without call kinds: by name
+            graph = np.array([isinstance(n, str) and "Graph" in n for n in names] or [False])
+            single = rc[sel][~graph[runtime.name[sel]]]
         bad = np.union1d(bad, single)
     if not len(bad):
         return runtime, gpu, 0

@@ -39,9 +39,10 @@ from membound.trace.model import (
     CPU_OP,
     D2H,
     DATALOADER_ROLES,
+    GRAPH_LAUNCH,
     H2D,
     KERNEL,
-    LAUNCH,
+    LAUNCH_CALLS,
     MEMCPY_CALL,
     PAGEABLE,
     STEP,
@@ -150,6 +151,25 @@ def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[n
     starts = np.maximum.accumulate(starts)
     end = max(host_end, float(until(np.array([host_end]), "right")[0]), float(starts[-1]))
     return starts, end
+
+
+def _graph_replays(trace: Trace) -> iv.Intervals:
+    """Spans of the CUDA graph replays: from the first to the last GPU activity carrying one
+    graph launch's correlation id (every kernel of a replay carries it)."""
+    rt, gpu = trace.runtime, trace.gpu
+    if not len(rt) or not len(gpu):
+        return iv.EMPTY
+    ids = rt.correlation[(rt.call == GRAPH_LAUNCH) & (rt.correlation >= 0)]
+    sel = np.isin(gpu.correlation, ids)
+    if not sel.any():
+        return iv.EMPTY
+    corr, ts, end = gpu.correlation[sel], gpu.ts[sel], gpu.ts[sel] + gpu.dur[sel]
+    uniq, inv = np.unique(corr, return_inverse=True)
+    lo = np.full(len(uniq), np.inf)
+    hi = np.full(len(uniq), -np.inf)
+    np.minimum.at(lo, inv, ts)
+    np.maximum.at(hi, inv, end)
+    return iv.union(lo, hi)
 
 
 def _out_of_order(stream: np.ndarray, start: np.ndarray, launched: np.ndarray) -> np.ndarray:
@@ -265,8 +285,9 @@ class Timeline:
             [(rt.ts[s_rt] + rt.dur[s_rt])[keep], cpu.ts[s_op] + cpu.dur[s_op], de]
         )
         out["sync"] = iv.union(starts, until_gpu_starts(ends))
-        launch = rt.call == LAUNCH
+        launch = np.isin(rt.call, LAUNCH_CALLS)
         calls = iv.union(rt.ts[launch], rt.ts[launch] + rt.dur[launch])
+        self.graph_replays = _graph_replays(t)
         self.launch_calls = calls
         self.issuing_ops = _issuing_op_spans(t, rt.tid[launch], rt.ts[launch], rt.dur[launch])
         out["launch"] = iv.union(
@@ -297,6 +318,9 @@ class Timeline:
         # host issuing work
         between = (idle_all[0] > lo) & (idle_all[1] < hi) & (length < LAUNCH_GAP_US)
         short = (idle_all[0][between], idle_all[1][between])
+        # inside a CUDA graph replay the GPU schedules the next node itself: no host launches
+        # there, so its gaps are never launch overhead (nor any host cause: "other")
+        replays = getattr(self, "graph_replays", iv.EMPTY)
         idle = iv.intersect(idle_all, windows)  # cut at step boundaries
         rest = idle
         by_cause: dict[str, np.ndarray] = {}
@@ -309,6 +333,8 @@ class Timeline:
                     host = iv.union(
                         np.concatenate([host[0], short[0]]), np.concatenate([host[1], short[1]])
                     )
+                if len(replays[0]):
+                    host = iv.subtract(host, replays)
                 part = iv.intersect(rest, host)
                 rest = iv.subtract(rest, part)
             self.idle_by_cause[cause] = part

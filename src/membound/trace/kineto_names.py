@@ -19,6 +19,7 @@ from membound.trace.model import (
     D2H,
     DATALOADER,
     DATALOADER_WORKERS,
+    GRAPH_LAUNCH,
     H2D,
     HOST_COLLECTIVE,
     KERNEL,
@@ -76,7 +77,9 @@ def _copy_of(name: str) -> tuple[int, int]:
 
 
 def _call_of(name: str) -> int:
-    if "Launch" in name:  # cudaLaunchKernel, cuLaunchKernel(Ex), cudaGraphLaunch, ...
+    if "GraphLaunch" in name:  # cudaGraphLaunch, cuGraphLaunch: a whole replay
+        return GRAPH_LAUNCH
+    if "Launch" in name:  # cudaLaunchKernel, cuLaunchKernel(Ex), ...
         return LAUNCH
     if name in SYNC_RUNTIME:
         return SYNC

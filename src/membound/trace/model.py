@@ -27,6 +27,10 @@ NO_HOST, PAGEABLE, PINNED = 0, 1, 2
 
 #: `runtime.call`: what a CUDA runtime/driver call does
 OTHER_CALL, LAUNCH, SYNC, MEMCPY_CALL = 0, 1, 2, 3
+#: `runtime.call` of a CUDA graph launch (cudaGraphLaunch): one call, every kernel of the
+#: replay carries its correlation id; a kind of launch (`LAUNCH_CALLS`)
+GRAPH_LAUNCH = 4
+LAUNCH_CALLS = (LAUNCH, GRAPH_LAUNCH)
 
 #: `cpu.role`: what a host event is, where it matters to the analysis
 NO_ROLE = 0
