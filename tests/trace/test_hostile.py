@@ -64,13 +64,14 @@ def test_args_not_a_dict_is_no_args(tmp_path, args):
         assert len(t.gpu) == 1 and t.gpu.correlation[0] == -1 and t.gpu.device[0] == 0
 
 
-@pytest.mark.parametrize("name", [None, 17, 2.5, ["a", "b"], {"x": 1}])
+@pytest.mark.parametrize("name", [None, 17, 2.5, float("nan"), float("inf"), ["a", "b"], {"x": 1}])
 def test_name_not_a_string_becomes_text(tmp_path, name):
     ops = [_op(name=name), _op(name="aten::mm", ts=30)]
     for t in _both_layouts(tmp_path, _doc([_kernel(), *ops])):
         names = [t.names[i] for i in t.cpu.name]
         assert len(names) == 2 and all(isinstance(n, str) for n in names)
         assert names[1] == "aten::mm"
+        assert "nan" not in names[0].lower() and "inf" not in names[0].lower()
 
 
 @pytest.mark.parametrize("cat", [["kernel"], {"a": 1}, 3, None])

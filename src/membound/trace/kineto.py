@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import multiprocessing
 import os
 from collections import deque
@@ -105,8 +106,13 @@ def read(path: Path, progress: Callable[[int, int], None] | None = None) -> Trac
 
 
 def _text(name: Any) -> str:
-    """An event name that is not a string (null, a number, a list), as text."""
-    return "" if name is None else str(name)
+    """An event name that is not a string (null, a number, a list), as text; a number that
+    is no number (NaN, inf) is no name a report should print ("nan"): "(unnamed)"."""
+    if name is None:
+        return ""
+    if isinstance(name, float) and not math.isfinite(name):
+        return "(unnamed)"
+    return str(name)
 
 
 def _dims_ok(dims: Any) -> bool:
