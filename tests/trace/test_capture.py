@@ -329,3 +329,29 @@ def test_cpu_capture_never_flags_a_timeline_pass(tmp_path, model_opt):
             model(torch.randn(4, 8)).sum().backward()
             opt.step()
     assert _profiling.timeline_pass is False
+
+
+def test_samples_per_step_from_the_loaders_batches(tmp_path):
+    """The capture counts the DataLoader samples of the recorded steps (the leading dim of
+    each batch's first tensor), so compare can show per-sample throughput."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from membound.trace.capture import batch_size
+
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(
+        TensorDataset(torch.randn(12 * 8, 8), torch.randn(12 * 8, 1)), batch_size=12
+    )
+    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    meta = json.loads(p.meta_path.read_text())
+    assert meta["samples_per_step"] == 12.0
+    a = membound.analyze(p.trace_path)
+    assert a.samples_per_step == 12.0
+    assert batch_size({"input_ids": torch.zeros(4, 7)}) == 4
+    assert batch_size([[torch.zeros(())], torch.zeros(5, 2)]) == 5
+    assert batch_size("text") is None and batch_size(None) is None

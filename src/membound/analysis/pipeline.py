@@ -211,6 +211,7 @@ def analyze_trace(
         else rows,
         findings=findings,
         notes=notes,
+        samples_per_step=_samples(meta),
         step_marked=marked,
         timing=timing,
         ceilings_origin=ceilings_origin if ceilings is not None else None,
@@ -269,4 +270,16 @@ def merge(results: list[Analysis]) -> Analysis:
         notes=[f"{len(results)} traces pooled"] + sorted({n for a in results for n in a.notes}),
         step_marked=all(a.step_marked for a in results),
         timing=timing,
+        # pooled traces of one run (ranks, or one trace in parts) share it; else unknown
+        samples_per_step=first.samples_per_step
+        if len({a.samples_per_step for a in results}) == 1
+        else None,
     )
+
+
+def _samples(meta) -> float | None:
+    """The capture's DataLoader samples per step, when it is a sane number."""
+    v = meta.get("samples_per_step") if isinstance(meta, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if 0 < v < 1e12 else None

@@ -128,6 +128,8 @@ class Analysis:
     #: where the ceilings came from: "given" (--ceilings), "<file> beside the trace", "this
     #: machine's cache", "the datasheet"
     ceilings_origin: str | None = None
+    #: DataLoader samples per step, as membound's capture counted them (None: unknown)
+    samples_per_step: float | None = None
 
     @property
     def unprofiled_step_ms(self) -> float | None:

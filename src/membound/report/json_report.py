@@ -51,6 +51,8 @@ def to_dict(result) -> dict[str, Any]:
         # how far the host's step marks ran ahead of the GPU's steps (ms)
         "host_lead_max_ms": max((s.host_lead_ms for s in a.steps), default=0.0),
         "marked": a.step_marked,
+        # DataLoader samples per step (membound's capture); compare's per-sample throughput
+        "samples_per_step": getattr(a, "samples_per_step", None),
         # CPU-only traces: no GPU, so no busy/idle (a CPU step is not 100% idle)
         "per_step": [
             {

@@ -126,6 +126,9 @@ class Capture:
         self.auto_steps = auto_steps
         self.source: str | None = None  # which step source drives the profiler
         self.steps_taken = 0  # boundaries passed to the profiler
+        #: samples the loop's DataLoader batches held while the steps were recorded (the
+        #: leading dim of each batch's first tensor), for per-sample throughput in compare
+        self._samples = 0
         self.notes: list[str] = []
         self.complete = False  # the schedule finished: all `steps` recorded
         self.written = False  # a trace file was exported
@@ -467,16 +470,30 @@ class Capture:
 
         def __next__(it):  # noqa: N807 - replaces the dunder on the class
             capture._on_batch()
-            if not capture._marking or threading.get_ident() != capture._thread:
+            if threading.get_ident() != capture._thread:
                 return orig(it)
+            if not capture._marking:
+                batch = orig(it)
+                capture._count_samples(batch)
+                return batch
             t0 = time.perf_counter_ns()
             try:
-                return orig(it)
+                batch = orig(it)
             finally:  # the host waited this long for the batch (a DataLoader span, on the GPU-only trace)
                 capture.marks.loader.append((t0, time.perf_counter_ns(), type(it).__name__))
+            capture._count_samples(batch)
+            return batch
 
         __next__.__wrapped__ = orig  # type: ignore[attr-defined]
         _BaseDataLoaderIter.__next__ = __next__
+
+    def _count_samples(self, batch: Any) -> None:
+        """Add a recorded step's batch to the sample count (nothing outside the record)."""
+        if self.written or not self._recording() or self.steps_captured >= self.steps:
+            return
+        n = batch_size(batch)
+        if n:
+            self._samples += n
 
     def _remove_hooks(self, keep_optimizer_hook: bool = False) -> None:
         if self._real_exit is not None:
@@ -534,6 +551,11 @@ class Capture:
             "partial_step": self.partial_step,
             "ended": self.ended,  # how the run ended, when not by itself
             "step_marks": self.steps_path.name,
+            # DataLoader samples per recorded step (None: no loader batches seen, or none
+            # with a tensor whose leading dim is the batch)
+            "samples_per_step": (self._samples / self.steps_captured)
+            if self._samples and self.steps_captured
+            else None,
             # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
             # the ops pass (CPU ops and shapes) is for the roofline alone
             "timeline": "gpu+host marks" if self.two_pass else "single pass",
@@ -549,6 +571,23 @@ class Capture:
     def capture_notes(self) -> list[str]:
         """Sentences about the capture itself, for the report's notes."""
         return notes_from_meta(self._meta())
+
+
+def batch_size(batch: Any, depth: int = 3) -> int | None:
+    """The leading dim of the first tensor in a batch (a tensor, or a tuple/list/dict of
+    them, a few levels deep), None when there is none."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None and hasattr(batch, "dtype"):
+        return int(shape[0]) if len(shape) else None
+    if depth <= 0:
+        return None
+    items = batch.values() if isinstance(batch, dict) else batch
+    if isinstance(items, (tuple, list)) or isinstance(batch, dict):
+        for item in list(items)[:8]:
+            n = batch_size(item, depth - 1)
+            if n:
+                return n
+    return None
 
 
 #: training frameworks whose own switches a fix can name (`analysis.fixes`)
