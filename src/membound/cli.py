@@ -20,7 +20,7 @@ def _load(verb: str):
     return importlib.import_module(f"membound.commands.{verb.replace('-', '_')}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="membound",
         description=(
@@ -31,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"membound {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in VERBS:
+        if only is not None and verb != only:
+            # another verb's module is not imported: `membound analyze` starts faster
+            sub.add_parser(verb)
+            continue
         try:
             module = _load(verb)
         except ModuleNotFoundError as exc:  # a verb whose module is not written yet
@@ -44,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = sys.argv[1:] if argv is None else argv
+    verb = args_in[0] if args_in and args_in[0] in VERBS else None
+    parser = build_parser(only=verb)
+    args = parser.parse_args(args_in)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
