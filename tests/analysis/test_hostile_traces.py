@@ -342,3 +342,24 @@ def test_lost_runtime_calls_keep_the_host_windows(tmp_path):
     p.write_text(json.dumps(doc))
     a = analyze([p])
     assert len(a.steps) == 4 and all(s.wall_ms > 2.0 for s in a.steps)
+
+
+def test_a_step_of_no_duration_is_left_out(tmp_path):
+    """Found by the long fuzz profile: one step mark's ts negated (it sorts first and bounds
+    nothing) gave a 0-ms step that entered the median."""
+    from membound.analysis import analyze
+    from support.tracebuilder import TraceBuilder
+
+    b = TraceBuilder()
+    for n in range(4):
+        b.step(n, n * 1000.0, 1000.0)
+        b.launch("k", n * 1000.0 + 10, n * 1000.0 + 20, 100.0)
+    doc = b.document()
+    marks = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep")]
+    marks[2]["ts"] = -marks[2]["ts"] - 5e6
+    p = tmp_path / "t.json"
+    import json
+
+    p.write_text(json.dumps(doc))
+    a = analyze([p])
+    assert all(s.wall_ms > 0 for s in a.steps) and a.median_step_ms > 0

@@ -471,3 +471,23 @@ def test_piece_offsets_are_where_the_pieces_lie_in_a_plain_file(tmp_path, monkey
                 f, exact=False, limits=jsonstream.Limits.from_env(), compressed_size=1
             )
             assert all(gz.piece_offset is None for _ in gz)
+
+
+def test_a_deeply_nested_name_is_unnamed_not_a_recursion(tmp_path):
+    deep = "x"
+    for _ in range(1000):  # under orjson's depth limit (deeper is one line of BadInput)
+        deep = [deep]
+    ev = _op(ts=5)
+    ev["name"] = deep
+    import json as _json
+    import sys
+
+    p = tmp_path / "t.json"
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # json.dumps of the input itself needs the depth
+    try:
+        p.write_text(_json.dumps(_doc([_kernel(), ev])))
+    finally:
+        sys.setrecursionlimit(old)
+    t = load_trace(p)
+    assert "(unnamed)" in [t.names[i] for i in t.cpu.name]

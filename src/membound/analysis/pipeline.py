@@ -101,6 +101,11 @@ def analyze_trace(
         windows = windows[:kept]
     if marked and windows:
         windows = cleaned.windows(windows)
+        timed = [w for w in windows if w[2] > w[1]]
+        if len(timed) < len(windows) and timed:
+            # marks out of order or of no length (corrupt times) bound no time at all
+            notes.append(f"{len(windows) - len(timed)} step(s) of no duration left out")
+        windows = timed
         if not windows:
             raise BadInput(
                 f"{trace.path}: no step of the trace can be timed (every step mark lacks a "

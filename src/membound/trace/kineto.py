@@ -110,6 +110,8 @@ def _text(name: Any) -> str:
     is no number (NaN, inf) is no name a report should print ("nan"): "(unnamed)"."""
     if name is None:
         return ""
+    if isinstance(name, bool) or not isinstance(name, (int, float)):
+        return "(unnamed)"  # a list or object (str() of a 1000-deep one recurses)
     if isinstance(name, float) and not math.isfinite(name):
         return "(unnamed)"
     return str(name)
