@@ -33,6 +33,9 @@ from support import tracebuilder
         ("aten::_softmax", "softmax"),
         ("aten::_scaled_dot_product_flash_attention", "attention"),
         ("aten::add", "elementwise"),
+        # inductor's kernels name the ops they fused: still one compiled kernel
+        ("triton_red_fused_native_layer_norm_0", "inductor"),
+        ("triton_poi_fused__to_copy_add_1", "inductor"),
     ],
 )
 def test_op_family(name, family):
@@ -128,3 +131,10 @@ def test_the_capture_meta_names_the_frameworks_the_fix_then_names(tmp_path, ceil
     f = {x.code: x for x in a.findings}
     assert "dataloader_pin_memory=True" in f["pageable-copy"].fix
     assert "logging_steps" in f["host-sync"].fix
+
+
+def test_a_compiled_kernel_is_not_told_to_compile_or_swap_norms():
+    """Issue 16: don't propose fusing what inductor already fused."""
+    fix = memory_bound_fix("triton_per_fused_native_layer_norm_backward_3")
+    assert "already fused" in fix and "max-autotune" in fix
+    assert "swap_norms" not in fix and "FusedAdd" not in fix

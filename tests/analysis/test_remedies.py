@@ -41,6 +41,7 @@ def _f(code, saving, **evidence):
         ("memory-bound-op", {"op": "aten::_foreach_add_"}, ("fused_optimizer",)),
         ("memory-bound-op", {"op": "aten::mm"}, ()),
         ("memory-bound-op", {"op": "aten::gelu_backward"}, ("compile",)),
+        ("memory-bound-op", {"op": "triton_red_fused_native_layer_norm_0"}, ("max_autotune",)),
         ("unfused-chain", {"top_chain": "aten::add → aten::native_layer_norm"}, ("compile", "fused_norms")),
         ("unfused-chain", {"top_chain": "aten::cudnn_batch_norm → aten::clamp_min_"}, ("compile",)),
         ("fp32-storage", {}, ("bf16",)),

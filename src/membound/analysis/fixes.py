@@ -33,6 +33,8 @@ COMPILE = "torch.compile(model) fuses it with the ops around it"
 
 def op_family(name: str) -> str:
     low = name.lower()
+    if low.startswith(("triton_", "triton::")):  # a kernel inductor generated (and fused)
+        return "inductor"
     for family, parts in _FAMILIES:
         if any(p in low for p in parts):
             return family
@@ -67,6 +69,13 @@ def memory_bound_fix(name: str, after_residual_add: bool = False) -> str:
         return (
             "Use channels_last (model.to(memory_format=torch.channels_last)): cuDNN otherwise "
             f"transposes NCHW to NHWC around each tensor-core convolution; and {BF16}."
+        )
+    if family == "inductor":
+        return (
+            "torch.compile already fused this kernel (its name lists the ops); it runs below "
+            "the memory roof: try torch.compile(mode='max-autotune') for tuned block sizes, "
+            f"and check what it moves: {BF16} where it still reads or writes fp32, "
+            "channels_last for convolution-shaped tensors."
         )
     if family == "optimizer":
         return (

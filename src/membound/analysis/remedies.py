@@ -43,6 +43,7 @@ REMEDIES: dict[str, str] = {
     "cuda_graphs": "CUDA graphs: torch.compile(mode='reduce-overhead') or torch.cuda.graphs",
     "fused_norms": "membound's fused norms: membound.swap_norms(model), FusedAdd* in the blocks",
     "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
+    "max_autotune": "torch.compile(mode='max-autotune'): inductor's kernels autotuned",
     "sync_less": "sync less often: read the loss every N steps",
     "pin_memory": "copy from pinned memory (the loader's pin_memory switch)",
     "prefetch": "membound.data.prefetch(loader): pinned batches copied on a side stream",
@@ -60,6 +61,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
             return ("fused_norms", "compile")
         if family == "optimizer":
             return ("fused_optimizer",)
+        if family == "inductor":  # already compiled: fusing again is no remedy
+            return ("max_autotune",)
         if family in ("matmul", "attention"):
             return ()  # a library kernel: no fix of ours moves its bytes faster
         return ("compile",)
