@@ -127,10 +127,25 @@ def chart_points(rows, limit: int | None = None) -> list[dict[str, Any]]:
             continue
         out.append(
             {
-                "label": r.name.removeprefix("aten::"),
+                "label": point_label(r.name),
                 "intensity": x,
                 "achieved_flops": r.flops / (r.device_ms / 1e3),
                 "size": r.device_ms,
             }
         )
     return out[:limit] if limit is not None else out
+
+
+def point_label(name: str) -> str:
+    """A chart label: an aten op without its namespace, an inductor kernel by the ops it
+    fused ("fused add+native_layer_norm (red)"), anything else as named."""
+    from membound.cost.formulas.inductor import parse_name
+
+    parsed = parse_name(name)
+    if parsed is not None:
+        kind, ops = parsed
+        known = [o for o in ops if o != "?"]
+        if known:
+            more = " +…" if len(known) < len(ops) else ""
+            return f"fused {'+'.join(dict.fromkeys(known))}{more} ({kind})"
+    return name.removeprefix("aten::")
