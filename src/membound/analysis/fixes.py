@@ -8,6 +8,7 @@ whose call follows an `aten::add` of the same size on the same thread (`rules.me
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 #: (family, what the op's name holds), first match wins
@@ -31,6 +32,7 @@ BF16 = "store activations in bf16 (torch.autocast('cuda', dtype=torch.bfloat16))
 COMPILE = "torch.compile(model) fuses it with the ops around it"
 
 
+@functools.lru_cache(maxsize=8192)  # per call of a big trace: names repeat
 def op_family(name: str) -> str:
     low = name.lower()
     if low.startswith(("triton_", "triton::")):  # a kernel inductor generated (and fused)

@@ -295,9 +295,19 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     tids = cpu.tid[calls_idx].tolist()
     cost_ids = inv[calls_idx].tolist()
     firsts, lasts, devs, kerns = first.tolist(), last.tolist(), device_us.tolist(), kernels.tolist()
+    per_shape: dict[int, tuple] = {}  # what each distinct shape gives, computed once
     for n, i in enumerate(calls_idx.tolist()):
         cost = ucost[cost_ids[n]]
-        shape = shapes[shape_ids[n]] if shape_ids[n] >= 0 else (None, None, None)
+        sid = shape_ids[n]
+        got = per_shape.get(sid)
+        if got is None:
+            shape = shapes[sid] if sid >= 0 else (None, None, None)
+            got = per_shape[sid] = (
+                tuple(str(t) for t in (shape[1] or []) if t),
+                shape[0],
+                storage_dtype(shape[0], shape[1]),
+            )
+        dtypes_, dims_, storage_ = got
         out.append(
             OpCall(
                 cpu_index=i,
@@ -319,9 +329,9 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
                 ),
                 family=cost.family if cost else "",
                 known=cost is not None,
-                dtypes=tuple(str(t) for t in (shape[1] or []) if t),
-                dims=shape[0],
-                storage_dtype=storage_dtype(shape[0], shape[1]),
+                dtypes=dtypes_,
+                dims=dims_,
+                storage_dtype=storage_,
                 tensor_cores={2: True, 1: False}.get(tcs[n]),
             )
         )

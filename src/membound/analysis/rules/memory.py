@@ -138,6 +138,17 @@ def _chains(calls) -> list[list]:
     return chains
 
 
+_LAST_CHAINS: list = [None, None]  # (calls list, its chains): two rules ask for them
+
+
+def _chains_of(calls) -> list[list]:
+    """`_chains(calls)`, found once per analysis (unfused-chain and fp32-storage both use
+    them)."""
+    if _LAST_CHAINS[0] is not calls:
+        _LAST_CHAINS[:] = [calls, _chains(calls)]
+    return _LAST_CHAINS[1]
+
+
 def _intermediate_bytes(chain) -> dict[int, float]:
     """Per call (by id) of a chain: the bytes of its output written to HBM and read back by
     the next call (2 x its output), which fusing the chain removes."""
@@ -164,6 +175,23 @@ def _fusible(call) -> bool:
 
 
 def _out_bytes(call) -> float:
+    """Bytes of the call's first tensor input, in its storage dtype (same-size links of a
+    chain); memoised per (dims, dtype) object pair: calls share the trace's interned shapes."""
+    key = (id(call.dims), call.storage_dtype, call.dtypes[0] if call.dtypes else None)
+    hit = _OUT_BYTES.get(key)
+    if hit is not None and hit[0] is call.dims:
+        return hit[1]
+    value = _out_bytes_of(call)
+    if len(_OUT_BYTES) > 65536:
+        _OUT_BYTES.clear()
+    _OUT_BYTES[key] = (call.dims, value)  # the dims object kept: its id stays unique
+    return value
+
+
+_OUT_BYTES: dict[tuple, tuple] = {}
+
+
+def _out_bytes_of(call) -> float:
     dims = call.dims or []
     first = dims[0] if dims and isinstance(dims[0], list) else None
     if not first or not all(isinstance(d, int) for d in first):
@@ -185,7 +213,7 @@ def unfused_chain(ctx):
     2 × output bytes of every op but the last. Time lost per step = Σ intermediate bytes ÷
     memory bandwidth (measured ceiling; else the chain's own achieved bandwidth) ÷ steps.
     """
-    chains = _chains(ctx.calls)
+    chains = _chains_of(ctx.calls)
     if not chains:
         return []
     bw = _bandwidth(ctx)
@@ -239,7 +267,7 @@ def fp32_storage(ctx):
     rows = _rows_by_name(ctx)
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
     # halves only the rest (the two findings add up to the saving of doing both)
-    chained = {k: v for ch in _chains(ctx.calls) for k, v in _intermediate_bytes(ch).items()}
+    chained = {k: v for ch in _chains_of(ctx.calls) for k, v in _intermediate_bytes(ch).items()}
     nbytes = excluded = 0.0
     ops: Counter = Counter()
     for c in ctx.calls:
