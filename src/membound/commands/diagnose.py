@@ -11,6 +11,7 @@ analyze`, which needs no GPU) while the script goes on, and its report prints wh
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -285,7 +286,12 @@ class _Progress:
             passes = " (timeline and ops passes)" if capture.two_pass else ""
             _log(f"{who}capture written{passes}: {capture.trace_path}")
             keep_ceilings(capture.out, self.ceilings)
-            if self.background is not None:
+            # the analysis waits until the steps after the capture are timed: run beside
+            # them, it took host time from a host-bound loop and made them look slower
+            if self.background is not None and not capture.timing_after:
+                self.background.start(capture)
+        elif event == "timed":  # the unprofiled steps after the capture are timed
+            if self.background is not None and not self.background.started:
                 self.background.start(capture)
         elif event == "os_exit":  # the last thing this process does: say what is on disk
             code = capture.exit_code
@@ -354,7 +360,9 @@ class _Background:
         if not a.no_annotate:
             cmd += ["--annotate", a.annotate or str(capture.out / "trace.membound.json.gz")]
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            # below the script's priority: the analysis must not slow the training it explains
+            nice = (lambda: os.nice(10)) if hasattr(os, "nice") else None
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=nice)
             self.started = True
             _log("analysing in the background; the report follows when ready")
         except OSError as exc:  # analysed in this process after the script instead

@@ -261,6 +261,7 @@ class Capture:
                 if self._after_left == 0:  # timed enough: nothing of membound's runs any more
                     self._release(keep_optimizer_hook=True)
                     self._write_meta()
+                    self._tell("timed")
             return
         if self._prof is None and self._ops_prof is None:
             return
@@ -301,6 +302,11 @@ class Capture:
     def steps_captured(self) -> int:
         """Complete steps inside the recorded window."""
         return max(0, min(self.steps, self.steps_taken - self.wait - self.warmup))
+
+    @property
+    def timing_after(self) -> bool:
+        """Still timing unprofiled steps after the capture (the "timed" event ends it)."""
+        return self._after_left > 0
 
     @property
     def recorded_steps(self) -> list[int]:
