@@ -22,6 +22,7 @@ import numpy as np
 
 from membound.analysis.result import OpRow
 from membound.analysis.roofline import call_compute_key, place
+from membound.dtypes import itemsize, trace_dtype
 from membound.trace.model import CPU_OP, D2D, KERNEL, MEMCPY, Trace
 
 
@@ -49,6 +50,8 @@ class OpCall:
     #: True when one of its kernels' names says tensor cores (tf32/hmma/TensorOp/...), False
     #: when one says fp32 CUDA-core GEMM (sgemm/simt/ffma) and none says tensor cores
     tensor_cores: bool | None = None
+    #: `first_input_bytes` of it, found once per interned shape (None: not computed)
+    first_input_bytes: float | None = None
 
 
 #: kernel-name evidence of tensor cores (cuBLAS/cuDNN/CUTLASS naming) ...
@@ -64,6 +67,20 @@ def _tensor_core_flags(names: list[str]) -> list[bool | None]:
     for n in names:
         out.append(True if _TENSOR_CORE.search(n) else False if _SIMT.search(n) else None)
     return out
+
+
+def first_input_bytes(dims: Any, storage: str | None, dtypes: tuple[str, ...]) -> float:
+    """Bytes of an op's first tensor input, in its storage dtype (0 without a shape): what
+    the chain rules compare and count as an intermediate."""
+    dims = dims or []
+    first = dims[0] if dims and isinstance(dims[0], list) else None
+    if not first or not all(isinstance(d, int) for d in first):
+        return 0.0
+    n = 1
+    for d in first:
+        n *= d
+    dtype = storage or (dtypes[0] if dtypes else "float")
+    return float(n * itemsize(trace_dtype(dtype)))
 
 
 def storage_dtype(dims: Any, types: Any) -> str | None:
@@ -302,12 +319,15 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
         got = per_shape.get(sid)
         if got is None:
             shape = shapes[sid] if sid >= 0 else (None, None, None)
+            dtypes_ = tuple(str(t) for t in (shape[1] or []) if t)
+            storage_ = storage_dtype(shape[0], shape[1])
             got = per_shape[sid] = (
-                tuple(str(t) for t in (shape[1] or []) if t),
+                dtypes_,
                 shape[0],
-                storage_dtype(shape[0], shape[1]),
+                storage_,
+                first_input_bytes(shape[0], storage_, dtypes_),
             )
-        dtypes_, dims_, storage_ = got
+        dtypes_, dims_, storage_, first_bytes = got
         out.append(
             OpCall(
                 cpu_index=i,
@@ -333,6 +353,7 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
                 dims=dims_,
                 storage_dtype=storage_,
                 tensor_cores={2: True, 1: False}.get(tcs[n]),
+                first_input_bytes=first_bytes,
             )
         )
     out.sort(key=lambda c: c.first_kernel_us)

@@ -9,7 +9,7 @@ from collections import Counter
 
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
-from membound.dtypes import itemsize, trace_dtype
+from membound.analysis.ops import first_input_bytes
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
 MEMORY_OP_SHARE = 0.10
@@ -138,15 +138,13 @@ def _chains(calls) -> list[list]:
     return chains
 
 
-_LAST_CHAINS: list = [None, None]  # (calls list, its chains): two rules ask for them
-
-
-def _chains_of(calls) -> list[list]:
-    """`_chains(calls)`, found once per analysis (unfused-chain and fp32-storage both use
-    them)."""
-    if _LAST_CHAINS[0] is not calls:
-        _LAST_CHAINS[:] = [calls, _chains(calls)]
-    return _LAST_CHAINS[1]
+def _chains_of(ctx) -> list[list]:
+    """`_chains(ctx.calls)`, found once per analysis and kept on it (unfused-chain and
+    fp32-storage both use them)."""
+    chains = getattr(ctx, "_memory_chains", None)
+    if chains is None:
+        chains = ctx._memory_chains = _chains(ctx.calls)
+    return chains
 
 
 def _intermediate_bytes(chain) -> dict[int, float]:
@@ -175,32 +173,11 @@ def _fusible(call) -> bool:
 
 
 def _out_bytes(call) -> float:
-    """Bytes of the call's first tensor input, in its storage dtype (same-size links of a
-    chain); memoised per (dims, dtype) object pair: calls share the trace's interned shapes."""
-    key = (id(call.dims), call.storage_dtype, call.dtypes[0] if call.dtypes else None)
-    hit = _OUT_BYTES.get(key)
-    if hit is not None and hit[0] is call.dims:
-        return hit[1]
-    value = _out_bytes_of(call)
-    if len(_OUT_BYTES) > 65536:
-        _OUT_BYTES.clear()
-    _OUT_BYTES[key] = (call.dims, value)  # the dims object kept: its id stays unique
-    return value
-
-
-_OUT_BYTES: dict[tuple, tuple] = {}
-
-
-def _out_bytes_of(call) -> float:
-    dims = call.dims or []
-    first = dims[0] if dims and isinstance(dims[0], list) else None
-    if not first or not all(isinstance(d, int) for d in first):
-        return 0.0
-    n = 1
-    for d in first:
-        n *= d
-    dtype = call.storage_dtype or (call.dtypes[0] if call.dtypes else "float")
-    return float(n * itemsize(trace_dtype(dtype)))
+    """Bytes of the call's first tensor input (same-size links of a chain): found once per
+    interned shape by `join_calls`; computed here for calls built without it."""
+    if call.first_input_bytes is not None:
+        return call.first_input_bytes
+    return first_input_bytes(call.dims, call.storage_dtype, call.dtypes)
 
 
 @rule("unfused-chain")
@@ -213,7 +190,7 @@ def unfused_chain(ctx):
     2 × output bytes of every op but the last. Time lost per step = Σ intermediate bytes ÷
     memory bandwidth (measured ceiling; else the chain's own achieved bandwidth) ÷ steps.
     """
-    chains = _chains_of(ctx.calls)
+    chains = _chains_of(ctx)
     if not chains:
         return []
     bw = _bandwidth(ctx)
@@ -267,7 +244,7 @@ def fp32_storage(ctx):
     rows = _rows_by_name(ctx)
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
     # halves only the rest (the two findings add up to the saving of doing both)
-    chained = {k: v for ch in _chains_of(ctx.calls) for k, v in _intermediate_bytes(ch).items()}
+    chained = {k: v for ch in _chains_of(ctx) for k, v in _intermediate_bytes(ch).items()}
     nbytes = excluded = 0.0
     ops: Counter = Counter()
     for c in ctx.calls:
