@@ -10,6 +10,7 @@ replay. Steps are marked with `membound.step()` when membound is importable (the
 
 import torch
 from _common import StepTimer, setup
+from launch_bound import build
 
 try:
     import membound
@@ -22,23 +23,7 @@ except ImportError:  # run without membound: no step marks needed
 
 
 args = setup(__doc__, default_steps=24)
-dev = args.device
-depth, width = 24, 64
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.ones(width))
-        self.b = torch.nn.Parameter(torch.zeros(width))
-
-    def forward(self, h):
-        return torch.tanh(h * self.w + self.b)
-
-
-model = torch.nn.Sequential(*[Tiny() for _ in range(depth)]).to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-x = torch.randn(64, width, device=dev)
+model, opt, x = build(args.device)
 
 
 def train_step():
