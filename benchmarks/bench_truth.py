@@ -284,7 +284,7 @@ def read_report(path: str | os.PathLike) -> dict:
         }
         for f in rep.get("findings") or []
     ]
-    return {
+    out = {
         "steps": steps.get("count"),
         "median_step_ms": steps.get("median_step_ms"),
         "unprofiled_median_ms": key("unprofiled_median_ms"),
@@ -293,18 +293,13 @@ def read_report(path: str | os.PathLike) -> dict:
         "gpu_busy_fraction": rep.get("gpu_busy_fraction"),
         "gpu_busy_ms": statistics.median(busy) if busy else None,
         "findings": findings,
-        # fixes ranked by what they save (analysis/remedies.py); absent in older reports
-        **(
-            {
-                "remedies": [
-                    {"remedy": r.get("remedy"), "findings": list(r.get("findings") or [])}
-                    for r in rep.get("remedies") or []
-                ]
-            }
-            if "remedies" in rep
-            else {}
-        ),
     }
+    if "remedies" in rep:  # fixes ranked by what they save (analysis/remedies.py)
+        out["remedies"] = [
+            {"remedy": r.get("remedy"), "findings": list(r.get("findings") or [])}
+            for r in rep["remedies"] or []
+        ]
+    return out
 
 
 # ---- a script's result -----------------------------------------------------------------

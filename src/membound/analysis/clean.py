@@ -59,12 +59,16 @@ class Cleaned:
         return [w for w in windows if w[3] not in self.skip_steps]
 
 
+#: why an event is left out, as the note says it
+UNTIMED = "a missing, null or non-numeric ts or dur"
+NEGATIVE = "a negative dur"
+ABSURD = "a dur over a day or a ts past any clock"
 #: the loader's drop reasons (`trace.model.DROP_REASONS`) in this module's words
 _LOADER_REASONS = {
-    "bad_ts": "a missing, null or non-numeric ts or dur",
-    "bad_dur": "a missing, null or non-numeric ts or dur",
-    "negative_dur": "a negative dur",
-    "huge_dur": "a dur over a day or a ts past any clock",
+    "bad_ts": UNTIMED,
+    "bad_dur": UNTIMED,
+    "negative_dur": NEGATIVE,
+    "huge_dur": ABSURD,
 }
 
 
@@ -101,9 +105,9 @@ def clean_trace(trace: Trace) -> Cleaned:
             negative = ~untimed & (dur < 0)
             absurd = ~untimed & ~negative & (bad_ts | bad_dur)
         for reason, mask in (
-            ("a missing, null or non-numeric ts or dur", untimed),
-            ("a negative dur", negative),
-            ("a dur over a day or a ts past any clock", absurd),
+            (UNTIMED, untimed),
+            (NEGATIVE, negative),
+            (ABSURD, absurd),
         ):
             n = int(mask.sum())
             if n:

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from membound.cost.formulas.inductor import parse_name
 from membound.dtypes import COMPUTE_KEY_NAMES, canonical, compute_key
 from membound.errors import BadInput
 
@@ -139,8 +140,6 @@ def chart_points(rows, limit: int | None = None) -> list[dict[str, Any]]:
 def point_label(name: str) -> str:
     """A chart label: an aten op without its namespace, an inductor kernel by the ops it
     fused ("fused add+native_layer_norm (red)"), anything else as named."""
-    from membound.cost.formulas.inductor import parse_name
-
     parsed = parse_name(name)
     if parsed is not None:
         kind, ops = parsed
