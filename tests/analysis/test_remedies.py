@@ -24,6 +24,11 @@ APPLIES = {
     "pin-memory": ["pin_memory"],
     "membound-prefetch": ["prefetch"],
     "bf16-mixed": ["bf16"],
+    "pin-mem": ["pin_memory"],
+    "compile": ["compile"],
+    "swap-norms": ["fused_norms"],
+    "fused-add-norm": ["fused_norms"],
+    "swap-norms-kernels": ["fused_norms"],
 }
 
 
@@ -45,6 +50,8 @@ def _f(code, saving, **evidence):
         ("unfused-chain", {"top_chain": "aten::add → aten::native_layer_norm"}, ("compile", "fused_norms")),
         ("unfused-chain", {"top_chain": "aten::cudnn_batch_norm → aten::clamp_min_"}, ("compile",)),
         ("fp32-storage", {}, ("bf16",)),
+        ("fp32-storage", {"autocast_on": True}, ("bf16_storage",)),
+        ("memory-bound-op", {"ops_below_roof": {"aten::sum": 3.8}}, ("compile",)),
         ("launch-bound", {}, ("compile", "cuda_graphs")),
         ("pageable-copy", {}, ("pin_memory", "prefetch")),
         ("straggler-rank", {}, ()),
@@ -83,6 +90,8 @@ def _truth_check(name):
     truth = json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())
     out = {}
     for fix, run in truth["fixes"].items():
+        if not run.get("truth"):  # not run (the call's budget skipped it)
+            continue
         measured = truth["baseline_ms"] - run["truth"]["step_ms"]
         out[fix] = (measured, combined(a.findings, APPLIES[fix], a.reference_step_ms))
     return out
@@ -145,3 +154,60 @@ def test_report_json_and_terminal_carry_the_remedies():
     text = out.getvalue()
     assert "fixes ranked by what they save" in text
     assert "channels_last  15.059 ms/step" in text and "memory-bound-op x2 (1, 4)" in text
+
+
+def _within(measured, predicted):
+    return abs(predicted - measured) <= max(0.25 * abs(measured), 2.0)
+
+
+def test_gpt2_compile_predicted_by_the_ops_below_their_roof():
+    """Eager GPT-2 124M under bf16 autocast (H200, 2026-12-01, benchmarks/gpu/truth.sh gpt2):
+    torch.compile saved 27.17 ms/step of 136.93. Before the summed `memory-bound-op` finding
+    membound predicted 6.98 for it (the chains' intermediates and the launch gaps): no single
+    memory-bound op took 10% of GPU time. The 11 ops below their roof (LayerNorm backward at
+    29% of it, the bias-gradient sums at 34%, autocast's casts at 63%, ...) spend 25.73 ms/step
+    above it; compile's remedy, 32.72, is within issue 15's tolerance (6.79)."""
+    a = analyze(
+        [FIXTURES / "h200_real_gpt2" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    top = a.findings[0]
+    assert top.code == "memory-bound-op" and "ops_below_roof" in top.evidence
+    assert top.time_lost_ms_per_step == pytest.approx(25.73, rel=1e-3)
+    assert top.evidence["op_count"] == 11
+    assert list(top.evidence["ops_below_roof"])[:2] == [
+        "aten::copy_",
+        "aten::native_layer_norm_backward",
+    ]
+    assert "torch.compile" in top.fix
+    rs = remedies(a.findings, a.reference_step_ms)
+    assert rs[0].key == "compile" and rs[0].saving_ms_per_step == pytest.approx(32.72, rel=1e-3)
+    # autocast is on (bf16 matmuls): the fp32 bytes left are storage, not a missing autocast
+    fp32 = next(f for f in a.findings if f.code == "fp32-storage")
+    assert fp32.evidence["autocast_on"] is True and "already on" in fp32.fix
+    assert remedies_of(fp32.code, fp32.evidence) == ("bf16_storage",)
+    got = _truth_check("gpt2")
+    for fix in ("compile", "swap-norms", "fused-add-norm", "log-every-100"):
+        assert _within(*got[fix]), (fix, got[fix])
+    # membound's kernels forced on every norm: 12.21 ms/step slower (host-bound, see
+    # nn/add_norm_op.py DISPATCH); a saving of GPU time cannot predict a loss of host time
+    assert got["swap-norms-kernels"][0] < 0 < got["swap-norms-kernels"][1]
+
+
+def test_resnet50_fp32_second_run_compile_within_tolerance():
+    """The fp32 ResNet-50 again (2026-12-01), now with torch.compile measured: 20.75 ms/step
+    saved, predicted 23.21; every other fix within tolerance too."""
+    got = _truth_check("resnet50_fp32_run2")
+    assert set(got) >= {"compile", "amp", "channels-last", "amp+channels-last"}
+    for fix, pair in got.items():
+        assert _within(*pair), (fix, pair)
+    assert got["compile"][1] == pytest.approx(23.21, rel=1e-3)
+
+
+def test_resnet50_pageable_prefetcher_every_fix_within_tolerance():
+    """ResNet-50 with AMP and a uint8 side-stream prefetcher reading pageable memory:
+    pinning saved 14.71 ms/step, membound.data.prefetch 13.63 (both predicted 15.43),
+    channels_last 51.72 (predicted 52.63)."""
+    got = _truth_check("resnet50_prefetch")
+    for fix in ("pin-mem", "membound-prefetch", "channels-last"):
+        assert _within(*got[fix]), (fix, got[fix])

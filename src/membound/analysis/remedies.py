@@ -14,7 +14,7 @@ saving *is*, not by what the fix text mentions:
   a better kernel or layout recovers it: channels_last for BatchNorm and convolutions, the
   fused norms for LayerNorm/RMSNorm, the fused optimizer for optimizer ops, torch.compile
   for elementwise ops, softmax and norms; bf16 does not (it halves bytes, not the gap);
-- `fp32-storage` is bytes: bf16;
+- `fp32-storage` is bytes: bf16 (autocast), or bf16 storage where autocast is already on;
 - `unfused-chain` is intermediate round trips: torch.compile, or membound's fused add+norm
   when the chain is a residual add into a norm;
 - `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs;
@@ -38,6 +38,7 @@ from membound.analysis.fixes import NORMS, op_family
 REMEDIES: dict[str, str] = {
     "channels_last": "model.to(memory_format=torch.channels_last) (and the inputs)",
     "bf16": "bf16 autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
+    "bf16_storage": "bf16 storage: model.to(torch.bfloat16), fp32 master weights (autocast is on)",
     "tf32": "TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True",
     "compile": "torch.compile(model)",
     "cuda_graphs": "CUDA graphs: torch.compile(mode='reduce-overhead') or torch.cuda.graphs",
@@ -54,6 +55,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
     """The remedies that recover this finding's saving, most specific first."""
     ev = evidence or {}
     if code == "memory-bound-op":
+        if "ops_below_roof" in ev:  # the summed finding (rules/memory_gap.py)
+            return ("compile",)
         family = op_family(str(ev.get("op", "")))
         if family in ("batch_norm", "conv"):
             return ("channels_last", "compile") if family == "batch_norm" else ("channels_last",)
@@ -70,6 +73,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         chain = str(ev.get("top_chain", "")).lower()
         norm_chain = any(n in chain for n in NORMS) and "add" in chain
         return ("compile", "fused_norms") if norm_chain else ("compile",)
+    if code == "fp32-storage" and ev.get("autocast_on"):
+        return ("bf16_storage",)  # autocast is on already: what is left is 16-bit storage
     return {
         "fp32-storage": ("bf16",),
         "fp32-matmul": ("bf16", "tf32"),

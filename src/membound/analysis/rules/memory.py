@@ -10,6 +10,7 @@ from collections import Counter
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
 from membound.analysis.ops import first_input_bytes
+from membound.analysis.rules.memory_gap import memory_ops_below_roof
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
 MEMORY_OP_SHARE = 0.10
@@ -111,7 +112,8 @@ def memory_bound_op(ctx):
                 fix=memory_bound_fix(r.name, r.name in after_add),
             )
         )
-    return out
+    own = {f.evidence["op"] for f in out}
+    return out + memory_ops_below_roof(ctx, bw, own, LATENCY_US)
 
 
 ADDS = ("aten::add", "aten::add_")
@@ -258,6 +260,7 @@ def fp32_storage(ctx):
     if not nbytes:
         return []
     lost = ctx.per_op_step(0.5 * nbytes / bw * 1e3)
+    autocast = _autocast_on(ctx.rows)
     return [
         ctx.finding(
             code="fp32-storage",
@@ -270,11 +273,31 @@ def fp32_storage(ctx):
                 ),
                 "ops": {k: round(ctx.per_op_step(v), 4) for k, v in ops.most_common(5)},
                 "memory_bandwidth_gb_s": bw / 1e9,
+                "autocast_on": autocast,
             },
-            fix=(
-                "Store activations/weights in bf16: torch.autocast('cuda', dtype=torch.bfloat16) "
-                "for the forward pass, or model.to(torch.bfloat16) with fp32 master weights in "
-                "the optimizer; fp16 math on fp32 storage does not help a memory-bound op."
-            ),
+            fix=FP32_STORAGE_FIX_AUTOCAST if autocast else FP32_STORAGE_FIX,
         )
     ]
+
+
+FP32_STORAGE_FIX = (
+    "Store activations/weights in bf16: torch.autocast('cuda', dtype=torch.bfloat16) "
+    "for the forward pass, or model.to(torch.bfloat16) with fp32 master weights in "
+    "the optimizer; fp16 math on fp32 storage does not help a memory-bound op."
+)
+FP32_STORAGE_FIX_AUTOCAST = (
+    "Autocast is already on (the matmuls run in 16 bits): these fp32 bytes are what it keeps "
+    "in fp32 (norms, softmax and loss, the residual stream, fp32 gradients, the casts of the "
+    "fp32 weights). Halving them takes 16-bit storage: model.to(torch.bfloat16) with fp32 "
+    "master weights in the optimizer; torch.compile removes the casts' own round trips."
+)
+#: op families whose compute dtype shows what autocast does
+_TENSOR_CORE_FAMILIES = ("matmul", "conv", "attention")
+
+
+def _autocast_on(rows) -> bool:
+    """16-bit matmul/conv/attention work next to fp32 memory-bound work: autocast (or a
+    16-bit model) already runs the tensor-core ops in 16 bits."""
+    return any(
+        r.compute in ("bf16", "fp16") and op_family(r.name) in _TENSOR_CORE_FAMILIES for r in rows
+    )
