@@ -66,3 +66,23 @@ def test_lightning_fit_pageable_copy_on_top_with_lightnings_switch():
     for s in a.steps:
         real = sum(v for c, v in s.idle_by_cause.items() if c != "profiler")
         assert real <= max(a.unprofiled_step_ms - s.busy_ms, 0.0) + 1e-6
+
+
+def test_gpt2_with_membounds_fused_add_norm_costs_its_own_kernels():
+    """GPT-2 with FusedAddLayerNorm, kernels forced (H200, 2026-12-01): the ops pass records
+    membound's custom ops with their arguments, so the 300 forward and 300 backward calls of
+    3 steps are costed exactly (99% of GPU op time costed in all), and placed: the backward at
+    50% of its memory roof, the forward at 89% (torch's LayerNorm in h200_real_gpt2: 29% and
+    48%)."""
+    from membound.report.json_report import to_dict
+
+    a = _analysis("gpt2_fused_add_norm")
+    assert to_dict(a)["ops_costed_fraction"] == pytest.approx(0.9876, abs=1e-3)
+    rows = {r.name: r for r in a.ops if r.name.startswith("membound::")}
+    assert set(rows) == {"membound::add_norm_fwd", "membound::add_norm_bwd"}
+    assert all(r.exact_cost and r.calls == 300 and r.bound == "memory" for r in rows.values())
+    assert rows["membound::add_norm_bwd"].fraction_of_attainable == pytest.approx(0.4975, rel=1e-3)
+    assert rows["membound::add_norm_fwd"].fraction_of_attainable == pytest.approx(0.8913, rel=1e-3)
+    # its own kernels are never told to be swapped for themselves, nor summed for compile
+    summed = [f for f in a.findings if "ops_below_roof" in f.evidence]
+    assert all(not n.startswith("membound::") for f in summed for n in f.evidence["ops_below_roof"])

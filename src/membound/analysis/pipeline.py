@@ -15,7 +15,7 @@ from membound.analysis.context import AnalysedTrace
 from membound.analysis.findings import Finding, capped, ranked, run_rules
 from membound.analysis.ops import above_roof_note, device_time_us, join_calls, op_rows
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
-from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle
+from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle, warmup_note
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
@@ -59,6 +59,13 @@ def _analyze_file(path, ceilings, progress) -> Analysis:
         ceilings, beside = ceilings_beside(Path(path).parent, trace.device_name)
         origin = f"{Path(beside).name} beside the trace" if beside else None
     return analyze_trace(trace, ceilings, meta, ops, ceilings_origin=origin)
+
+
+def _no_gpu_work(trace, window) -> bool:
+    """No GPU activity of the main device starts inside the step window."""
+    g = trace.gpu
+    inside = (g.ts >= window[1]) & (g.ts < window[2]) & (g.device == trace.main_device)
+    return not bool(inside.any())
 
 
 def analyze_trace(
@@ -149,6 +156,12 @@ def analyze_trace(
             "do not apply; step times are reported"
         )
         ceilings = None
+    if marked and trace.has_gpu and len(windows) > 1 and _no_gpu_work(trace, windows[-1]):
+        if not _no_gpu_work(trace, windows[-2]):
+            # its GPU work ran after the trace ended (a CUDA-graph replay launched as the
+            # capture stopped, on the H200): a step of host time alone would skew every figure
+            notes.append("1 step without GPU work at the end left out (the trace ended first)")
+            windows = windows[:-1]
     timeline = Timeline(trace, windows)
     steps = timeline.steps
     for s in steps:
@@ -159,6 +172,8 @@ def analyze_trace(
             f"the host ran up to {lead:.2f} ms ahead of the GPU: steps are placed on the GPU's "
             "clock (each starts when the GPU finishes the work launched before its host mark)"
         )
+    if timing is None and (why := warmup_note(meta)):
+        notes.append(why)
     if timing is not None:
         notes.append(timing.note())
         if trace.has_gpu:

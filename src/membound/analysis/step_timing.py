@@ -20,6 +20,16 @@ causes the host's speed sets (`launch`, `other`, `sync`, `dataloader`, in propor
 their size) and, if they do not hold it all, from the rest, so the causes of a step never add
 up to more than the unprofiled step minus its GPU busy time. `profiler` is shown, never a
 finding.
+
+Steps still warming up. A loop that compiles, captures a CUDA graph or autotunes in its first
+steps runs those steps far slower than the rest: `examples/planted/launch_bound_graphed.py`
+on the H200 timed 4.5-5.2 ms in its eager steps before the capture and 0.79 ms once graphed
+(plain timer: 1.15 ms), so the "unprofiled" figure was 6x the profiled one. A profiler does
+not make a program faster (on every H200 trace its overhead was 0-46%), so steps before the
+capture whose median exceeds the profiled median by `WARMUP_RATIO` were warm-up: they are
+set aside (`warmup_ms`), the steps after the capture serve when there are some, and
+otherwise the unprofiled step is unknown: the analysis then refers to the profiled step, as
+for a trace recorded elsewhere, and the note says why.
 """
 
 from __future__ import annotations
@@ -27,6 +37,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
+
+#: steps before the capture slower than the profiled ones by this factor were warm-up (see
+#: the module docstring): wider than the run-to-run spread of a step's median (<= 5% on the
+#: H200 truth runs), far below what compilation or graph capture changes (2-6x)
+WARMUP_RATIO = 1.25
 
 #: causes whose idle grows when the host is slowed (by the profiler's per-op recording)
 HOST_SPEED_CAUSES = ("launch", "other", "sync", "dataloader")
@@ -41,6 +56,8 @@ class StepTiming:
     profiled_ms: list[float]
     before_ms: list[float] = field(default_factory=list)
     after_ms: list[float] = field(default_factory=list)
+    #: steps before the capture set aside as warm-up (slower than the profiled ones)
+    warmup_ms: list[float] = field(default_factory=list)
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -58,7 +75,12 @@ class StepTiming:
         before, after, profiled = ms("unprofiled"), ms("after"), ms("profiled")
         if not before and not after:
             return None
-        return cls(before or after, profiled, before, after)
+        warmup: list[float] = []
+        if before and profiled and _warming_up(before, profiled):
+            before, warmup = [], before
+            if not after or _warming_up(after, profiled):
+                return None  # no steady unprofiled step: see `warmup_note`
+        return cls(before or after, profiled, before, after, warmup)
 
     @classmethod
     def pool(cls, timings) -> StepTiming | None:
@@ -97,6 +119,12 @@ class StepTiming:
 
     def note(self) -> str:
         which = "before the capture" if self.before_ms else "after the capture"
+        if self.warmup_ms:
+            which += (
+                f"; the {len(self.warmup_ms)} steps before it took "
+                f"{statistics.median(self.warmup_ms):.2f} ms, slower than the profiled ones: "
+                "warm-up, set aside"
+            )
         parts = [
             f"step {self.unprofiled_median_ms:.2f} ms unprofiled "
             f"(membound's step timer, median of {len(self.unprofiled_ms)} steps {which})"
@@ -110,6 +138,33 @@ class StepTiming:
                 f"({self.overhead_fraction:+.0%}); every ms/step refers to the unprofiled step"
             )
         return ", ".join(parts)
+
+
+def _warming_up(unprofiled: list[float], profiled: list[float]) -> bool:
+    return statistics.median(unprofiled) > WARMUP_RATIO * statistics.median(profiled)
+
+
+def warmup_note(meta: Any) -> str | None:
+    """Why a capture meta with timed steps gives no unprofiled step (`StepTiming.from_meta`
+    returned None: every unprofiled step was warm-up), or None when that is not the case."""
+    times = meta.get("step_times_ms") if isinstance(meta, dict) else None
+    if not isinstance(times, dict) or StepTiming.from_meta(meta) is not None:
+        return None
+    vals = {
+        k: [float(v) for v in times.get(k) or [] if isinstance(v, int | float) and v > 0]
+        for k in ("unprofiled", "after", "profiled")
+    }
+    slow = vals["unprofiled"] or vals["after"]
+    if not slow or not vals["profiled"]:
+        return None
+    return (
+        f"the {len(slow)} steps membound timed without the profiler took "
+        f"{statistics.median(slow):.2f} ms (median), the profiled ones "
+        f"{statistics.median(vals['profiled']):.2f} ms: the loop was still warming up "
+        "(compiling, capturing a CUDA graph, autotuning) when they ran, so every ms/step refers "
+        "to the profiled step and the profiler's overhead is unknown; `--wait N` starts the "
+        "capture N steps later"
+    )
 
 
 def remove_profiler_idle(steps, unprofiled_ms: float) -> float:
