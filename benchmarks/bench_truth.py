@@ -343,8 +343,14 @@ class ScriptResult:
         p = self.profiled_ms()
         return p / self.baseline_ms - 1 if p is not None and self.baseline_ms else None
 
-    def best_fix(self) -> FixResult | None:
-        done = [f for f in self.fixes if f.saving_ms is not None]
+    def best_fix(self, single: bool = False) -> FixResult | None:
+        """The fix that saved most; `single`: among those applying one remedy (the ranking
+        of remedies is of fixes applied one at a time, not of combinations)."""
+        done = [
+            f
+            for f in self.fixes
+            if f.saving_ms is not None and (not single or len(f.fix.remedies) == 1)
+        ]
         return max(done, key=lambda f: f.saving_ms) if done else None
 
 
@@ -412,6 +418,7 @@ def verdicts(res: ScriptResult) -> list[str]:
                 f"{'ok' if ok else 'MISS'}"
             )
             rems = (res.report or {}).get("remedies") or []
+            best = res.best_fix(single=True) or best
             if rems:
                 first = rems[0].get("remedy")
                 ok = first in best.fix.remedies
