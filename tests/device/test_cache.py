@@ -65,16 +65,19 @@ def test_corrupt_file_is_ignored():
 def test_get_ceilings_measures_once_then_loads(monkeypatch):
     calls = []
 
-    def fake_measure(device, name, key, *, quick=False, progress=True):
+    def fake_measure(device, name, key, *, quick=False, progress=True, sweep_order="forward"):
         calls.append(device)
+        orders.append(sweep_order)
         return Ceilings(device=device, name=name, memory_bandwidth=1e10 * len(calls), key=key)
 
+    orders = []
     monkeypatch.setattr(measure_mod, "measure", fake_measure)
     first = get_ceilings("cpu", progress=False)
     second = get_ceilings("cpu", progress=False)
     assert calls == ["cpu"] and second == first
-    third = get_ceilings("cpu", progress=False, refresh=True)
+    third = get_ceilings("cpu", progress=False, refresh=True, sweep_order="reverse")
     assert calls == ["cpu", "cpu"] and third.memory_bandwidth == 2e10
+    assert orders == ["forward", "reverse"]  # the sweep order reaches the measurement
     assert get_ceilings("cpu", progress=False) == third  # refresh overwrote the cache
 
 

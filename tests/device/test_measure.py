@@ -19,16 +19,30 @@ def test_cpu_quick_measurement_is_plausible():
     assert all(1e8 < v < 1e15 for v in c.flops.values())
     assert c.seconds is not None and c.seconds < 30
     assert c.transfers == []
+    assert 1e8 < c.write_bandwidth < 1e13
+    assert c.l2_bandwidth is None and c.l2_bytes is None  # the L2 step is the GPU's only
     # every figure keeps the spread of its repeated runs around the median it reports
-    assert set(c.spread) == {"memory_bandwidth", "read_bandwidth", "flops.fp32", "flops.bf16"}
+    assert set(c.spread) == {"memory_bandwidth", "read_bandwidth", "write_bandwidth",
+                             "flops.fp32", "flops.bf16"}  # fmt: skip
     for figure, value in [("memory_bandwidth", c.memory_bandwidth),
                           ("read_bandwidth", c.read_bandwidth),
+                          ("write_bandwidth", c.write_bandwidth),
                           ("flops.fp32", c.flops["fp32"]), ("flops.bf16", c.flops["bf16"])]:  # fmt: skip
         slow, fast = c.spread_of(figure)
         assert slow <= value * (1 + 1e-9) and fast >= value * (1 - 1e-9), figure
-    # each matmul ceiling is the best rate of its sweep (one shape in a quick run)
+    # each matmul ceiling is the best rate of its sweep (one shape, both layouts, when quick)
     for key in ("fp32", "bf16"):
         assert c.flops[key] == max(r["flops"] for r in c.matmul_sweep[key])
+        assert [(r["layout"], r["order"]) for r in c.matmul_sweep[key]] == [
+            ("A@B", 0),
+            ("A@B.T", 1),
+        ]
+
+
+def _plan(**kw):
+    from membound.device.measure import Plan
+
+    return Plan(1 << 20, {}, 0, 0, 10, **kw)
 
 
 def test_sweep_takes_the_best_shape_and_keeps_every_rate():
@@ -37,19 +51,146 @@ def test_sweep_takes_the_best_shape_and_keeps_every_rate():
     from membound.device.timing import Timed
 
     ms = {(64, 64, 64): 1.0, (128, 128, 128): 2.0, (256, 32, 64): 0.8}  # 128³: 8x the work
+    seen = []
 
-    def fake(m, n, k):
-        return Timed(ms[(m, n, k)], ms[(m, n, k)] * 0.9, ms[(m, n, k)] * 1.2, 5)
+    def fake(m, n, k, layout, warmup_ms):
+        seen.append(((m, n, k), layout, warmup_ms))
+        t = ms[(m, n, k)] * (1.0 if layout == "A@B" else 0.5)  # A@B.T twice as fast
+        return Timed(t, t * 0.9, t * 1.2, 5)
 
     c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
-    _sweep(c, "fp32", tuple(ms), fake)
-    rates = {(r["m"], r["n"], r["k"]): r["flops"] for r in c.matmul_sweep["fp32"]}
-    assert rates[(128, 128, 128)] == pytest.approx(2 * 128**3 / 2e-3)
-    assert c.flops["fp32"] == max(rates.values()) == rates[(128, 128, 128)]
+    plan = _plan(matmul_warmup_ms=7, sweep_warmup_ms=300)
+    _sweep(c, "fp32", tuple(ms), fake, plan, ("A@B", "A@B.T"))
+    rows = c.matmul_sweep["fp32"]
+    rates = {((r["m"], r["n"], r["k"]), r["layout"]): r["flops"] for r in rows}
+    assert rates[((128, 128, 128), "A@B")] == pytest.approx(2 * 128**3 / 2e-3)
+    assert rates[((128, 128, 128), "A@B.T")] == pytest.approx(2 * 128**3 / 1e-3)
+    assert c.flops["fp32"] == max(rates.values()) == rates[((128, 128, 128), "A@B.T")]
     slow, fast = c.spread_of("flops.fp32")
     assert slow == pytest.approx(c.flops["fp32"] / 1.2) and fast == pytest.approx(
         c.flops["fp32"] / 0.9
     )
+    # both layouts of each shape in the listed order; only the first timing warms up longer
+    assert [r["order"] for r in rows] == list(range(6))
+    assert [s for s, _, _ in seen] == [s for s in ms for _ in range(2)]
+    assert [lay for _, lay, _ in seen] == ["A@B", "A@B.T"] * 3
+    assert [w for _, _, w in seen] == [307] + [7] * 5
+
+
+def test_sweep_in_reverse_order_times_the_last_shape_first():
+    from membound.device.ceilings import Ceilings
+    from membound.device.measure import _sweep
+    from membound.device.timing import Timed
+
+    shapes = ((64, 64, 64), (128, 128, 128), (256, 32, 64))
+    seen = []
+
+    def fake(m, n, k, layout, warmup_ms):
+        seen.append((m, n, k))
+        return Timed(1.0, 0.9, 1.1, 5)
+
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    _sweep(c, "bf16", shapes, fake, _plan(sweep_order="reverse"))
+    assert seen == list(shapes[::-1])
+    assert [((r["m"], r["n"], r["k"]), r["order"]) for r in c.matmul_sweep["bf16"]] == [
+        (s, i) for i, s in enumerate(shapes[::-1])
+    ]
+    with pytest.raises(ValueError, match="sweep order"):
+        _sweep(c, "bf16", shapes, fake, _plan(sweep_order="sideways"))
+
+
+def test_plan_takes_the_sweep_order():
+    from membound.device.measure import plan_for
+
+    assert plan_for("cpu", True).sweep_order == "forward"
+    assert plan_for("cpu", True, "reverse").sweep_order == "reverse"
+    with pytest.raises(ValueError, match="sweep order"):
+        plan_for("cpu", True, "backwards")
+
+
+def test_write_bandwidth_counts_the_bytes_written(monkeypatch):
+    """`_write` fills an fp32 buffer of the plan's size: bytes written ÷ the median time."""
+    from membound.device import measure
+    from membound.device.ceilings import Ceilings
+    from membound.device.timing import Timed
+
+    filled = []
+
+    def fake_timed(fn, device, **kw):
+        out = fn()
+        filled.append((out.dtype, out.numel(), float(out[0])))
+        return Timed(2.0, 1.5, 4.0, 9)
+
+    monkeypatch.setattr(measure, "timed", fake_timed)
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    measure._write(c, _plan())
+    assert filled == [(torch.float32, (1 << 20) // 4, 1.0)]
+    assert c.write_bandwidth == pytest.approx((1 << 20) / 2e-3)
+    assert c.spread["write_bandwidth"] == pytest.approx([(1 << 20) / 4e-3, (1 << 20) / 1.5e-3])
+
+
+def test_l2_bandwidth_is_the_rate_between_two_sizes_inside_l2(monkeypatch):
+    """`_l2` copies L2/8 and L2/16 sources (each with its destination: a quarter and an eighth
+    of L2) in graphs of back-to-back copies; the rate is the bytes between the two sizes over
+    the time between them, so each copy's fixed cost (here 3 µs) drops out."""
+    from membound.device import measure
+    from membound.device.ceilings import Ceilings
+
+    l2 = 8 << 20
+    fixed_ms, rate = 3e-3, 5e12  # per copy: 3 µs fixed, then bytes at 5 TB/s
+    got = {}
+
+    def fake_replays(fns, *, reps, samples):
+        got["reps"], got["samples"] = reps, samples
+        out = []
+        for fn in fns:
+            dst = fn()
+            got.setdefault("elements", []).append(dst.numel())
+            ms = fixed_ms + 2 * dst.numel() * 4 / rate * 1e3
+            out.append([ms * (1 + 0.01 * (i % 3)) for i in range(samples)])
+        return out
+
+    monkeypatch.setattr(measure, "cuda_graph_replays_ms", fake_replays)
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1e12)
+    measure._l2(c, _plan(l2_bytes=l2, l2_reps=40, l2_samples=9))
+    assert got["elements"] == [l2 // 32, l2 // 64]  # fp32 sources of L2/8 and L2/16 bytes
+    assert (got["reps"], got["samples"]) == (40, 9)
+    assert c.l2_bytes == l2
+    # the fixed cost would have pulled a one-size rate down to ~2.9e12
+    assert c.l2_bandwidth == pytest.approx(rate, rel=0.03)
+    slow, fast = c.spread_of("l2_bandwidth")
+    assert slow <= c.l2_bandwidth <= fast
+
+
+def test_l2_step_skips_without_a_size_or_a_difference(monkeypatch):
+    from membound.device import measure
+    from membound.device.ceilings import Ceilings
+
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1e12)
+    with pytest.raises(measure.Skip, match="L2 size"):
+        measure._l2(c, _plan(l2_bytes=0))
+    monkeypatch.setattr(
+        measure, "cuda_graph_replays_ms", lambda fns, **kw: [[1.0, 1.0, 0.9], [1.0, 1.0, 1.0]]
+    )
+    with pytest.raises(measure.Skip, match="did not take longer"):
+        measure._l2(c, _plan(l2_bytes=1 << 20))
+    assert c.l2_bandwidth is None and c.l2_bytes is None
+
+
+def test_matmul_step_times_both_layouts_on_cpu():
+    """The real matmul step on small CPU shapes: A@B and nn.Linear's A@B.T per shape."""
+    from membound.device.ceilings import Ceilings
+    from membound.device.measure import Plan, _matmul
+
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    plan = Plan(1 << 20, {"fp32": ((64, 48, 32), (96, 64, 32))}, 0, 0, 5)
+    _matmul("fp32")(c, plan)
+    rows = c.matmul_sweep["fp32"]
+    assert [(r["m"], r["n"], r["k"], r["layout"], r["order"]) for r in rows] == [
+        (64, 48, 32, "A@B", 0), (64, 48, 32, "A@B.T", 1),
+        (96, 64, 32, "A@B", 2), (96, 64, 32, "A@B.T", 3),
+    ]  # fmt: skip
+    assert c.flops["fp32"] == max(r["flops"] for r in rows) > 0
 
 
 def test_steps_refuse_duplicates():
@@ -92,3 +233,29 @@ def test_cuda_quick_measurement_shows_the_pageable_trap():
     slow, fast = c.spread_of("flops.bf16")
     assert slow <= c.flops["bf16"] <= fast
     assert c.datasheet is None or c.datasheet["memory_bandwidth"] > 0
+    # the write-only pass and the copy inside L2 (when torch reports an L2 size)
+    assert c.write_bandwidth > 1e11
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    if getattr(props, "L2_cache_size", 0):
+        assert c.l2_bytes == props.L2_cache_size
+        assert c.l2_bandwidth > c.memory_bandwidth  # L2 outruns HBM
+    rows = c.matmul_sweep["bf16"]
+    assert {r["layout"] for r in rows} == {"A@B", "A@B.T"}
+    if "fp8" in c.matmul_sweep:  # cuBLASLt's fp8 takes B column-major only
+        assert {r["layout"] for r in c.matmul_sweep["fp8"]} == {"A@B.T"}
+
+
+@pytest.mark.gpu
+def test_graph_replays_keep_l2_resident_copies_fast():
+    """`cuda_graph_replays_ms`: a copy twice as large takes longer, and one that fits in L2
+    runs above the HBM rate measured on a buffer far larger than L2."""
+    from membound.device.timing import cuda_graph_replays_ms
+
+    a = torch.rand(1 << 20, device="cuda")
+    b = torch.rand(1 << 21, device="cuda")
+    da, db = torch.empty_like(a), torch.empty_like(b)
+    small, large = cuda_graph_replays_ms(
+        [lambda: da.copy_(a), lambda: db.copy_(b)], reps=20, samples=5
+    )
+    assert len(small) == len(large) == 5
+    assert sorted(large)[2] > sorted(small)[2] > 0

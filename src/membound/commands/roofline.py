@@ -9,6 +9,8 @@ HELP = "measure the device's ceilings (memory bandwidth, FLOP/s per dtype, host<
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from membound.device.measure import SWEEP_ORDERS  # imports no torch
+
     parser.add_argument(
         "--device",
         choices=("cuda", "cpu"),
@@ -29,6 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quick", action="store_true", help="small buffers: a few seconds, numbers only indicative"
+    )
+    parser.add_argument(
+        "--sweep-order",
+        choices=SWEEP_ORDERS,
+        default=None,
+        help="order of the matmul sweep's shapes (default forward); reverse times the last "
+        "shape first, to see whether the shape timed first sets the ceiling (clocks); "
+        "implies --refresh",
     )
 
 
@@ -54,12 +64,17 @@ def run(args: argparse.Namespace) -> int:
             f"membound roofline: measuring {device}"
             + ("" if device == "cuda" else " (no CUDA device found)")
         )
+    refresh = args.refresh or args.sweep_order is not None  # an order only means a measurement
     before = cached_ceilings(device, quick=args.quick)
     ceilings = get_ceilings(
-        device, refresh=args.refresh, progress=sys.stderr.isatty(), quick=args.quick
+        device,
+        refresh=refresh,
+        progress=sys.stderr.isatty(),
+        quick=args.quick,
+        sweep_order=args.sweep_order or "forward",
     )
-    cached = before is not None and not args.refresh
-    render(ceilings, Console(), cached=cached, previous=before if args.refresh else None)
+    cached = before is not None and not refresh
+    render(ceilings, Console(), cached=cached, previous=before if refresh else None)
     if json_path is not None:
         from membound.report.json_report import write_ceilings
 

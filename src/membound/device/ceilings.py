@@ -58,11 +58,21 @@ class Ceilings:
     notes: list[str] = field(default_factory=list)  # measurements skipped here, and why
     # the spread of each measured figure over its repeated runs: figure -> [slow, fast], the
     # rates at the 90th and 10th percentile run times; figures are "memory_bandwidth",
-    # "read_bandwidth" and "flops.<compute key>"
+    # "read_bandwidth", "write_bandwidth", "l2_bandwidth" and "flops.<compute key>"
     spread: dict[str, list[float]] = field(default_factory=dict)
-    # the matmul sweep: compute key -> [{"m", "n", "k", "flops"}] per shape timed; the
-    # ceiling in `flops` is the best of them
-    matmul_sweep: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    # the matmul sweep: compute key -> [{"m", "n", "k", "flops", "layout", "order"}] per shape
+    # and operand layout timed ("A@B", or "A@B.T": nn.Linear's x @ W.T), `order` counting
+    # the timings of that key from 0; the ceiling in `flops` is the best of them. Files
+    # written before layouts were timed hold A@B rows without "layout" and "order".
+    matmul_sweep: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # (added last: positional construction of the fields above stays valid)
+    # bytes/s, write-only pass (`fill_` of a buffer far larger than L2): the roof of fills
+    write_bandwidth: float | None = None
+    # bytes/s, read + write counted: a copy whose source and destination sit in L2 (a
+    # quarter of it), the rate between two such sizes so the fixed cost of a launch drops out
+    # (`device.measure._l2`); the roof of work whose bytes fit in `l2_bytes`
+    l2_bandwidth: float | None = None
+    l2_bytes: int | None = None  # the L2 cache size (bytes) the L2 roof holds for
 
     def spread_of(self, figure: str) -> tuple[float, float] | None:
         """(slow, fast) rates of `figure` over its repeated runs, when it was measured so."""

@@ -13,14 +13,20 @@ from membound.device.interconnect import Interconnect
 
 
 def get_ceilings(
-    device: str = "cuda", *, refresh: bool = False, progress: bool = True, quick: bool = False
+    device: str = "cuda",
+    *,
+    refresh: bool = False,
+    progress: bool = True,
+    quick: bool = False,
+    sweep_order: str = "forward",
 ) -> Ceilings:
     """Measured ceilings of `device` ("cuda", "cuda:1", "cpu"): loaded from the cache when this
     exact device/driver/torch was measured before, else measured now (seconds) and cached.
 
     `refresh=True` re-measures; `quick=True` uses small buffers (tests, CI: a few seconds,
     numbers only indicative, cached apart from full runs); `progress` shows a progress bar on
-    stderr while measuring.
+    stderr while measuring; `sweep_order` ("forward" | "reverse") orders the matmul sweep's
+    shapes when it measures (the result replaces the cached one either way).
     """
     kind, index = _parse_device(device)
     key = device_key(kind, index, quick=quick)
@@ -35,9 +41,13 @@ def get_ceilings(
         import torch
 
         with torch.cuda.device(index):
-            ceilings = measure.measure(kind, key["name"], key, quick=quick, progress=progress)
+            ceilings = measure.measure(
+                kind, key["name"], key, quick=quick, progress=progress, sweep_order=sweep_order
+            )
     else:
-        ceilings = measure.measure(kind, key["name"], key, quick=quick, progress=progress)
+        ceilings = measure.measure(
+            kind, key["name"], key, quick=quick, progress=progress, sweep_order=sweep_order
+        )
     cache.save(ceilings)
     return ceilings
 

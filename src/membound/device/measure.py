@@ -11,6 +11,7 @@ Everything torch/Triton is imported inside the steps: importing this module is f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import time
 from collections.abc import Callable
@@ -18,11 +19,19 @@ from dataclasses import dataclass
 
 from membound.device import datasheet
 from membound.device.ceilings import Ceilings
-from membound.device.timing import timed
+from membound.device.timing import Timed, cuda_graph_replays_ms, timed
 
 
 class Skip(Exception):
     """This measurement does not apply to this device/software; the message says why."""
+
+
+#: operand layouts of the matmul sweep: B row-major (k, n), and B stored (n, k) and used
+#: transposed, which is what nn.Linear runs (x @ W.T); cuBLAS picks other kernels for each
+LAYOUTS = ("A@B", "A@B.T")
+#: orders the sweep runs its shapes in: as listed, or reversed (which shape is timed first
+#: should not decide the ceiling; reversing it shows whether it does)
+SWEEP_ORDERS = ("forward", "reverse")
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,15 @@ class Plan:
     transfer_bytes: int
     fma_elements: int
     rep_ms: float
-    matmul_warmup_ms: float = 25  # per shape, before timing: long enough for clocks to settle
+    matmul_warmup_ms: float = 25  # per shape and layout, untimed runs before timing it
+    #: untimed runs of each sweep's first shape on top of `matmul_warmup_ms`, so the clocks
+    #: have settled before the first timing (issue 16: the first shape timed ran fastest)
+    sweep_warmup_ms: float = 0
+    sweep_order: str = "forward"  # `SWEEP_ORDERS`: the shapes as listed, or the last first
+    matmul_layouts: tuple[str, ...] = LAYOUTS  # timed per shape, in this order
+    l2_bytes: int = 0  # the L2 cache size; 0: unknown, the L2 step is skipped
+    l2_reps: int = 100  # back-to-back copies per CUDA graph of the L2 step
+    l2_samples: int = 15  # replays of each graph
 
 
 @dataclass(frozen=True)
@@ -66,12 +83,21 @@ GPU_MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096
                      (65536, 1024, 4096))  # fmt: skip
 
 
-def plan_for(device: str, quick: bool) -> Plan:
+def plan_for(device: str, quick: bool, sweep_order: str = "forward") -> Plan:
+    """The sizes of a run on `device`; `sweep_order` (`SWEEP_ORDERS`) orders the matmul
+    sweep's shapes."""
+    if sweep_order not in SWEEP_ORDERS:
+        raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, not {sweep_order!r}")
+    return dataclasses.replace(_plan(device, quick), sweep_order=sweep_order)
+
+
+def _plan(device: str, quick: bool) -> Plan:
     import torch
 
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
+        l2_known = int(getattr(props, "L2_cache_size", 0) or 0)
+        l2 = l2_known or 50 << 20
         if quick:
             return Plan(
                 max(8 * l2, 64 << 20),
@@ -79,6 +105,9 @@ def plan_for(device: str, quick: bool) -> Plan:
                 32 << 20,
                 1 << 20,
                 20,
+                l2_bytes=l2_known,
+                l2_reps=50,
+                l2_samples=7,
             )
         # buffers far larger than L2 so the copy streams HBM, capped to fit small cards
         mem = min(max(32 * l2, 256 << 20), 2 << 30, props.total_memory // 8)
@@ -89,7 +118,12 @@ def plan_for(device: str, quick: bool) -> Plan:
             <= props.total_memory // 4
         ) or ((4096, 4096, 4096),)  # fmt: skip
         shapes = dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8"), fits)
-        return Plan(mem, shapes, 256 << 20, 1 << 24, 200, matmul_warmup_ms=100)
+        # per shape and layout 50 ms untimed (the GPU is busy from the shape before), and
+        # 300 ms more before each sweep's first: 2 layouts x 4 shapes x 5 dtypes in ~11 s
+        return Plan(
+            mem, shapes, 256 << 20, 1 << 24, 200,
+            matmul_warmup_ms=50, sweep_warmup_ms=300, l2_bytes=l2_known,
+        )  # fmt: skip
     if quick:
         return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
     mem = min(max(4 * _cpu_llc_bytes(), 256 << 20), 1 << 30)
@@ -140,9 +174,52 @@ def _read(c: Ceilings, p: Plan) -> None:
     c.read_bandwidth = _record(c, "read_bandwidth", t, x.numel() * 4)
 
 
+def _write(c: Ceilings, p: Plan) -> None:
+    import torch
+
+    # fp32 fill: 4-byte stores vectorize; a uint8 fill_ ran ~30% slower on an H200
+    x = torch.empty(p.mem_bytes // 4, device=c.device)
+    t = timed(lambda: x.fill_(1.0), c.device, rep_ms=p.rep_ms)
+    c.write_bandwidth = _record(c, "write_bandwidth", t, x.numel() * 4)
+
+
+def _l2(c: Ceilings, p: Plan) -> None:
+    """The copy rate inside L2: copies of two sizes whose source and destination both fit in
+    a quarter (an eighth) of L2, each `p.l2_reps` times back to back in a CUDA graph (no host
+    between launches, no flush: the data stays in L2). A copy alone is too short to time (a
+    few µs, its launch and ramp-up as long as its transfer); the difference of the two
+    sizes' times is the time of the bytes between them, moved at L2's rate, with each
+    kernel's fixed cost gone. Read + write counted, as for the HBM copy."""
+    import torch
+
+    if not p.l2_bytes:
+        raise Skip("this device reports no L2 size (torch L2_cache_size)")
+    big = p.l2_bytes // 8 // 4  # fp32 elements of a source: source + destination = L2 / 4
+    small = big // 2
+    pairs = []
+    for n in (big, small):
+        src = torch.rand(n, device=c.device)
+        pairs.append((src, torch.empty_like(src)))
+    (sb, db), (ss, ds) = pairs
+    times_big, times_small = cuda_graph_replays_ms(
+        [lambda: db.copy_(sb), lambda: ds.copy_(ss)], reps=p.l2_reps, samples=p.l2_samples
+    )
+    deltas = [b - s for b, s in zip(times_big, times_small, strict=True)]
+    positive = [d for d in deltas if d > 0]
+    if len(positive) * 2 <= len(deltas):
+        raise Skip(
+            "the larger L2-resident copy did not take longer than the smaller one "
+            f"({len(positive)} of {len(deltas)} replays): no rate to take from them"
+        )
+    c.l2_bandwidth = _record(c, "l2_bandwidth", Timed.of(positive), 2 * (big - small) * 4)
+    c.l2_bytes = int(p.l2_bytes)
+
+
 for _dev in ("cuda", "cpu"):
     step(_dev, "copy", "memory bandwidth: copy")(_copy)
     step(_dev, "read", "memory bandwidth: read (sum)")(_read)
+    step(_dev, "write", "memory bandwidth: write (fill_)")(_write)
+step("cuda", "l2", "L2 bandwidth: copy inside L2")(_l2)
 
 
 # --------------------------------------------------------------------------- matmul
@@ -157,30 +234,37 @@ def _matmul(key: str):
             "bf16": torch.bfloat16,
         }[key]
 
-        def timed_shape(m: int, n: int, k: int):
+        def timed_shape(m: int, n: int, k: int, layout: str, warmup_ms: float):
             # random data, not zeros: power-limited GPUs run zeros measurably faster
             a = torch.randn(m, k, device=c.device).to(dtype)
-            b = torch.randn(k, n, device=c.device).to(dtype)
+            if layout == "A@B":
+                b = torch.randn(k, n, device=c.device).to(dtype)
+            else:  # nn.Linear's: the weight stored (n, k), used transposed
+                b = torch.randn(n, k, device=c.device).to(dtype).t()
             with _tf32(key == "tf32"):
-                return timed(
-                    lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms, warmup_ms=p.matmul_warmup_ms
-                )
+                return timed(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms, warmup_ms=warmup_ms)
 
-        _sweep(c, key, p.matmul_shapes[key], timed_shape)
+        _sweep(c, key, p.matmul_shapes[key], timed_shape, p, p.matmul_layouts)
 
     return run
 
 
-def _sweep(c: Ceilings, key: str, shapes, timed_shape) -> None:
-    """Time each (m, n, k) of `shapes` with `timed_shape`; the ceiling of `key` is the best
-    sustained rate, its spread that shape's, and every shape's rate is kept in
-    `c.matmul_sweep[key]`. Each shape's buffers are freed before the next one."""
+def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)) -> None:
+    """Time each (m, n, k) of `shapes` in each of `layouts`, in `p.sweep_order`, with
+    `timed_shape(m, n, k, layout, warmup_ms)`; the first timing gets `p.sweep_warmup_ms` of
+    untimed runs more than the others. The ceiling of `key` is the best sustained rate, its
+    spread that timing's, and every rate is kept in `c.matmul_sweep[key]` with its layout
+    and its place in the order. Each timing's buffers are freed before the next one."""
+    if p.sweep_order not in SWEEP_ORDERS:
+        raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, not {p.sweep_order!r}")
+    ordered = list(shapes) if p.sweep_order == "forward" else list(shapes)[::-1]
     best = None
     rows = []
-    for m, n, k in shapes:
-        t = timed_shape(m, n, k)
+    for i, ((m, n, k), layout) in enumerate((s, lay) for s in ordered for lay in layouts):
+        warmup = p.matmul_warmup_ms + (p.sweep_warmup_ms if i == 0 else 0.0)
+        t = timed_shape(m, n, k, layout, warmup)
         rate = 2 * m * n * k / (t.median_ms / 1e3)
-        rows.append({"m": m, "n": n, "k": k, "flops": rate})
+        rows.append({"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": i})
         if best is None or rate > best[0]:
             best = (rate, t, 2 * m * n * k)
         if c.device == "cuda":
@@ -220,7 +304,7 @@ def _fp8(c: Ceilings, p: Plan) -> None:
         )
     one = torch.ones((), device="cuda")
 
-    def timed_shape(m: int, n: int, k: int):
+    def timed_shape(m: int, n: int, k: int, layout: str, warmup_ms: float):
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()  # column-major (cuBLASLt)
 
@@ -231,9 +315,10 @@ def _fp8(c: Ceilings, p: Plan) -> None:
             mm()
         except Exception as exc:  # kernels missing from this build
             raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
-        return timed(mm, "cuda", rep_ms=p.rep_ms, warmup_ms=p.matmul_warmup_ms)
+        return timed(mm, "cuda", rep_ms=p.rep_ms, warmup_ms=warmup_ms)
 
-    _sweep(c, "fp8", p.matmul_shapes["fp8"], timed_shape)
+    # cuBLASLt's fp8 matmul takes B column-major only: nn.Linear's layout, A @ W.T
+    _sweep(c, "fp8", p.matmul_shapes["fp8"], timed_shape, p, ("A@B.T",))
 
 
 def _fp32_vector(c: Ceilings, p: Plan) -> None:
@@ -300,11 +385,18 @@ _register_interconnect()
 
 # ---------------------------------------------------------------------------- driver
 def measure(
-    device: str, name: str, key: dict, *, quick: bool = False, progress: bool = True
+    device: str,
+    name: str,
+    key: dict,
+    *,
+    quick: bool = False,
+    progress: bool = True,
+    sweep_order: str = "forward",
 ) -> Ceilings:
-    """Run every step registered for `device` ("cuda" | "cpu"); returns measured Ceilings."""
+    """Run every step registered for `device` ("cuda" | "cpu"); returns measured Ceilings.
+    `sweep_order` ("forward" | "reverse") orders the matmul sweep's shapes."""
     t0 = time.perf_counter()
-    plan = plan_for(device, quick)
+    plan = plan_for(device, quick, sweep_order)
     c = Ceilings(device=device, name=name, memory_bandwidth=float("nan"), key=dict(key))
     c.datasheet = datasheet.figures(name) if device == "cuda" else None
     steps = [s for s in STEPS if s.device == device]

@@ -1,4 +1,5 @@
-"""Terminal tables of a device's ceilings: measured vs datasheet, and host<->device copies."""
+"""Terminal tables of a device's ceilings: measured vs datasheet, and host<->device copies;
+and the marks the op tables put on a bandwidth fraction of a roof other than HBM's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,26 @@ _FLOP_LABELS = {
     "int8": "matmul int8",
     "fp32_vector": "fp32 vector FMA",
 }
+
+
+#: the mark an op table's bandwidth fraction carries when it is of a roof other than the HBM
+#: copy's (`OpRow.memory_roof`), and the line that says what the marks mean
+ROOF_MARKS = {"l2": " L2", "write": " W", "mixed": " mix"}
+ROOF_LEGEND = (
+    "of BW: of the HBM copy rate; marked L2: of the L2 copy rate (calls whose bytes fit in L2), "
+    "W: of the write rate (fills), mix: of each call's own (some calls fit in L2)"
+)
+
+
+def roof_mark(memory_roof: str | None) -> str:
+    """ " L2" / " W" / " mix" after a bandwidth fraction held to the L2 / write / several
+    roofs (`analysis.roofline.MEMORY_ROOFS`); "" for HBM's."""
+    return ROOF_MARKS.get(memory_roof or "", "")
+
+
+def roof_legend(rows) -> str | None:
+    """`ROOF_LEGEND` when some op row is held to a roof other than HBM's, else None."""
+    return ROOF_LEGEND if any(roof_mark(getattr(r, "memory_roof", None)) for r in rows) else None
 
 
 def _tera(x: float | None, unit: str) -> str:
@@ -37,6 +58,16 @@ def _rows(c: Ceilings) -> list[tuple[str, str, float | None, float | None]]:
         ("memory bandwidth: read (sum)", "read_bandwidth", c.read_bandwidth,
          sheet.get("memory_bandwidth")),
     ]  # fmt: skip
+    # measured since issue 16: rows only where the ceilings have them (older files do not)
+    write = getattr(c, "write_bandwidth", None)
+    if write is not None:
+        rows.append(("memory bandwidth: write (fill_)", "write_bandwidth", write,
+                     sheet.get("memory_bandwidth")))  # fmt: skip
+    l2 = getattr(c, "l2_bandwidth", None)
+    if l2 is not None:
+        size = getattr(c, "l2_bytes", None)
+        where = f" of {size / (1 << 20):.0f} MiB" if size else ""
+        rows.append((f"L2 bandwidth: copy inside L2{where} (read+write)", "l2_bandwidth", l2, None))
     for key in COMPUTE_KEYS:
         if key in c.flops:
             rows.append((_FLOP_LABELS.get(key, key), f"flops.{key}", c.flops[key], sheet.get(key)))
@@ -89,7 +120,7 @@ def render(
     for col in cols:
         t.add_column(col, justify="left" if col == "ceiling" else "right")
     for label, figure, measured, sheet in _rows(c):
-        unit = "B/s" if label.startswith("memory") else "FLOP/s"
+        unit = "FLOP/s" if figure.startswith("flops.") else "B/s"
         frac = f"{measured / sheet:.0%}" if measured and sheet else "-"
         cells = [label, _tera(measured, unit)]
         if spreads:
@@ -117,24 +148,32 @@ def render(
     t.caption = "\n".join(caption) or None
     console.print(t)
 
-    sweep = sweep_rows(c)
+    sweep = sweep_table(c)
     if sweep:
-        shapes = sorted({shape for _, rates in sweep for shape in rates})
+        shapes = list(dict.fromkeys(shape for *_, rates in sweep for shape in rates))
         st = Table(title="matmul sweep: sustained rate per shape (m x n x k)", title_justify="left")
         st.add_column("matmul")
+        layouts = len({layout for _, layout, _ in sweep}) > 1
+        if layouts:
+            st.add_column("layout")
         for m, n, k in shapes:
             st.add_column(f"{m}x{n}x{k}", justify="right")
-        for key, rates in sweep:
-            best = max(rates.values())
+        best = {}
+        for key, _, rates in sweep:
+            best[key] = max(best.get(key, 0.0), *rates.values())
+        for key, layout, rates in sweep:
             st.add_row(
                 _FLOP_LABELS.get(key, key),
+                *([layout] if layouts else []),
                 *(
                     "-" if shape not in rates
-                    else ("[bold]" if rates[shape] == best else "") + _tera(rates[shape], "FLOP/s")
+                    else ("[bold]" if rates[shape] == best[key] else "")
+                    + _tera(rates[shape], "FLOP/s")
                     for shape in shapes
                 ),
             )  # fmt: skip
-        st.caption = "the ceiling is each row's best (bold)"
+        st.caption = "the ceiling is each matmul's best (bold); shapes in the order timed"
+        st.caption += "; A@B.T: B stored (n, k), as nn.Linear's weight" if layouts else ""
         console.print(st)
 
     if c.transfers:
@@ -183,13 +222,31 @@ def interconnect_rows(c: Ceilings) -> list[tuple[str, str, float]]:
 
 
 def sweep_rows(c: Ceilings) -> list[tuple[str, dict[tuple[int, int, int], float]]]:
-    """(compute key, {(m, n, k): FLOP/s}) per dtype of the matmul sweep, in display order;
-    empty when the ceilings hold one shape per dtype (nothing to compare)."""
+    """(compute key, {(m, n, k): FLOP/s, the best of its layouts}) per dtype of the matmul
+    sweep, in display order; empty when the ceilings hold one timing per dtype (nothing to
+    compare)."""
+    merged: dict[str, dict[tuple[int, int, int], float]] = {}
+    for key, _, rates in sweep_table(c):
+        mine = merged.setdefault(key, {})
+        for shape, rate in rates.items():
+            mine[shape] = max(mine.get(shape, 0.0), rate)
+    return list(merged.items())
+
+
+def sweep_table(c: Ceilings) -> list[tuple[str, str, dict[tuple[int, int, int], float]]]:
+    """(compute key, layout, {(m, n, k): FLOP/s} in the order timed) per dtype and operand
+    layout of the matmul sweep ("A@B" for rows written before layouts were timed), in display
+    order; empty when the ceilings hold one timing per dtype (nothing to compare)."""
     sweep = getattr(c, "matmul_sweep", None) or {}
     rows = []
     for key in COMPUTE_KEYS:
-        runs = sweep.get(key) or []
-        rates = {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["flops"]) for r in runs}
-        if rates:
-            rows.append((key, rates))
-    return rows if any(len(rates) > 1 for _, rates in rows) else []
+        runs = sorted(sweep.get(key) or [], key=lambda r: r.get("order", 0))
+        by_layout: dict[str, dict[tuple[int, int, int], float]] = {}
+        for r in runs:
+            shape = (int(r["m"]), int(r["n"]), int(r["k"]))
+            by_layout.setdefault(str(r.get("layout", "A@B")), {})[shape] = float(r["flops"])
+        rows += [(key, layout, rates) for layout, rates in sorted(by_layout.items())]
+    timings = {}
+    for key, _, rates in rows:
+        timings[key] = timings.get(key, 0) + len(rates)
+    return rows if any(n > 1 for n in timings.values()) else []
