@@ -430,7 +430,8 @@ def op_rows(
 
     An op is placed only when every call of it is costed; its roof is the compute key most
     of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
-    they ran, which a trace does not record)."""
+    they ran, which a trace does not record), its memory roof each call's
+    (`roofline.memory_roof`: L2's for calls whose bytes fit in L2)."""
     groups: dict[str, list[OpCall]] = defaultdict(list)
     for c in calls:
         groups[c.name].append(c)
@@ -458,8 +459,12 @@ def op_rows(
             share_of_gpu_time=device_us / gpu_time_us if gpu_time_us else 0.0,
         )
         if known and ceilings is not None and device_us > 0 and (flops or nbytes):
-            p = place(flops, nbytes, device_us / 1e6, ceilings, compute)
+            p = place(
+                flops, nbytes, device_us / 1e6, ceilings, compute,
+                call_bytes=[c.bytes for c in cs], family=cs[0].family,
+            )  # fmt: skip
             row.bound = p.bound
+            row.memory_roof = p.memory_roof
             row.achieved_bandwidth_fraction = _f(p.achieved_bandwidth_fraction)
             row.achieved_flops_fraction = _f(p.achieved_flops_fraction)
             row.fraction_of_attainable = _f(p.fraction)

@@ -72,6 +72,9 @@ class OpRow:
     dtypes: list[str] = field(default_factory=list)
     exact_cost: bool = True
     share_of_gpu_time: float = 0.0
+    # the roof `achieved_bandwidth_fraction` is of: "dram" | "l2" | "write" | "mixed"
+    # (`analysis.roofline.MEMORY_ROOFS`), None when not placed
+    memory_roof: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report JSON's `ops` row (DESIGN's schema 1: stable keys, new ones may be added)."""
@@ -85,6 +88,7 @@ class OpRow:
             "bound": self.bound,
             "achieved_bandwidth_fraction": self.achieved_bandwidth_fraction,
             "achieved_flops_fraction": self.achieved_flops_fraction,
+            "memory_roof": self.memory_roof,
             "fraction_of_attainable": self.fraction_of_attainable,
             "compute": self.compute,
             "dtypes": self.dtypes,

@@ -1,15 +1,17 @@
 """Placing work on the roofline: is it memory- or compute-bound, and how close to its roof?
 
 `place(flops, bytes, seconds, ceilings, compute)` is the arithmetic for one piece of work;
-`call_compute_key` picks the flat roof an op call is held to (its dtype, TF32 for fp32
-matmuls where TF32 was on); `chart_points` turns op rows into the points a roofline chart
-draws. `analysis.ops.op_rows` places every op of a trace with these, and so does
+`memory_roof` picks the slanted roof it is held to (HBM's copy rate; L2's for calls whose
+bytes fit in L2; the write rate for fills), `call_compute_key` the flat roof an op call is
+held to (its dtype, TF32 for fp32 matmuls where TF32 was on); `chart_points` turns op rows
+into the points a roofline chart draws. `analysis.ops.op_rows` places every op of a trace with these, and so does
 `membound.roofline.measure` for one function.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,61 @@ TF32_FAMILIES = frozenset(
 )
 
 
+#: the memory roofs work can be held to: "dram" (the HBM copy rate, `Ceilings.memory_bandwidth`),
+#: "l2" (`Ceilings.l2_bandwidth`), "write" (`Ceilings.write_bandwidth`), and "mixed" for an
+#: op whose calls are held to different ones (some fit in L2, some do not)
+MEMORY_ROOFS = ("dram", "l2", "write", "mixed")
+#: a call is held to the L2 roof when its minimal bytes are at most this share of the L2 size:
+#: all of it, since the ops issue 16 found above the HBM roof on an H200 (60 MiB of L2) moved
+#: 16 to 55 MB per call (ReLU forward and backward, pow, mul)
+L2_FIT = 1.0
+#: cost families that only write (fills, zeros, random generators): held to the write rate
+WRITE_FAMILIES = frozenset({"fill"})
+
+
+def call_memory_roof(ceilings, nbytes: float, family: str | None = None) -> tuple[str, float]:
+    """(roof name, bytes/s) of one call moving `nbytes` minimal bytes: L2's when its bytes fit
+    (`L2_FIT` of `l2_bytes`) and the ceilings have an L2 rate, the write rate for a
+    `WRITE_FAMILIES` op when they have one, else the HBM copy rate. A roof is used only where
+    it is above the HBM copy's (a measurement below it did not see what it meant to)."""
+    dram = float(ceilings.memory_bandwidth)
+    l2 = getattr(ceilings, "l2_bandwidth", None)
+    l2_bytes = getattr(ceilings, "l2_bytes", None)
+    if l2 and l2_bytes and 0 < nbytes <= L2_FIT * l2_bytes and l2 > dram:
+        return "l2", float(l2)
+    write = getattr(ceilings, "write_bandwidth", None)
+    if write and family in WRITE_FAMILIES and write > dram:
+        return "write", float(write)
+    return "dram", dram
+
+
+def memory_roof(
+    ceilings, call_bytes: Iterable[float], family: str | None = None
+) -> tuple[str, float]:
+    """(roof name, bytes/s) of work done as calls of `call_bytes` minimal bytes each (one op's
+    calls: `call_memory_roof` for each). Calls held to different roofs: "mixed", at the rate
+    Σ bytes ÷ Σ (bytes ÷ each call's roof), so the time at the roof is each call's own. Work
+    without bytes is held to HBM's."""
+    dram = float(ceilings.memory_bandwidth)
+    if not getattr(ceilings, "l2_bandwidth", None) and not getattr(
+        ceilings, "write_bandwidth", None
+    ):
+        return "dram", dram  # the common case: no per-call work
+    total = seconds = 0.0
+    rates: dict[str, float] = {}
+    for nbytes in call_bytes:
+        if nbytes <= 0:
+            continue
+        name, rates[name] = call_memory_roof(ceilings, nbytes, family)
+        total += nbytes
+        seconds += nbytes / rates[name]
+    if not total:
+        return "dram", dram
+    if len(rates) == 1:
+        return next(iter(rates.items()))
+    return "mixed", total / seconds
+
+
 @dataclass
 class Placement:
     """Where one piece of work sits on a device's roofline."""
@@ -33,19 +90,31 @@ class Placement:
     bound: str  # "memory" | "compute": which roof caps it at this intensity
     attainable_seconds: float  # time at the roof: max(flops / peak, bytes / bandwidth)
     fraction: float  # attainable / actual seconds, 0..1 (1 = on the roof)
-    achieved_bandwidth_fraction: float  # of the measured copy bandwidth (> 1: cache-resident)
+    achieved_bandwidth_fraction: float  # of its memory roof (`memory_roof`)
     achieved_flops_fraction: float  # of the compute ceiling for its dtype
     compute: str | None = None  # the compute-dtype key the ceiling came from
     ridge: float = math.nan  # FLOP/byte where the memory roof meets this compute roof
+    memory_roof: str = "dram"  # `MEMORY_ROOFS`: which rate `memory_bandwidth` is
+    memory_bandwidth: float = math.nan  # bytes/s of the memory roof it is held to
 
 
 def place(
-    flops: float, bytes: float, seconds: float, ceilings, compute: str | None = None
+    flops: float,
+    bytes: float,
+    seconds: float,
+    ceilings,
+    compute: str | None = None,
+    *,
+    call_bytes: Iterable[float] | None = None,
+    family: str | None = None,
 ) -> Placement:
     """Place `flops` FLOPs and `bytes` bytes done in `seconds` on `ceilings`' roofline.
 
     `compute` is a `COMPUTE_KEYS` entry ("bf16", "tf32", "fp32_vector", ...) choosing the flat
-    roof; see `matmul_compute_key` for fp32 matmuls with TF32 on.
+    roof; see `matmul_compute_key` for fp32 matmuls with TF32 on. The memory roof is
+    `memory_roof(ceilings, call_bytes, family)`: `call_bytes` are the bytes of each call the
+    work was done in (default: one call of `bytes`), `family` its cost family (fills are
+    held to the write rate).
     """
     if not seconds or seconds <= 0 or math.isnan(seconds):
         raise BadInput(
@@ -54,7 +123,7 @@ def place(
     if flops < 0 or bytes < 0:
         raise BadInput(f"FLOPs and bytes must be non-negative (got {flops}, {bytes})")
     peak = ceilings.peak_flops(compute)
-    bandwidth = ceilings.memory_bandwidth
+    roof, bandwidth = memory_roof(ceilings, [bytes] if call_bytes is None else call_bytes, family)
     ridge = peak / bandwidth
     if bytes > 0:
         intensity = flops / bytes
@@ -72,6 +141,8 @@ def place(
         achieved_flops_fraction=flops / seconds / peak,
         compute=compute if compute in ceilings.flops else None,
         ridge=ridge,
+        memory_roof=roof,
+        memory_bandwidth=bandwidth,
     )
 
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from membound.analysis.roofline import chart_points
+from membound.report.ceilings import roof_legend, roof_mark
 from membound.report.numbers import finite, ms, pct, value
 from membound.report.terminal import roof_pct, summary_line
 
@@ -181,7 +182,9 @@ def render(a, sections: str = "") -> str:
                 r.arithmetic_intensity,
                 r.bound,
                 _pct(r.fraction_of_attainable),
-                _pct(r.achieved_bandwidth_fraction),
+                _pct(r.achieved_bandwidth_fraction) + roof_mark(r.memory_roof)
+                if finite(r.achieved_bandwidth_fraction)
+                else None,
                 _pct(r.achieved_flops_fraction),
             ]
             parts.append(
@@ -190,6 +193,9 @@ def render(a, sections: str = "") -> str:
                 + "</tr>"
             )
         parts.append("</table>")
+        legend = roof_legend(a.ops[:25])
+        if legend:
+            parts.append(f"<p class='note'>{e(legend)}</p>")
     parts.append("</body></html>\n")
     return "".join(parts)
 

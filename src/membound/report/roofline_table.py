@@ -9,6 +9,7 @@ def table(t):
     """A rich Table of `t` (a `membound.roofline.RooflineTable`), slowest op first."""
     from rich.table import Table
 
+    from membound.report.ceilings import roof_legend, roof_mark
     from membound.report.terminal import roof_pct
 
     out = Table(title=f"roofline on {t.ceilings.name} ({t.device}), per call", title_justify="left")
@@ -27,7 +28,10 @@ def table(t):
             "-" if not placed or x is None else ("inf" if math.isinf(x) else f"{x:.3g}"),
             "?" if not placed else f"{r.bound} ({r.compute})" if r.bound == "compute" else r.bound,
             "-" if not placed else f"{r.fraction_of_attainable:.0%}",
-            "-" if not placed else roof_pct(r.achieved_bandwidth_fraction),
+            "-"
+            if not placed
+            else roof_pct(r.achieved_bandwidth_fraction) + roof_mark(r.memory_roof),
             "-" if not placed else roof_pct(r.achieved_flops_fraction),
         )
+    out.caption = roof_legend(t.rows)
     return out

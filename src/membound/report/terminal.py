@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from membound.analysis.ops import ABOVE_ROOF
+from membound.report.ceilings import roof_legend, roof_mark
 from membound.report.numbers import finite, ms, pct, value
 from membound.report.options import ReportOptions
 
@@ -159,9 +160,10 @@ def render(a, console: Console | None = None, options=None) -> None:
                 _num(r.arithmetic_intensity),
                 r.bound or "-",
                 _pct(r.fraction_of_attainable),
-                _pct(r.achieved_bandwidth_fraction),
+                _pct(r.achieved_bandwidth_fraction) + roof_mark(r.memory_roof),
                 _pct(r.achieved_flops_fraction),
             )
+        t.caption = roof_legend(a.ops[: options.top_ops])
         console.print(t)
 
 
@@ -272,6 +274,7 @@ def render_list(a, console: Console, options) -> None:
                 ""
                 if r.bound is None
                 else f" · {r.bound}-bound, {_pct(r.fraction_of_attainable)} of roof"
+                + (f" ({roof_mark(r.memory_roof).strip()})" if roof_mark(r.memory_roof) else "")
             )
             console.print(f"  {r.name}")
             console.print(f"    {_count(r.calls)} calls · {ms(r.device_ms)} ms{placed}")

@@ -10,6 +10,7 @@ from collections import Counter
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
 from membound.analysis.ops import first_input_bytes
+from membound.analysis.roofline import call_memory_roof
 from membound.analysis.rules.memory_gap import memory_ops_below_roof
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
@@ -55,6 +56,22 @@ def _bandwidth(ctx) -> float | None:
     return ctx.memory_bandwidth()
 
 
+def _call_roofs(ctx):
+    """call -> bytes/s of the memory roof that call is held to, as its op row was placed
+    (`analysis.roofline.call_memory_roof`: L2's for calls whose bytes fit in L2, the write
+    rate for fills); None when the ceilings have only the HBM copy rate (every call's)."""
+    c = ctx.ceilings
+    if c is None or not (getattr(c, "l2_bandwidth", None) or getattr(c, "write_bandwidth", None)):
+        return None
+    return lambda call: call_memory_roof(c, call.bytes, call.family)[1]
+
+
+def _attainable_ms(r, bw: float) -> float:
+    """A row's time at its memory roof: the one its placement chose (`OpRow.memory_roof`),
+    else HBM's."""
+    return r.attainable_ms if r.attainable_ms is not None else r.bytes / bw * 1e3
+
+
 def _rows_by_name(ctx):
     return {r.name: r for r in ctx.rows}
 
@@ -74,8 +91,9 @@ def memory_bound_op(ctx):
     For each op row with bound = memory, ≥ `MEMORY_OP_SHARE` of kernel time, below
     `NEAR_ROOF` of its attainable rate, and calls big enough to be bandwidth- rather than
     latency-bound (≥ `LATENCY_US` at the roof per call): time lost per step = (its device time − its minimal
-    bytes ÷ measured memory bandwidth) ÷ steps, i.e. the time it spends *above* its own
-    roof. The time *at* the roof is not counted here: moving fewer bytes is what shortens
+    bytes ÷ its memory roof) ÷ steps, i.e. the time it spends *above* its own roof (the roof
+    its placement chose: HBM's copy rate, L2's for calls that fit in L2, the write rate for
+    fills). The time *at* the roof is not counted here: moving fewer bytes is what shortens
     it, and `fp32-storage` (½ of it, for fp32 ops) and `unfused-chain` (the intermediates'
     round trips) report that, so no instant is counted by two of these rules.
     """
@@ -89,9 +107,9 @@ def memory_bound_op(ctx):
             continue
         if r.fraction_of_attainable is not None and r.fraction_of_attainable >= NEAR_ROOF:
             continue
-        if r.bytes / bw / max(r.calls, 1) * 1e6 < LATENCY_US:
+        attainable_ms = _attainable_ms(r, bw)
+        if attainable_ms / max(r.calls, 1) * 1e3 < LATENCY_US:
             continue  # kilobyte-sized calls: latency, not bandwidth (launch-bound's to report)
-        attainable_ms = r.bytes / bw * 1e3
         lost = ctx.per_op_step(max(r.device_ms - attainable_ms, 0.0))
         out.append(
             ctx.finding(
@@ -105,6 +123,7 @@ def memory_bound_op(ctx):
                     "bytes_per_step": ctx.per_op_step(r.bytes),
                     "arithmetic_intensity": r.arithmetic_intensity,
                     "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
+                    "memory_roof": r.memory_roof,
                     "share_of_gpu_time": r.share_of_gpu_time,
                     "attainable_ms_per_step": ctx.per_op_step(attainable_ms),
                     "dtypes": r.dtypes,
@@ -190,7 +209,8 @@ def unfused_chain(ctx):
     families (elementwise, activation, dropout, norm) over tensors of the same size. Each
     link writes its output to HBM and the next op reads it back: intermediate bytes =
     2 × output bytes of every op but the last. Time lost per step = Σ intermediate bytes ÷
-    memory bandwidth (measured ceiling; else the chain's own achieved bandwidth) ÷ steps.
+    memory bandwidth (measured ceiling, each link's memory roof as its op was placed: L2's
+    where its call fits in L2; else the chain's own achieved bandwidth) ÷ steps.
     """
     chains = _chains_of(ctx)
     if not chains:
@@ -203,7 +223,12 @@ def unfused_chain(ctx):
         bw = moved / time_s if time_s else 0.0
     if not bw:
         return []
-    lost = ctx.per_op_step(inter_bytes / bw * 1e3)
+    roof = _call_roofs(ctx) if _bandwidth(ctx) else None
+    if roof is None:
+        lost = ctx.per_op_step(inter_bytes / bw * 1e3)
+    else:
+        seconds = sum(_out_bytes(c) * 2 / roof(c) for ch in chains for c in ch[:-1])
+        lost = ctx.per_op_step(seconds * 1e3)
     patterns = Counter(" → ".join(c.name for c in ch) for ch in chains)
     top, count = patterns.most_common(1)[0]
     return [
@@ -232,7 +257,7 @@ def fp32_storage(ctx):
     """Memory-bound ops moving fp32 tensors, where 16-bit storage halves the bytes.
 
     Time lost per step = ½ × Σ over memory-bound op calls whose *storage* dtype is fp32 of
-    (minimal bytes ÷ measured memory bandwidth), ÷ steps: the half of the time at the roof
+    (minimal bytes ÷ the call's memory roof, as its op was placed), ÷ steps: the half of the time at the roof
     that bf16 storage removes (compute dtype does not matter for a memory-bound op). The
     storage dtype is that of the op's largest tensor input (`OpCall.storage_dtype`): a bf16
     `native_layer_norm_backward` reads fp32 mean/rstd statistics, which does not make its
@@ -247,7 +272,8 @@ def fp32_storage(ctx):
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
     # halves only the rest (the two findings add up to the saving of doing both)
     chained = {k: v for ch in _chains_of(ctx) for k, v in _intermediate_bytes(ch).items()}
-    nbytes = excluded = 0.0
+    roof = _call_roofs(ctx)
+    nbytes = excluded = seconds = 0.0
     ops: Counter = Counter()
     for c in ctx.calls:
         r = rows.get(c.name)
@@ -256,10 +282,11 @@ def fp32_storage(ctx):
         mine = max(c.bytes - chained.get(id(c), 0.0), 0.0)
         excluded += c.bytes - mine
         nbytes += mine
+        seconds += mine / (bw if roof is None else roof(c))
         ops[c.name] += c.device_us / 1e3
     if not nbytes:
         return []
-    lost = ctx.per_op_step(0.5 * nbytes / bw * 1e3)
+    lost = ctx.per_op_step(0.5 * seconds * 1e3)
     autocast = _autocast_on(ctx.rows)
     return [
         ctx.finding(
