@@ -98,7 +98,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("log-every-100", ("--log-every", "100"), SYNC, "nanoGPT's log_interval: no per-step .item()", remedies=("sync_less",)),
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True, remedies=("fused_norms",)),
         Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False, remedies=("fused_norms",)),
-        Fix("swap-norms-kernels", ("--swap-norms", "--norm-dispatch", "kernels"), GPU_WORK, "membound.swap_norms with the kernels forced (no adaptive dispatch)", membound=True, core=False, remedies=("fused_norms",)),
+        Fix("swap-norms-adaptive", ("--swap-norms", "--norm-dispatch", "adaptive"), GPU_WORK, "membound.swap_norms with the adaptive dispatch (eager ops when the stream is idle)", membound=True, core=False, remedies=("fused_norms",)),
     ), steps=20, warmup=3, diag_steps=3, timeout_s=180),
     Script("gpt2_compiled", REAL / "gpt2_compiled.py", (
         Fix("reduce-overhead", ("--mode", "reduce-overhead"), ("launch-bound",), "CUDA graphs: one launch per graph", remedies=("cuda_graphs",)),

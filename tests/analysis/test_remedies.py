@@ -28,7 +28,7 @@ APPLIES = {
     "compile": ["compile"],
     "swap-norms": ["fused_norms"],
     "fused-add-norm": ["fused_norms"],
-    "swap-norms-kernels": ["fused_norms"],
+    "swap-norms-kernels": ["fused_norms"],  # the 2026-12-01 run's name (adaptive was default)
 }
 
 
@@ -189,8 +189,9 @@ def test_gpt2_compile_predicted_by_the_ops_below_their_roof():
     got = _truth_check("gpt2")
     for fix in ("compile", "swap-norms", "fused-add-norm", "log-every-100"):
         assert _within(*got[fix]), (fix, got[fix])
-    # membound's kernels forced on every norm: 12.21 ms/step slower (host-bound, see
-    # nn/add_norm_op.py DISPATCH); a saving of GPU time cannot predict a loss of host time
+    # in this run swap-norms was the adaptive dispatch (then the default) and the kernels
+    # forced were 12.21 ms/step slower: host-bound (nn/add_norm_op.py DISPATCH); a saving of
+    # GPU time cannot predict a loss of host time
     assert got["swap-norms-kernels"][0] < 0 < got["swap-norms-kernels"][1]
 
 

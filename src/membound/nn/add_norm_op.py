@@ -54,13 +54,21 @@ EAGER_MAX_ELEMS_NOGRAD = (1 << 20) - 1
 #: ahead of its GPU, swapping the 25 LayerNorms made the step 137 -> 155 ms. Both paths give
 #: the same result to rounding (dropout would not: its masks come from different generators,
 #: so calls with dropout never switch). Set with `membound.nn.set_add_norm_dispatch`.
-DISPATCH = "adaptive"
+#: The default is "kernels": measured on GPT-2 in three H200 calls (2026-12-01, plain timer,
+#: same call as two or three baselines of 136-138 ms; benchmarks/results/
+#: gpt2_norm_dispatch_2026-12-01.txt), adaptive changed the step by -16.8, +2.8, -17.5 ms
+#: with swap_norms and -6.8, +2.4, -18.9 with FusedAddLayerNorm: the query cannot see how far
+#: ahead the host is, so on a host only just ahead it picks the kernels when their host cost
+#: makes the GPU wait. With the kernels always, FusedAddLayerNorm saved +8.5 and +2.5 ms;
+#: swap_norms alone (no residual add to fuse) still lost 6-18 ms on GPT-2, whose LayerNorm
+#: is one ATen kernel, and saved 7.35 ms/step (17%) on HF's Llama, whose RMSNorm is ~8 ops.
+DISPATCH = "kernels"
 DISPATCH_MODES = ("adaptive", "kernels")
 
 
 def set_add_norm_dispatch(mode: str) -> str:
     """Choose how add_norm picks its path on CUDA above the size rule (see `DISPATCH`):
-    "adaptive" (the default) or "kernels". Returns the previous mode; a bad one is BadInput."""
+    "kernels" (the default) or "adaptive". Returns the previous mode; a bad one is BadInput."""
     global DISPATCH
     if mode not in DISPATCH_MODES:
         from membound.errors import BadInput
