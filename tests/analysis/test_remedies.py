@@ -25,6 +25,11 @@ APPLIES = {
     "membound-prefetch": ["prefetch"],
     "bf16-mixed": ["bf16"],
     "pin-mem": ["pin_memory"],
+    "torch-compile": ["compile"],
+    "no-nan-inf-filter": ["sync_less"],
+    "logging-steps-1000": ["sync_less"],
+    "refresh-rate-100": ["sync_less"],
+    "swap-norms-adaptive": ["fused_norms"],
     "compile": ["compile"],
     "swap-norms": ["fused_norms"],
     "fused-add-norm": ["fused_norms"],
@@ -212,3 +217,32 @@ def test_resnet50_pageable_prefetcher_every_fix_within_tolerance():
     got = _truth_check("resnet50_prefetch")
     for fix in ("pin-mem", "membound-prefetch", "channels-last"):
         assert _within(*got[fix]), (fix, got[fix])
+
+
+def test_hf_trainer_llama_sync_fixes_within_compile_and_swap_norms_under_predicted():
+    """HF Trainer on a small Llama (H200, 2026-12-02 00:16 UTC; baselines 40.33 and 45.84,
+    12.8% apart): torch_compile saved 17.26 ms/step, predicted 12.30 (29% short: just outside
+    issue 15's 25%); swap_norms swapped 17 of 17 LlamaRMSNorm modules and saved 7.35, but no
+    finding names membound's norms: HF writes RMSNorm out (to(fp32), pow, mean, add, rsqrt,
+    mul, to(bf16), mul), so the trace holds no norm op for the remedy to recognise (its ops
+    are in the summed memory-bound-op finding, whose remedy is compile). The logging fixes
+    are within tolerance."""
+    got = _truth_check("hf_trainer_llama")
+    for fix in ("no-nan-inf-filter", "logging-steps-1000"):
+        assert _within(*got[fix]), (fix, got[fix])
+    measured, predicted = got["torch-compile"]
+    assert predicted == pytest.approx(12.30, abs=0.01) and 0.7 * measured < predicted < measured
+    assert got["swap-norms"] == (pytest.approx(7.35, abs=0.01), 0.0)  # the known miss
+
+
+def test_lightning_fit_second_run_prefetch_within_pinning_under_predicted():
+    """The Lightning fit again (2026-12-02; baselines 34.25 and 36.60): membound.data.prefetch
+    saved 11.67 ms/step, predicted 8.81 (within); pin_memory=True saved 12.13, predicted 7.55
+    (a miss, where the first run's 9.87 vs 8.04 was within): pinning also speeds the loader's
+    own copy-out, which the capture does not attribute to the copy. Both fixes come within
+    0.5 ms of each other, so membound's prefetcher matches the framework's switch."""
+    got = _truth_check("lightning_fit_run2")
+    assert _within(*got["membound-prefetch"]) and _within(*got["bf16-mixed"])
+    assert got["pin-memory"][1] == pytest.approx(7.55, abs=0.01)
+    assert got["pin-memory"][1] < 0.75 * got["pin-memory"][0]  # the known miss
+    assert abs(got["membound-prefetch"][0] - got["pin-memory"][0]) < 0.5
