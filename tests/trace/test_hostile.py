@@ -409,22 +409,47 @@ def test_every_layout_streams_to_the_same_tables(tmp_path, monkeypatch, layout):
     assert got.names == ref.names
 
 
-def test_a_wrong_fast_cut_reads_again_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("path", ["skimmed", "streamed"])
+def test_a_wrong_fast_cut_reads_again_exactly(tmp_path, monkeypatch, path):
+    """A fast cut inside a string fails the piece's parse and the file is read again with
+    exact cuts, whether the cut was found by skimming a plain file (windows only) or in
+    the stream; the tables are those of an exact read."""
     b = tracebuilder.planted_launch_bound(steps=1, kernels=30)
-    for e in b.events:
-        e["args"]["note"] = "}, {"
+    for e in b.events:  # longer than a chunk: a window ending inside it cuts there
+        e["args"]["note"] = "}, {" + "x" * 1500
     p = b.write(tmp_path / "t.json", layout="compact")
-    monkeypatch.setattr(jsonstream, "CHUNK", 700)
-    modes = []
-    real = kineto_mod._read
+    ref = load_trace(p)  # one chunk: cut exactly, at the array's end
+    chunk = 700 if path == "skimmed" else p.stat().st_size * 2 // 3
+    monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+    modes, skimmed = [], []
+    real, real_skim = kineto_mod._read, jsonstream.EventArray._skim
 
     def spy(path, progress, limits, exact):
         modes.append(exact)
         return real(path, progress, limits, exact)
 
+    def skim_spy(self, start):
+        for span in real_skim(self, start):
+            skimmed.append(span)
+            yield span
+
     monkeypatch.setattr(kineto_mod, "_read", spy)
-    assert len(load_trace(p).gpu) == 30
+    monkeypatch.setattr(jsonstream.EventArray, "_skim", skim_spy)
+    got = load_trace(p)
     assert modes == [False, True]
+    assert bool(skimmed) == (path == "skimmed")
+    assert _same_tables(got, ref)
+
+
+def _same_tables(a, b) -> bool:
+    return (
+        all(
+            {k: v.tolist() for k, v in getattr(a, t).cols.items()}
+            == {k: v.tolist() for k, v in getattr(b, t).cols.items()}
+            for t in ("cpu", "runtime", "gpu")
+        )
+        and a.names == b.names
+    )
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.6, 0.95])

@@ -41,6 +41,7 @@ GZIP_RATIO_FLOOR = 2 << 30
 _FAST_CUT = re.compile(rb"\}\s*,\s*\{")
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FAST_WINDOW = 1 << 20  # look for a fast cut in the chunk's last MiB first
+_SKIM_TAIL = 64 << 10  # and, skimming, in that window's last 64 KiB first
 
 # byte classes for the exact scan
 _QUOTE, _OPEN, _CLOSE, _COMMA, _BACKSLASH = 1, 2, 3, 4, 5
@@ -253,8 +254,27 @@ class EventArray:
             head += more
 
     def __iter__(self) -> Iterator[bytes]:
+        for piece, offset, length in self.spans():
+            if piece is None:  # skimmed: read it now
+                self.f.seek(offset)
+                piece = self.f.read(length)
+            yield piece
+
+    def spans(self) -> Iterator[tuple[bytes | None, int | None, int]]:
+        """(piece, offset, length) of each run of whole events, in file order: `offset` is
+        where the piece lies in a plain file (None where it is no verbatim slice), and the
+        piece is None where it was only skimmed (`_skim`): read it there."""
         buf = self._start
         self._start = b""
+        start = self.read_bytes - len(buf)
+        if self._skimmable(start):
+            for offset, length in self._skim(start):
+                start = offset + length + 1
+                self.piece_offset = offset
+                yield None, offset, length
+            self.f.seek(start)  # the rest streams from there, between two events
+            self.read_bytes = start
+            buf = b""
         eof = False
         while True:
             if not eof:
@@ -277,12 +297,50 @@ class EventArray:
                 piece, buf, done = self._cut(buf, eof)
                 if piece is not None and piece.strip():
                     self.piece_offset = offset if self._verbatim else None
-                    yield piece
+                    yield piece, self.piece_offset, len(piece)
                 if done:
                     self._read_trailer(buf)
                     return
                 if eof:
                     raise StreamError("the event list never ends")
+
+    def _skimmable(self, start: int) -> bool:
+        """Whether pieces from `start` on can be cut without reading them: fast cuts in a
+        plain file longer than two chunks from there."""
+        if self.exact or not self._verbatim:
+            return False
+        try:
+            return self.f.seekable() and start + 2 * CHUNK <= os.fstat(self.f.fileno()).st_size
+        except (AttributeError, OSError, ValueError):
+            return False
+
+    def _skim(self, start: int) -> Iterator[tuple[int, int]]:
+        """(offset, length) of pieces of a plain file from `start` (between two events), each
+        cut at the last fast cut in the window before the chunk's end, found by reading that
+        window alone: the parent never reads (page-faults, copies) the bytes a worker parses,
+        and, as for any fast cut, a wrong one fails the piece's parse. Stops where a window
+        holds no cut (a giant event, a whitespace run) and before the file's last two
+        chunks (where the array ends): the stream goes on from there."""
+        size = os.fstat(self.f.fileno()).st_size
+        window = min(_FAST_WINDOW, CHUNK)
+        while start + 2 * CHUNK <= size:
+            end = start + CHUNK
+            self.f.seek(end - window)
+            data = self.f.read(window)
+            if len(data) < window:
+                return
+            last = None
+            for lo in (max(0, window - _SKIM_TAIL), 0):  # the window's tail holds one, mostly
+                for m in _FAST_CUT.finditer(data, lo):
+                    last = m
+                if last is not None or lo == 0:
+                    break
+            if last is None:
+                return
+            comma = end - window + data.index(b",", last.start())
+            self.fast_cuts += 1
+            yield start, comma - start
+            start = comma + 1
 
     def _cut(self, buf: bytes, eof: bool) -> tuple[bytes | None, bytes, bool]:
         """(run of whole events or None, what is kept back, whether the array ended)."""

@@ -85,6 +85,14 @@ _CPU_KIND = {
 }  # fmt: skip
 _RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "runtime", "driver", "Runtime"))
 _NO_ARGS: dict = {}
+#: the table an event of a category goes to, and its kind: one lookup per event. Categories
+#: not here are not used (python_function stacks among them: often most of a file)
+_CPU, _RUNTIME, _GPU = 0, 1, 2
+_ROUTE: dict[str, tuple[int, int | None]] = {
+    **{cat: (_GPU, kind) for cat, kind in _GPU_KIND.items()},
+    **{cat: (_RUNTIME, None) for cat in _RUNTIME_CATS},
+    **{cat: (_CPU, kind) for cat, kind in _CPU_KIND.items() if kind != PYTHON},
+}
 
 
 def sniff(head: bytes) -> bool:
@@ -219,77 +227,94 @@ class _Builder:
         return i
 
     def add(self, events: list) -> None:
-        """Keep the needed fields of one batch of events (a tight loop: it runs per event)."""
+        """Keep the needed fields of one batch of events (a tight loop: it runs per event).
+
+        Subscripts, not `.get`: every field kineto writes is there, and an event that lacks
+        one (a KeyError, raised before anything is kept) goes through `_add_one`, which
+        reads it the patient way and keeps the same row."""
         self.events += len(events)
         gpu_rows, rt_rows, cpu_rows = [], [], []
         gpu_add, rt_add, cpu_add = gpu_rows.append, rt_rows.append, cpu_rows.append
-        name_ids, intern, shape = self._name_ids, self._name, self._shape
-        gpu_kind, cpu_kind, runtime_cats = _GPU_KIND, _CPU_KIND, _RUNTIME_CATS
+        name_ids, intern, shape, route = self._name_ids, self._name, self._shape, _ROUTE
         for ev in events:
-            if type(ev) is not dict or ev.get("ph") != "X":
+            try:
+                if ev["ph"] != "X":
+                    continue
+                table, kind = route[ev["cat"]]
+            except (KeyError, TypeError):  # no dict, no "ph", no kineto category (or a list)
                 continue
-            cat = ev.get("cat")
-            if type(cat) is not str:
-                continue  # a list or a number: no kineto category
-            kind = gpu_kind.get(cat)
-            if kind is None and cat not in runtime_cats:
-                kind = cpu_kind.get(cat)
-                if kind is None or kind == PYTHON:
-                    continue  # python_function stacks: not used, often most of the file
-                cpu = True
-            else:
-                cpu = False
-            name = ev.get("name", "")
+            try:
+                name = ev["name"]
+                args = ev["args"]
+                ts, dur = ev["ts"], ev["dur"]
+                if type(args) is not dict:
+                    args = _NO_ARGS
+                if table == _GPU:
+                    stream, device, corr = args["stream"], args["device"], args["correlation"]
+                elif table == _CPU:
+                    tid, ext = ev["tid"], args["External id"]
+                else:
+                    tid, corr = ev["tid"], args["correlation"]
+            except KeyError:
+                self._add_one(ev, table, kind, gpu_add, rt_add, cpu_add)
+                continue
             if type(name) is not str:
                 name = _text(name)
             nid = name_ids.get(name)
             if nid is None:
                 nid = intern(name)
-            args = ev.get("args")
-            if type(args) is not dict:
-                args = _NO_ARGS
-            if cpu:
-                if kind == CPU_OP and name.startswith(STEP_PREFIX):
-                    kind = USER_ANNOTATION  # some torch versions file step marks as cpu_op
-                sid, stid = shape(args) if kind == CPU_OP else (-1, -1)
-                cpu_add(
-                    (
-                        ev.get("ts"),
-                        ev.get("dur"),
-                        nid,
-                        ev.get("tid"),
-                        kind,
-                        args.get("External id", -1),
-                        sid,
-                        stid,
-                    )
-                )
-            elif kind is not None:
-                gpu_add(
-                    (
-                        ev.get("ts"),
-                        ev.get("dur"),
-                        nid,
-                        kind,
-                        args.get("stream", ev.get("tid")),
-                        args.get("device", 0),
-                        args.get("correlation", -1),
-                        args.get("bytes", -1),
-                    )
-                )
+            if table == _GPU:
+                gpu_add((ts, dur, nid, kind, stream, device, corr, args.get("bytes", -1)))
+            elif table == _CPU:
+                sid = stid = -1
+                if kind == CPU_OP:
+                    if name.startswith(STEP_PREFIX):
+                        kind = USER_ANNOTATION  # some torch versions file step marks as cpu_op
+                    else:
+                        sid, stid = shape(args)
+                cpu_add((ts, dur, nid, tid, kind, ext, sid, stid))
             else:
-                rt_add(
-                    (
-                        ev.get("ts"),
-                        ev.get("dur"),
-                        nid,
-                        ev.get("tid"),
-                        args.get("correlation", -1),
-                    )
-                )
+                rt_add((ts, dur, nid, tid, corr))
         self.gpu.extend(gpu_rows)
         self.runtime.extend(rt_rows)
         self.cpu.extend(cpu_rows)
+
+    def _add_one(self, ev: dict, table: int, kind, gpu_add, rt_add, cpu_add) -> None:
+        """One routed event missing a field `add` reads by subscript: the defaults kineto's
+        absent fields stand for (no time: dropped later; no stream: the event's tid)."""
+        name = ev.get("name", "")
+        if type(name) is not str:
+            name = _text(name)
+        nid = self._name_ids.get(name)
+        if nid is None:
+            nid = self._name(name)
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = _NO_ARGS
+        ts, dur = ev.get("ts"), ev.get("dur")
+        if table == _GPU:
+            gpu_add(
+                (
+                    ts,
+                    dur,
+                    nid,
+                    kind,
+                    args.get("stream", ev.get("tid")),
+                    args.get("device", 0),
+                    args.get("correlation", -1),
+                    args.get("bytes", -1),
+                )
+            )
+        elif table == _CPU:
+            sid = stid = -1
+            if kind == CPU_OP:
+                if name.startswith(STEP_PREFIX):
+                    kind = USER_ANNOTATION
+                else:
+                    sid, stid = self._shape(args)
+            cpu_add((ts, dur, nid, ev.get("tid"), kind, args.get("External id", -1), sid, stid))
+        else:
+            rt_add((ts, dur, nid, ev.get("tid"), args.get("correlation", -1)))
 
     def export(self) -> tuple:
         """What a worker process sends back: its own name/shape tables and columns."""
@@ -375,25 +400,36 @@ def _object_fields(body: bytes) -> dict[str, Any]:
 
 def _parse(piece: bytes) -> Any:
     """A run of events as a list; json where orjson refuses (NaN, which json.dump writes)."""
-    wrapped = b"[" + piece + b"]"
+    return _parse_array(b"[" + piece + b"]")
+
+
+def _parse_array(data: bytes | memoryview) -> Any:
+    """`data`, a JSON array, as a list; json where orjson refuses (NaN, Infinity)."""
     try:
-        return _loads(wrapped)
+        return _loads(data)
     except ValueError as exc:
-        if b"NaN" not in piece and b"Infinity" not in piece:
+        raw = bytes(data)
+        if b"NaN" not in raw and b"Infinity" not in raw:
             raise
         try:
-            return json.loads(wrapped)
+            return json.loads(raw)
         except (ValueError, RecursionError):
             raise exc from None
 
 
 def _parse_piece(piece: bytes) -> tuple | str:
     """Parse one run of whole events (worker side); a message when it is not valid JSON."""
+    return _build(b"[" + piece + b"]")
+
+
+def _build(data: bytes | memoryview) -> tuple | str:
+    """The builder's export of `data`, a JSON array of events; a message when it is not
+    valid JSON."""
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cyclic GC only costs time here
     try:
         try:
-            events = _parse(piece)
+            events = _parse_array(data)
         except (ValueError, RecursionError) as exc:
             return str(exc).split(":")[0].split("\n")[0] or "invalid JSON"
         builder = _Builder("")
@@ -405,12 +441,58 @@ def _parse_piece(piece: bytes) -> tuple | str:
             gc.enable()
 
 
+#: a worker's read buffer, kept from piece to piece, the piece read straight into its
+#: "[...]": a fresh 16 MiB read, then its wrapped copy, cost a page fault per 4 KiB each
+_buffer = bytearray()
+
+
 def _parse_range(path: str, offset: int, length: int) -> tuple | str:
     """`_parse_piece` of bytes [offset, offset + length) of a plain file, read here (a
     worker): the page cache is cheaper than 16 MiB through a pipe."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        piece = f.read(length)
+    global _buffer
+    if len(_buffer) < length + 2:
+        _buffer = bytearray(length + 2 + (length >> 3))
+    view = memoryview(_buffer)
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            n = f.readinto(view[1 : length + 1])
+        view[0], view[n + 1] = 0x5B, 0x5D  # "[" piece "]"
+        with view[: n + 2] as data:
+            return _build(data)
+    finally:
+        view.release()
+
+
+#: glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def _worker_init() -> None:
+    """A parse worker keeps the memory it freed for the next piece. orjson asks for ~12x a
+    piece at once (~190 MiB for 16 MiB, a fraction of it touched): glibc maps a block that
+    big afresh each time and gives the heap's top back after it, so every touched page
+    faults in again, piece after piece (a sixth of the worker's time on this VM). Above
+    these thresholds it still does; the heap kept is bounded by one piece's parse. A no-op
+    where the C library has no mallopt."""
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+        mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+        mallopt(_M_TRIM_THRESHOLD, 1 << 30)
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - not glibc
+        pass
+
+
+def _parse_job(job: tuple) -> tuple | str:
+    """`_parse_piece` here (inline) of a job (piece, (path, offset), length): a piece not
+    read yet is read now."""
+    piece, where, length = job
+    if piece is None:
+        with open(where[0], "rb") as f:
+            f.seek(where[1])
+            piece = f.read(length)
     return _parse_piece(piece)
 
 
@@ -443,37 +525,43 @@ class _Sink:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         try:
             self.pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context(method)
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_worker_init,
             )
         except (OSError, ValueError):
             self.pool = None
 
-    def submit(self, piece: bytes, where: tuple[str, int] | None = None) -> None:
-        """Parse `piece`; `where` = (path, offset) when it is that slice of a plain file."""
-        self.seen += len(piece)
+    def submit(
+        self, piece: bytes | None, where: tuple[str, int] | None = None, length: int = 0
+    ) -> None:
+        """Parse `piece`; `where` = (path, offset) when it is that slice of a plain file,
+        `length` bytes long (`piece` None: not read yet)."""
+        job = (piece, where, len(piece) if piece is not None else length)
+        self.seen += job[2]
         if self.workers > 1 and 0 < self.start_after < self.seen:
             self._start()  # a small gzip that expands to a big trace
         if self.pool is not None:
             try:
                 if where is not None:
-                    future = self.pool.submit(_parse_range, where[0], where[1], len(piece))
+                    future = self.pool.submit(_parse_range, where[0], where[1], job[2])
                 else:
                     future = self.pool.submit(_parse_piece, piece)
-                self.pending.append((future, piece))
+                self.pending.append((future, job))
             except (BrokenProcessPool, RuntimeError):
                 self._go_inline()
         if self.pool is None:
-            self._take(_parse_piece(piece))
+            self._take(_parse_job(job))
             return
         while len(self.pending) >= self.limit:
             self._collect()
 
     def _collect(self) -> None:
-        future, piece = self.pending.popleft()
+        future, job = self.pending.popleft()
         try:
             part = future.result()
         except Exception:  # a broken or killed worker: this piece and the rest run inline
-            self.pending.appendleft((None, piece))
+            self.pending.appendleft((None, job))
             self._go_inline()
             return
         self._take(part)
@@ -483,14 +571,14 @@ class _Sink:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         while self.pending:
-            future, piece = self.pending.popleft()
+            future, job = self.pending.popleft()
             part = None
             if future is not None:
                 try:
                     part = future.result(timeout=0) if future.done() else None
                 except Exception:
                     part = None
-            self._take(part if part is not None else _parse_piece(piece))
+            self._take(part if part is not None else _parse_job(job))
 
     def _take(self, part) -> None:
         if isinstance(part, str):
@@ -541,9 +629,8 @@ def _read(
             events = jsonstream.EventArray(
                 f, exact=exact, limits=limits, compressed_size=total if is_gzip(p) else None
             )
-            for piece in events:
-                offset = events.piece_offset
-                sink.submit(piece, None if offset is None else (str(p), offset))
+            for piece, offset, length in events.spans():
+                sink.submit(piece, None if offset is None else (str(p), offset), length)
                 if progress is not None:
                     progress(_position(f), total)
             sink.close()
