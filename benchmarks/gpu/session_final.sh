@@ -21,10 +21,10 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,p
 say gpt2 norm dispatch, interleaved
 run() { # label, args
   local label=$1; shift
-  python examples/real/gpt2.py --steps 25 --warmup-steps 5 "$@" > "$W/gpt2-$label.log" 2>&1
+  python examples/real/gpt2.py --steps 20 --warmup-steps 4 "$@" > "$W/gpt2-$label.log" 2>&1
   echo "[$label] $(grep -o '"step_ms": [0-9.]*' "$W/gpt2-$label.log") $(grep -o '"step_ms_median": [0-9.]*' "$W/gpt2-$label.log")" | tee -a "$W/gpt2_ab.txt"
 }
-for v in base swap-a swap-k fan-a fan-k base fan-k fan-a swap-k swap-a base; do
+for v in base swap-a fan-k base fan-a swap-k base; do
   case $v in
     base) run base-$SECONDS ;;
     swap-a) run swap-adaptive-$SECONDS --swap-norms ;;
