@@ -13,13 +13,16 @@ the repo; removed afterwards unless --keep):
   repeated, so it compresses a few hundred times).
 
 Each input then runs in a subprocess: `membound analyze FILE --quiet --json R` (default) or
-only the loader (`--mode load`). A row records its wall time, the exit code, the peak RSS of
+only the loader (`--mode load`), `--repeat` times. `--baseline DIR` (another checkout's
+`src`, e.g. a copy made before a change) runs each input with that tree too, alternating
+with this one, so a before/after pair shares the machine's load; rows say which `src` ran. A row records its wall time, the exit code, the peak RSS of
 the biggest single process (`wait4`'s `ru_maxrss`: the loader or one of its parse workers)
 and the peak of the whole process tree summed (sampled from /proc every 20 ms), and the CPU
 seconds it used (its own and its workers': the figure least disturbed by other load).
 
     PYTHONPATH=src python benchmarks/bench_trace_memory.py [--only kineto,oneline]
-        [--scale 0.25] [--mode analyze|load] [--run N] [--csv out.csv]
+        [--scale 0.25] [--mode analyze|load] [--repeat N] [--baseline OLD/src] [--run N]
+        [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -169,11 +172,13 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run_one(path: Path, mode: str, workdir: Path) -> dict:
+def run_one(
+    path: Path, mode: str, workdir: Path, src: Path = ROOT / "src", tag: str = "this"
+) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(src) + os.pathsep + env.get("PYTHONPATH", "")
     if mode == "analyze":
-        report = workdir / (path.name + ".report.json")
+        report = workdir / f"{path.name}.{tag}.report.json"
         cmd = [sys.executable, "-m", "membound", "analyze", str(path), "--quiet"]
         cmd += ["--json", str(report)]
     else:
@@ -222,6 +227,28 @@ def run_one(path: Path, mode: str, workdir: Path) -> dict:
     }
 
 
+def _row(rows: CsvRows, mode: str, name: str, path: Path, expanded: int, src: str, r: dict):
+    gib = 1 << 30
+    rows.add(
+        bench=f"{mode}_{name}",
+        bytes=expanded,
+        flops="",
+        file_bytes=path.stat().st_size,
+        src=src,
+        **r,
+        fraction_of_rss_budget=round(max(r["tree_rss_bytes"], 1) / BUDGET_RSS, 3),
+        fraction_of_time_budget=round(r["wall_s"] / (BUDGET_S_PER_GIB * max(expanded / gib, 1)), 3),
+        cpus=os.cpu_count(),
+    )
+    print(
+        f"{name} ({src}): exit {r['rc']}, {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s CPU, load "
+        f"{os.getloadavg()[0]:.1f}), peak RSS "
+        f"{r['max_process_rss_bytes'] / gib:.2f} GiB (one process), "
+        f"{r['tree_rss_bytes'] / gib:.2f} GiB (tree); {r['stderr_last']}",
+        flush=True,
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default=",".join(INPUTS), help=f"comma list of {', '.join(INPUTS)}")
@@ -229,6 +256,10 @@ def main() -> None:
     p.add_argument("--mode", choices=("analyze", "load"), default="analyze")
     p.add_argument("--dir", type=Path, default=None, help="where inputs go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the generated inputs")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each input (each a row)")
+    p.add_argument(
+        "--baseline", type=Path, default=None, help="another src tree to run each input with too"
+    )
     add_output_args(p, RESULTS_DIR / "trace_memory.csv")
     args = p.parse_args()
     names = [n for n in args.only.split(",") if n]
@@ -262,27 +293,17 @@ def main() -> None:
                 f"{expanded / 2**30:.2f} GiB of JSON in {time.perf_counter() - t:.0f} s",
                 flush=True,
             )
-            r = run_one(path, args.mode, workdir)
-            row = rows.add(
-                bench=f"{args.mode}_{name}",
-                bytes=expanded,
-                flops="",
-                file_bytes=path.stat().st_size,
-                **r,
-                fraction_of_rss_budget=round(max(r["tree_rss_bytes"], 1) / BUDGET_RSS, 3),
-                fraction_of_time_budget=round(
-                    r["wall_s"] / (BUDGET_S_PER_GIB * max(expanded / gib, 1)), 3
-                ),
-                cpus=os.cpu_count(),
-            )
-            print(
-                f"{name}: exit {r['rc']}, {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s CPU, load "
-                f"{os.getloadavg()[0]:.1f}), peak RSS "
-                f"{r['max_process_rss_bytes'] / 2**30:.2f} GiB (one process), "
-                f"{r['tree_rss_bytes'] / 2**30:.2f} GiB (tree); {r['stderr_last']}",
-                flush=True,
-            )
-            del row
+            trees = [("this", ROOT / "src")]
+            if args.baseline is not None:
+                trees.insert(0, ("baseline", args.baseline.resolve()))
+            for _ in range(args.repeat):
+                for label, src in trees:
+                    r = run_one(path, args.mode, workdir, src, label)
+                    _row(rows, args.mode, name, path, expanded, label, r)
+            reports = [workdir / f"{path.name}.{label}.report.json" for label, _ in trees]
+            if len(reports) == 2 and all(r.exists() for r in reports):
+                same = reports[0].read_bytes() == reports[1].read_bytes()
+                print(f"{name}: the two trees' reports are {'identical' if same else 'DIFFERENT'}")
             if not args.keep:
                 path.unlink(missing_ok=True)
     finally:
