@@ -62,6 +62,22 @@ _TENSOR_CORE = re.compile(
 _SIMT = re.compile(r"sgemm|simt|ffma|f32f32_f32f32", re.I)
 
 
+#: ATen's copy kernels name their element by size only (`OpaqueType<2u>`): for a TensorList
+#: input (cat, stack) it is the only dtype evidence, as the profiler records none for lists
+_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+#: ops whose cost reads a TensorList at an assumed float32 (`cost.trace_args`)
+_LIST_COPIES = frozenset(("aten::cat", "aten::concat", "aten::concatenate", "aten::stack"))
+
+
+def _element_sizes(names: list[str]) -> list[int]:
+    """Bytes per element a copy kernel's name states (0: it states none)."""
+    out = []
+    for n in names:
+        m = _OPAQUE.search(n)
+        out.append(int(m.group(1)) if m else 0)
+    return out
+
+
 def _tensor_core_flags(names: list[str]) -> list[bool | None]:
     out: list[bool | None] = []
     for n in names:
@@ -305,6 +321,13 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     tc = np.zeros(len(calls_idx), dtype=np.int8)
     np.maximum.at(tc, ginv, flag_of[name_inv])
     tcs = tc.tolist()
+    # element size per call from its copy kernels' names (cat/stack of a TensorList only)
+    esize_of = np.array(
+        _element_sizes([trace.names[int(i)] for i in uname.tolist()]) or [0], dtype=np.int64
+    )
+    esize = np.zeros(len(calls_idx), dtype=np.int64)
+    np.maximum.at(esize, ginv, esize_of[name_inv])
+    esizes = esize.tolist()
     out = []
     names, shapes = trace.names, trace.shapes
     name_ids = cpu.name[calls_idx].tolist()
@@ -328,6 +351,9 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
                 first_input_bytes(shape[0], storage_, dtypes_),
             )
         dtypes_, dims_, storage_, first_bytes = got
+        nbytes = float(cost.bytes) if cost else 0.0
+        if esizes[n] and "TensorList" in dtypes_ and names[name_ids[n]] in _LIST_COPIES:
+            nbytes *= esizes[n] / 4  # the list was costed as float32 (4 bytes an element)
         out.append(
             OpCall(
                 cpu_index=i,
@@ -338,7 +364,7 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
                 device_us=devs[n],  # kernels, and the copies/memsets of e.g. copy_
                 kernels=int(kerns[n]),
                 flops=float(cost.flops) if cost else 0.0,
-                bytes=float(cost.bytes) if cost else 0.0,
+                bytes=nbytes,
                 # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
                 compute=(
                     "tf32"
