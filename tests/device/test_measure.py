@@ -247,8 +247,8 @@ def test_cuda_quick_measurement_shows_the_pageable_trap():
 
 @pytest.mark.gpu
 def test_graph_replays_keep_l2_resident_copies_fast():
-    """`cuda_graph_replays_ms`: a copy twice as large takes longer, and one that fits in L2
-    runs above the HBM rate measured on a buffer far larger than L2."""
+    """`cuda_graph_replays_ms`: per fn, `samples` times per call; a copy twice as large
+    (both inside an H100/H200's L2) takes longer."""
     from membound.device.timing import cuda_graph_replays_ms
 
     a = torch.rand(1 << 20, device="cuda")
