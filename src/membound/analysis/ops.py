@@ -154,28 +154,64 @@ class _Costs:
         return cost
 
 
+def _by_thread_and_start(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Order by thread, then start, then the longer first (then position): `np.lexsort` of
+    those keys. Op starts rarely tie, and without ties the duration key decides nothing: a
+    stable sort by start (the trace is nearly in that order already) then by thread gives
+    the same order several times faster."""
+    by_ts = np.argsort(ts, kind="stable")
+    t = ts[by_ts]
+    # NaNs (sorted last) tie with each other in a sort
+    if len(t) > 1 and (bool(np.any(t[1:] == t[:-1])) or np.isnan(t[-1])):
+        return np.lexsort((-dur, ts, tid))
+    return by_ts[np.argsort(tid[by_ts], kind="stable")]
+
+
 def _parents(trace: Trace) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """Parent index of each CPU op (same thread, enclosing span), and per-thread sorted ops."""
+    """Parent index of each CPU op (same thread, enclosing span), and per-thread sorted ops.
+
+    Ops of a thread in order of start (the longer first on a tie): the parent of one is the
+    nearest op before it that has not ended by its start (what a stack of open spans, popped
+    as they end, has on top). Found for all ops at once by pointer jumping: an op's candidate
+    starts at its predecessor; while the candidate ended by the op's start, the op jumps to
+    the candidate's own candidate, as every op between those two ended before the candidate
+    started. Each round at least doubles the distance covered, so a thread's run of
+    siblings takes a few rounds, not one per sibling."""
     cpu = trace.cpu
     parent = np.full(len(cpu), -1, dtype=np.int64)
     per_tid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     ops = np.flatnonzero(cpu.kind == CPU_OP)
-    ts_all, end_all = cpu.ts, cpu.ts + cpu.dur
-    for tid in np.unique(cpu.tid[ops]):
-        idx = ops[cpu.tid[ops] == tid]
-        idx = idx[np.lexsort((-cpu.dur[idx], cpu.ts[idx]))]
-        stack: list[int] = []
-        ends: list[float] = []
-        par = parent  # local for the loop
-        for i, t, e in zip(idx.tolist(), ts_all[idx].tolist(), end_all[idx].tolist(), strict=False):
-            while ends and ends[-1] <= t:
-                stack.pop()
-                ends.pop()
-            if stack:
-                par[i] = stack[-1]
-            stack.append(i)
-            ends.append(e)
-        per_tid[int(tid)] = (idx, cpu.ts[idx])
+    if not len(ops):
+        return parent, per_tid
+    order = ops[_by_thread_and_start(cpu.tid[ops], cpu.ts[ops], cpu.dur[ops])]
+    ts = cpu.ts[order]
+    end = ts + cpu.dur[order]
+    tid = cpu.tid[order]
+    n = len(order)
+    first = np.ones(n, dtype=bool)
+    first[1:] = tid[1:] != tid[:-1]
+    cand = np.arange(-1, n - 1, dtype=np.int64)
+    cand[first] = -1
+    starts = np.flatnonzero(first)
+    bounds = np.append(starts, n)
+    # an op starting after every earlier op of its thread ended has none: settled at once
+    # (else a thread's top-level ops would jump through all their predecessors)
+    reach = np.full(n, -np.inf)
+    for lo, hi in zip(starts.tolist(), bounds[1:].tolist(), strict=True):
+        reach[lo + 1 : hi] = np.maximum.accumulate(end[lo : hi - 1])
+    cand[reach <= ts] = -1
+    # `ended` is `end <= ts`, not `not end > ts`: what popping `while end <= ts` leaves on top
+    live = np.flatnonzero(cand >= 0)
+    while len(live):
+        c = cand[live]
+        ended = end[c] <= ts[live]
+        live = live[ended]
+        cand[live] = cand[c[ended]]
+        live = live[cand[live] >= 0]
+    parent[order] = np.where(cand >= 0, order[np.maximum(cand, 0)], -1)
+    for k, lo in enumerate(starts.tolist()):
+        idx = order[lo : bounds[k + 1]]
+        per_tid[int(tid[lo])] = (idx, cpu.ts[idx])
     return parent, per_tid
 
 
@@ -320,25 +356,71 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     )
     tc = np.zeros(len(calls_idx), dtype=np.int8)
     np.maximum.at(tc, ginv, flag_of[name_inv])
-    tcs = tc.tolist()
     # element size per call from its copy kernels' names (cat/stack of a TensorList only)
     esize_of = np.array(
         _element_sizes([trace.names[int(i)] for i in uname.tolist()]) or [0], dtype=np.int64
     )
     esize = np.zeros(len(calls_idx), dtype=np.int64)
     np.maximum.at(esize, ginv, esize_of[name_inv])
-    esizes = esize.tolist()
-    out = []
+    # what a call's op and shapes give (its cost, dtypes, storage, first input's bytes) is
+    # found once per distinct (name, shapes) and spread to the calls by index
+    ukeys, kinv = np.unique(inv[calls_idx], return_inverse=True)
+    per_key = _per_key(trace, [ucost[k] for k in ukeys.tolist()], uniq[ukeys])
+    flops = per_key["flops"][kinv]
+    nbytes = per_key["bytes"][kinv]
+    listed = (esize > 0) & per_key["list_copy"][kinv]
+    nbytes[listed] *= esize[listed] / 4  # the list was costed as float32 (4 bytes an element)
+    compute = per_key["compute"][kinv]
+    # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
+    compute[per_key["fp32"][kinv] & (tc == 2)] = "tf32"
+    columns = {
+        "cpu_index": calls_idx,
+        "name": per_key["name"][kinv],
+        "tid": cpu.tid[calls_idx],
+        "first_kernel_us": first,
+        "last_kernel_end_us": last,
+        "device_us": device_us,  # kernels, and the copies/memsets of e.g. copy_
+        "kernels": kernels.astype(np.int64),
+        "flops": flops,
+        "bytes": nbytes,
+        "compute": compute,
+        "family": per_key["family"][kinv],
+        "known": per_key["known"][kinv],
+        "dtypes": per_key["dtypes"][kinv],
+        "dims": per_key["dims"][kinv],
+        "storage_dtype": per_key["storage_dtype"][kinv],
+        "tensor_cores": np.array([None, False, True], dtype=object)[tc],
+        "first_input_bytes": per_key["first_input_bytes"][kinv],
+    }
+    # in order of the first kernel (a stable sort: calls of one start keep their order)
+    if np.isnan(first).any():
+        order = np.array(sorted(range(len(first)), key=first.tolist().__getitem__), dtype=np.int64)
+    else:
+        order = np.argsort(first, kind="stable")
+    return list(map(OpCall, *(columns[f].take(order).tolist() for f in _OPCALL_FIELDS)))
+
+
+#: OpCall's fields in the order its constructor takes them
+_OPCALL_FIELDS = tuple(OpCall.__dataclass_fields__)
+
+
+def _objects(values: list) -> np.ndarray:
+    """A 1-d object array of `values` (tuples and lists stay elements, not rows)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarray]:
+    """OpCall's fields that depend on its (name, shapes) alone, one entry per key of `keys`
+    (name id × (shapes + 1) + shape id + 1, as `join_calls` keys them) with its `costs`."""
     names, shapes = trace.names, trace.shapes
-    name_ids = cpu.name[calls_idx].tolist()
-    shape_ids = cpu.shape[calls_idx].tolist()
-    tids = cpu.tid[calls_idx].tolist()
-    cost_ids = inv[calls_idx].tolist()
-    firsts, lasts, devs, kerns = first.tolist(), last.tolist(), device_us.tolist(), kernels.tolist()
+    width = len(shapes) + 1
     per_shape: dict[int, tuple] = {}  # what each distinct shape gives, computed once
-    for n, i in enumerate(calls_idx.tolist()):
-        cost = ucost[cost_ids[n]]
-        sid = shape_ids[n]
+    rows = []
+    for cost, k in zip(costs, keys.tolist(), strict=True):
+        name, sid = names[k // width], k % width - 1
         got = per_shape.get(sid)
         if got is None:
             shape = shapes[sid] if sid >= 0 else (None, None, None)
@@ -351,38 +433,30 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
                 first_input_bytes(shape[0], storage_, dtypes_),
             )
         dtypes_, dims_, storage_, first_bytes = got
-        nbytes = float(cost.bytes) if cost else 0.0
-        if esizes[n] and "TensorList" in dtypes_ and names[name_ids[n]] in _LIST_COPIES:
-            nbytes *= esizes[n] / 4  # the list was costed as float32 (4 bytes an element)
-        out.append(
-            OpCall(
-                cpu_index=i,
-                name=names[name_ids[n]],
-                tid=tids[n],
-                first_kernel_us=firsts[n],
-                last_kernel_end_us=lasts[n],
-                device_us=devs[n],  # kernels, and the copies/memsets of e.g. copy_
-                kernels=int(kerns[n]),
-                flops=float(cost.flops) if cost else 0.0,
-                bytes=nbytes,
-                # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
-                compute=(
-                    "tf32"
-                    if cost and cost.compute == "fp32" and tcs[n] == 2
-                    else cost.compute
-                    if cost
-                    else None
-                ),
-                family=cost.family if cost else "",
-                known=cost is not None,
-                dtypes=dtypes_,
-                dims=dims_,
-                storage_dtype=storage_,
-                tensor_cores={2: True, 1: False}.get(tcs[n]),
-                first_input_bytes=first_bytes,
+        rows.append(
+            (
+                name,
+                float(cost.flops) if cost else 0.0,
+                float(cost.bytes) if cost else 0.0,
+                cost.compute if cost else None,
+                cost.family if cost else "",
+                cost is not None,
+                dtypes_,
+                dims_,
+                storage_,
+                first_bytes,
+                "TensorList" in dtypes_ and name in _LIST_COPIES,
+                bool(cost and cost.compute == "fp32"),
             )
         )
-    out.sort(key=lambda c: c.first_kernel_us)
+    fields = ("name", "flops", "bytes", "compute", "family", "known", "dtypes", "dims",
+              "storage_dtype", "first_input_bytes", "list_copy", "fp32")  # fmt: skip
+    cols = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
+    out = {f: _objects(list(v)) for f, v in zip(fields, cols, strict=True)}
+    for f in ("flops", "bytes"):
+        out[f] = np.array(cols[fields.index(f)], dtype=np.float64)
+    for f in ("list_copy", "fp32"):
+        out[f] = np.array(cols[fields.index(f)], dtype=bool)
     return out
 
 
