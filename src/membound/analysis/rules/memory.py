@@ -6,6 +6,9 @@ These need the op rows placed on a roofline (ceilings known) and op costs (shape
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
+
+import numpy as np
 
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
@@ -56,14 +59,22 @@ def _bandwidth(ctx) -> float | None:
     return ctx.memory_bandwidth()
 
 
-def _call_roofs(ctx):
-    """call -> bytes/s of the memory roof that call is held to, as its op row was placed
+def _call_roofs(ctx, cols: _Columns, idx: np.ndarray) -> np.ndarray | None:
+    """Bytes/s of the memory roof each call of `idx` is held to, as its op row was placed
     (`analysis.roofline.call_memory_roof`: L2's for calls whose bytes fit in L2, the write
-    rate for fills); None when the ceilings have only the HBM copy rate (every call's)."""
+    rate for fills), found once per distinct (bytes, family); None when the ceilings have
+    only the HBM copy rate (every call's)."""
     c = ctx.ceilings
     if c is None or not (getattr(c, "l2_bandwidth", None) or getattr(c, "write_bandwidth", None)):
         return None
-    return lambda call: call_memory_roof(c, call.bytes, call.family)[1]
+    seen: dict[tuple, float] = {}
+    out = []
+    for key in zip(cols.bytes[idx].tolist(), [cols.families[i] for i in idx.tolist()], strict=True):
+        rate = seen.get(key)
+        if rate is None:
+            rate = seen[key] = call_memory_roof(c, *key)[1]
+        out.append(rate)
+    return np.array(out, dtype=np.float64)
 
 
 def _attainable_ms(r, bw: float) -> float:
@@ -100,7 +111,7 @@ def memory_bound_op(ctx):
     bw = _bandwidth(ctx)
     if not bw:
         return []
-    after_add = _after_residual_add(ctx.calls)
+    after_add = _after_residual_add(_columns_of(ctx))
     out = []
     for r in ctx.rows:
         if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
@@ -138,55 +149,55 @@ def memory_bound_op(ctx):
 ADDS = ("aten::add", "aten::add_")
 
 
-def _chains(calls) -> list[list]:
-    """Runs of consecutive fusible calls on one thread over tensors of the same size."""
-    chains: list[list] = []
-    cur: list = []
-    for c in calls:
-        if (
-            _fusible(c)
-            and cur
-            and cur[-1].tid == c.tid
-            and _out_bytes(cur[-1]) == _out_bytes(c) > 0
-        ):
-            cur.append(c)
-            continue
-        if len(cur) >= 2:
-            chains.append(cur)
-        cur = [c] if _fusible(c) else []
-    if len(cur) >= 2:
-        chains.append(cur)
-    return chains
+class _Columns:
+    """What the memory rules read of each op call, as arrays over `calls` in their order,
+    with the chains: built once per analysis (`_columns_of`), so the rules loop over chains,
+    not calls.
+
+    A chain is a run of consecutive fusible calls on one thread over tensors of the same
+    size: `link[i]` says calls[i] continues calls[i - 1]'s; chain k is
+    calls[starts[k]:ends[k]] (at least two calls)."""
+
+    def __init__(self, calls):
+        n = len(calls)
+        self.calls = calls
+        self.names = list(map(attrgetter("name"), calls))
+        self.families = list(map(attrgetter("family"), calls))
+        self.bytes = np.fromiter(map(attrgetter("bytes"), calls), dtype=np.float64, count=n)
+        self.device_us = np.fromiter(map(attrgetter("device_us"), calls), dtype=np.float64, count=n)
+        self.out = np.fromiter(map(_out_bytes, calls), dtype=np.float64, count=n)
+        tid = np.fromiter(map(attrgetter("tid"), calls), dtype=np.int64, count=n)
+        fusible = np.fromiter(map(_fusible, calls), dtype=bool, count=n)
+        is_add = np.fromiter((name in ADDS for name in self.names), dtype=bool, count=n)
+        # calls[i] is on calls[i - 1]'s thread over a tensor of the same (nonzero) size
+        same = np.zeros(n, dtype=bool)
+        same[1:] = (tid[1:] == tid[:-1]) & (self.out[:-1] == self.out[1:]) & (self.out[1:] > 0)
+        self.link = same.copy()
+        self.link[1:] &= fusible[1:] & fusible[:-1]
+        #: calls[i] directly follows a same-size add on its thread (a residual add)
+        self.follows_add = same.copy()
+        self.follows_add[1:] &= is_add[:-1]
+        edges = np.flatnonzero(np.diff(np.concatenate(([False], self.link, [False]))))
+        self.starts, self.ends = edges[0::2] - 1, edges[1::2]
+        #: in a chain and not its last call: its output is an intermediate
+        self.inner = np.zeros(n, dtype=bool)
+        self.inner[:-1] = self.link[1:]
+        self.member = self.inner | self.link
 
 
-def _chains_of(ctx) -> list[list]:
-    """`_chains(ctx.calls)`, found once per analysis and kept on it (unfused-chain and
-    fp32-storage both use them)."""
-    chains = getattr(ctx, "_memory_chains", None)
-    if chains is None:
-        chains = ctx._memory_chains = _chains(ctx.calls)
-    return chains
+def _columns_of(ctx) -> _Columns:
+    """`_Columns(ctx.calls)`, built once per analysis and kept on it (memory-bound-op,
+    unfused-chain and fp32-storage all read them)."""
+    cols = getattr(ctx, "_memory_columns", None)
+    if cols is None or cols.calls is not ctx.calls:
+        cols = ctx._memory_columns = _Columns(ctx.calls)
+    return cols
 
 
-def _intermediate_bytes(chain) -> dict[int, float]:
-    """Per call (by id) of a chain: the bytes of its output written to HBM and read back by
-    the next call (2 x its output), which fusing the chain removes."""
-    return {id(c): 2 * _out_bytes(c) for c in chain[:-1]}
-
-
-def _follows_add(calls, i: int) -> bool:
-    """Whether calls[i] directly follows a same-size add on its thread (a residual add)."""
-    prev, cur = calls[i - 1], calls[i]
-    return prev.name in ADDS and prev.tid == cur.tid and _out_bytes(prev) == _out_bytes(cur) > 0
-
-
-def _after_residual_add(calls) -> set[str]:
+def _after_residual_add(cols: _Columns) -> set[str]:
     """Names of the norm ops that at least once directly follow a residual add."""
-    return {
-        c.name
-        for i, c in enumerate(calls)
-        if i and op_family(c.name) in NORMS and _follows_add(calls, i)
-    }
+    names = {cols.names[i] for i in np.flatnonzero(cols.follows_add).tolist()}
+    return {n for n in names if op_family(n) in NORMS}
 
 
 def _fusible(call) -> bool:
@@ -212,42 +223,50 @@ def unfused_chain(ctx):
     memory bandwidth (measured ceiling, each link's memory roof as its op was placed: L2's
     where its call fits in L2; else the chain's own achieved bandwidth) ÷ steps.
     """
-    chains = _chains_of(ctx)
-    if not chains:
+    cols = _columns_of(ctx)
+    if not len(cols.starts):
         return []
+    bounds = list(zip(cols.starts.tolist(), cols.ends.tolist(), strict=True))
     bw = _bandwidth(ctx)
-    inter_bytes = sum(sum(_out_bytes(c) * 2 for c in ch[:-1]) for ch in chains)
+    twice = (cols.out * 2).tolist()
+    inter_bytes = sum(sum(twice[s : e - 1]) for s, e in bounds)
     if not bw:
-        moved = sum(c.bytes for ch in chains for c in ch)
-        time_s = sum(c.device_us for ch in chains for c in ch) * 1e-6
+        moved = sum(cols.bytes[cols.member].tolist())
+        time_s = sum(cols.device_us[cols.member].tolist()) * 1e-6
         bw = moved / time_s if time_s else 0.0
     if not bw:
         return []
-    roof = _call_roofs(ctx) if _bandwidth(ctx) else None
+    inner = np.flatnonzero(cols.inner)
+    roof = _call_roofs(ctx, cols, inner) if _bandwidth(ctx) else None
     if roof is None:
         lost = ctx.per_op_step(inter_bytes / bw * 1e3)
     else:
-        seconds = sum(_out_bytes(c) * 2 / roof(c) for ch in chains for c in ch[:-1])
+        seconds = sum((cols.out[inner] * 2 / roof).tolist())
         lost = ctx.per_op_step(seconds * 1e3)
-    patterns = Counter(" → ".join(c.name for c in ch) for ch in chains)
+    names = cols.names
+    patterns = Counter(" → ".join(names[s:e]) for s, e in bounds)
     top, count = patterns.most_common(1)[0]
+    calls = cols.calls
     return [
         ctx.finding(
             code="unfused-chain",
             title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
             lost_ms=lost,
             evidence={
-                "chains_per_step": ctx.per_op_step(len(chains)),
+                "chains_per_step": ctx.per_op_step(len(bounds)),
                 "top_chain": top,
                 "top_chain_per_step": ctx.per_op_step(count),
                 "intermediate_bytes_per_step": ctx.per_op_step(inter_bytes),
                 "bandwidth_gb_s": bw / 1e9,
             },
             fix=chain_fix(
-                {c.name for ch in chains for c in ch},
-                any(_follows_add(ch, i) for ch in chains for i in range(1, len(ch))),
+                {names[i] for i in np.flatnonzero(cols.member).tolist()},
+                bool((cols.link & cols.follows_add).any()),
             ),
-            spans=[(ch[0].first_kernel_us, ch[-1].last_kernel_end_us) for ch in chains[:2000]],
+            spans=[
+                (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
+                for s, e in bounds[:2000]
+            ],
         )
     ]
 
@@ -268,22 +287,31 @@ def fp32_storage(ctx):
     bw = _bandwidth(ctx)
     if not bw:
         return []
-    rows = _rows_by_name(ctx)
+    memory_ops = {name for name, r in _rows_by_name(ctx).items() if r.bound == "memory"}
+    cols = _columns_of(ctx)
+    fp32 = np.fromiter(
+        (c.known and c.storage_dtype == "float" and c.name in memory_ops for c in cols.calls),
+        dtype=bool,
+        count=len(cols.calls),
+    )
+    idx = np.flatnonzero(fp32)
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
     # halves only the rest (the two findings add up to the saving of doing both)
-    chained = {k: v for ch in _chains_of(ctx) for k, v in _intermediate_bytes(ch).items()}
-    roof = _call_roofs(ctx)
-    nbytes = excluded = seconds = 0.0
-    ops: Counter = Counter()
-    for c in ctx.calls:
-        r = rows.get(c.name)
-        if r is None or r.bound != "memory" or not c.known or c.storage_dtype != "float":
-            continue
-        mine = max(c.bytes - chained.get(id(c), 0.0), 0.0)
-        excluded += c.bytes - mine
-        nbytes += mine
-        seconds += mine / (bw if roof is None else roof(c))
-        ops[c.name] += c.device_us / 1e3
+    chained = np.where(cols.inner[idx], 2 * cols.out[idx], 0.0)
+    left = cols.bytes[idx] - chained
+    mine = np.where(0.0 > left, 0.0, left)  # max(left, 0.0), NaN kept as max keeps it
+    roof = _call_roofs(ctx, cols, idx)
+    # running sums in call order (cumsum adds one by one, as `+=` in a loop does)
+    excluded = _total(cols.bytes[idx] - mine)
+    nbytes = _total(mine)
+    seconds = _total(mine / (bw if roof is None else roof))
+    # op -> its ms, in order of first call (what most_common breaks ties by)
+    code: dict[str, int] = {}
+    which = np.array(
+        [code.setdefault(cols.names[i], len(code)) for i in idx.tolist()], dtype=np.int64
+    )
+    ms = np.bincount(which, weights=cols.device_us[idx] / 1e3, minlength=len(code))
+    ops = Counter(dict(zip(code, ms.tolist(), strict=True)))
     if not nbytes:
         return []
     lost = ctx.per_op_step(0.5 * seconds * 1e3)
@@ -305,6 +333,11 @@ def fp32_storage(ctx):
             fix=FP32_STORAGE_FIX_AUTOCAST if autocast else FP32_STORAGE_FIX,
         )
     ]
+
+
+def _total(values: np.ndarray) -> float:
+    """0.0 + values[0] + values[1] + ..., added in order."""
+    return float(np.cumsum(np.concatenate(([0.0], values)))[-1])
 
 
 FP32_STORAGE_FIX = (
