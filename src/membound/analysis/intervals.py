@@ -80,5 +80,34 @@ def gaps(iv: Intervals, lo: float, hi: float) -> Intervals:
     return s[keep], e[keep]
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array (ids, indices), ascending: `np.unique`'s
+    answer, found by a sort. NumPy 2.3+ finds them by hashing when no inverse or counts are
+    asked for, which takes over a second on a million distinct ids; a sort takes ~25 ms."""
+    s = np.sort(np.asarray(values))
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
+
+
+def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True)` of an array of non-negative integers (ids,
+    indices): by a table over their range when that is not much longer than the array (no
+    sort), else by `np.unique`."""
+    values = np.asarray(values)
+    if not len(values) or values.dtype.kind not in "iu" or values.min() < 0:
+        return np.unique(values, return_inverse=True)
+    top = int(values.max())
+    if top > 4 * len(values) + 1024:
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(top + 1, dtype=bool)
+    present[values] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present).astype(values.dtype), rank[values]
+
+
 def _bounds(a: Intervals) -> tuple[float, float]:
     return float(a[0][0]), float(a[1][-1])

@@ -14,12 +14,14 @@ and are placed against the ceilings with `analysis.roofline.place`.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from membound.analysis import intervals as iv
 from membound.analysis.result import OpRow
 from membound.analysis.roofline import call_compute_key, place
 from membound.dtypes import itemsize, trace_dtype
@@ -52,6 +54,51 @@ class OpCall:
     tensor_cores: bool | None = None
     #: `first_input_bytes` of it, found once per interned shape (None: not computed)
     first_input_bytes: float | None = None
+
+
+class OpCalls(list):
+    """`join_calls`' op calls: a list of `OpCall` that also holds each field as an array, in
+    list order (`columns`), which code reading every call (`op_rows`, the memory rules) takes
+    through `call_column` instead of looping over the objects. Any change to the list drops
+    them; the calls themselves are not to be changed once joined."""
+
+    def __init__(self, calls=(), columns: dict[str, np.ndarray] | None = None):
+        super().__init__(calls)
+        self.columns = columns
+
+
+def _drops_columns(name: str):
+    method = getattr(list, name)
+
+    def changed(self, *args, **kwargs):
+        self.columns = None
+        return method(self, *args, **kwargs)
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):  # fmt: skip
+    setattr(OpCalls, _name, _drops_columns(_name))
+
+#: dtypes of the `OpCall` fields that are numbers (the rest are Python objects)
+_NUMBER_FIELDS = {
+    "cpu_index": np.int64, "tid": np.int64, "first_kernel_us": np.float64,
+    "last_kernel_end_us": np.float64, "device_us": np.float64, "kernels": np.int64,
+    "flops": np.float64, "bytes": np.float64, "known": bool,
+}  # fmt: skip
+
+
+def call_column(calls, field: str) -> np.ndarray:
+    """Field `field` of every call, in order, as an array: the one `join_calls` kept
+    (`OpCalls.columns`), else read from the objects (numbers typed, the rest objects)."""
+    columns = getattr(calls, "columns", None)
+    if columns is not None and len(columns[field]) == len(calls):
+        return columns[field]
+    values = list(map(attrgetter(field), calls))
+    kind = _NUMBER_FIELDS.get(field)
+    return np.array(values, dtype=kind) if kind is not None else _objects(values)
 
 
 #: kernel-name evidence of tensor cores (cuBLAS/cuDNN/CUTLASS naming) ...
@@ -220,7 +267,7 @@ def _innermost(trace: Trace, parent, per_tid, tids: np.ndarray, times: np.ndarra
     cpu = trace.cpu
     end = cpu.ts + cpu.dur
     out = np.full(len(times), -1, dtype=np.int64)
-    for tid in np.unique(tids):
+    for tid in iv.distinct(tids):
         entry = per_tid.get(int(tid))
         if entry is None:
             continue
@@ -287,7 +334,7 @@ def device_time_us(trace: Trace, windows=None) -> float:
     return float(np.sum((e - s)[inside]))
 
 
-def join_calls(trace: Trace, windows=None) -> list[OpCall]:
+def join_calls(trace: Trace, windows=None) -> OpCalls:
     """Op calls with their kernels, in order of their first kernel; with `windows` ((starts,
     ends) µs of the analysed steps), kernels are cut to them and those outside left out, so
     op time and the steps' time cover the same span."""
@@ -302,12 +349,12 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
     # host<->device copies stay out of the roofline; kernels, memsets and D2D copies join
     has = (launch >= 0) & on_device(gpu)
-    launches = np.unique(launch[has])
+    launches = iv.distinct(launch[has])
     inner = _innermost(trace, parent, per_tid, rt.tid[launches], rt.ts[launches])
     # which CPU ops the cost model knows: evaluated once per distinct (name, shapes)
     costs = _Costs(trace)
     key = cpu.name.astype(np.int64) * (len(trace.shapes) + 1) + (cpu.shape.astype(np.int64) + 1)
-    uniq, inv = np.unique(key, return_inverse=True)
+    uniq, inv = iv.distinct_inverse(key)
     ucost = [
         costs(int(k // (len(trace.shapes) + 1)), int(k % (len(trace.shapes) + 1)) - 1)
         for k in uniq.tolist()
@@ -336,7 +383,7 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     if not len(g):
         return []
     ow = owner[g]
-    calls_idx, ginv = np.unique(ow, return_inverse=True)
+    calls_idx, ginv = iv.distinct_inverse(ow)
     device_us = np.bincount(ginv, weights=dur)
     kernels = np.bincount(ginv, weights=(gpu.kind[g] == KERNEL).astype(np.float64))
     first = np.full(len(calls_idx), np.inf)
@@ -345,7 +392,7 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     np.maximum.at(last, ginv, start + dur)
     # tensor-core evidence per call: 2 = some kernel says tensor cores, 1 = some says CUDA-core
     # fp32 GEMM (and none tensor cores), 0 = no evidence; judged once per kernel name
-    uname, name_inv = np.unique(gpu.name[g], return_inverse=True)
+    uname, name_inv = iv.distinct_inverse(gpu.name[g])
     flag_of = np.array(
         [
             {True: 2, False: 1, None: 0}[f]
@@ -364,7 +411,7 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
     np.maximum.at(esize, ginv, esize_of[name_inv])
     # what a call's op and shapes give (its cost, dtypes, storage, first input's bytes) is
     # found once per distinct (name, shapes) and spread to the calls by index
-    ukeys, kinv = np.unique(inv[calls_idx], return_inverse=True)
+    ukeys, kinv = iv.distinct_inverse(inv[calls_idx])
     per_key = _per_key(trace, [ucost[k] for k in ukeys.tolist()], uniq[ukeys])
     flops = per_key["flops"][kinv]
     nbytes = per_key["bytes"][kinv]
@@ -385,7 +432,7 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
         "bytes": nbytes,
         "compute": compute,
         "family": per_key["family"][kinv],
-        "known": per_key["known"][kinv],
+        "known": per_key["known"][kinv].astype(bool),
         "dtypes": per_key["dtypes"][kinv],
         "dims": per_key["dims"][kinv],
         "storage_dtype": per_key["storage_dtype"][kinv],
@@ -397,7 +444,9 @@ def join_calls(trace: Trace, windows=None) -> list[OpCall]:
         order = np.array(sorted(range(len(first)), key=first.tolist().__getitem__), dtype=np.int64)
     else:
         order = np.argsort(first, kind="stable")
-    return list(map(OpCall, *(columns[f].take(order).tolist() for f in _OPCALL_FIELDS)))
+    columns = {f: columns[f].take(order) for f in _OPCALL_FIELDS}
+    calls = map(OpCall, *(columns[f].tolist() for f in _OPCALL_FIELDS))
+    return OpCalls(calls, columns)
 
 
 #: OpCall's fields in the order its constructor takes them
@@ -532,20 +581,42 @@ def op_rows(
     of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
     they ran, which a trace does not record), its memory roof each call's
     (`roofline.memory_roof`: L2's for calls whose bytes fit in L2)."""
-    groups: dict[str, list[OpCall]] = defaultdict(list)
-    for c in calls:
-        groups[c.name].append(c)
+    names = call_column(calls, "name").tolist()
+    # ops in order of their first call; each op's calls in their order
+    code = {x: i for i, x in enumerate(dict.fromkeys(names))}
+    which = np.fromiter(map(code.__getitem__, names), dtype=np.int64, count=len(names))
+    order = np.argsort(which, kind="stable")
+    ends = np.cumsum(np.bincount(which, minlength=len(code))).tolist()
+    device = call_column(calls, "device_us")[order].tolist()
+    flops_ = call_column(calls, "flops")[order].tolist()
+    bytes_ = call_column(calls, "bytes")[order].tolist()
+    known_ = call_column(calls, "known")[order].astype(bool)
+    families = call_column(calls, "family")[order]
+    # the roof key depends on a call's compute and family alone: counted per distinct pair
+    pairs = list(zip(call_column(calls, "compute")[order].tolist(), families.tolist(), strict=True))
+    dtypes_ = call_column(calls, "dtypes")[order].tolist()
+    roof_of: dict[tuple, Any] = {}
     rows = []
-    for name, cs in groups.items():
-        device_us = sum(c.device_us for c in cs)
-        flops = sum(c.flops for c in cs)
-        nbytes = sum(c.bytes for c in cs)
-        known = all(c.known for c in cs)
-        compute = Counter(call_compute_key(c, allow_tf32) for c in cs).most_common(1)[0][0]
-        dtypes = sorted({d for c in cs for d in c.dtypes if d not in ("Scalar", "ScalarList")})
+    lo = 0
+    for name, hi in zip(code, ends, strict=True):
+        cs = slice(lo, hi)
+        lo = hi
+        device_us = sum(device[cs])
+        flops = sum(flops_[cs])
+        nbytes = sum(bytes_[cs])
+        known = bool(known_[cs].all())
+        keys: Counter = Counter()
+        for pair, count in Counter(pairs[cs]).items():  # in order of first call, as keys
+            if pair not in roof_of:
+                roof_of[pair] = call_compute_key(_Roof(*pair), allow_tf32)
+            keys[roof_of[pair]] += count
+        compute = keys.most_common(1)[0][0]
+        dtypes = sorted(
+            {d for ds in _distinct(dtypes_[cs]) for d in ds if d not in ("Scalar", "ScalarList")}
+        )
         row = OpRow(
             name=name,
-            calls=len(cs),
+            calls=hi - cs.start,
             device_ms=device_us / 1e3,
             flops=flops,
             bytes=nbytes,
@@ -561,7 +632,7 @@ def op_rows(
         if known and ceilings is not None and device_us > 0 and (flops or nbytes):
             p = place(
                 flops, nbytes, device_us / 1e6, ceilings, compute,
-                call_bytes=[c.bytes for c in cs], family=cs[0].family,
+                call_bytes=bytes_[cs], family=families[cs.start],
             )  # fmt: skip
             row.bound = p.bound
             row.memory_roof = p.memory_roof
@@ -572,6 +643,22 @@ def op_rows(
         rows.append(row)
     rows.sort(key=lambda r: r.device_ms, reverse=True)
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Roof:
+    """What `roofline.call_compute_key` reads of a call."""
+
+    compute: str | None
+    family: str
+
+
+def _distinct(values: list) -> Any:
+    """The distinct entries of `values` (itself where they cannot be hashed)."""
+    try:
+        return set(values)
+    except TypeError:
+        return values
 
 
 def _f(x) -> float | None:

@@ -377,7 +377,7 @@ def _issuing_op_spans(
     ops = cpu.kind == CPU_OP
     gpu_only = not ops.any()
     starts, ends = [], []
-    for tid in np.unique(tids):
+    for tid in iv.distinct(tids):
         m = ops & (cpu.tid == tid)
         if gpu_only:
             mine = tids == tid
@@ -389,7 +389,7 @@ def _issuing_op_spans(
         t = ts[tids == tid]
         j = np.searchsorted(span[0], t, side="right") - 1
         ok = (j >= 0) & (t < span[1][np.maximum(j, 0)])
-        used = np.unique(j[ok])
+        used = iv.distinct(j[ok])
         s, e = span[0][used], span[1][used]
         # Python glue between two issuing ops (module __call__, argument handling) is part of
         # issuing the work when short; a longer pause is the script's own work ("other")
@@ -406,7 +406,7 @@ def _copy_op_spans(trace: Trace) -> dict[int, iv.Intervals]:
     cpu = trace.cpu
     sel = cpu.role == COPY_OP
     out = {}
-    for tid in np.unique(cpu.tid[sel]):
+    for tid in iv.distinct(cpu.tid[sel]):
         m = sel & (cpu.tid == tid)
         out[int(tid)] = iv.union(cpu.ts[m], cpu.ts[m] + cpu.dur[m])
     return out
@@ -417,7 +417,7 @@ def _enclosing(spans, tids, ts, dur, sync_tids, sync_ts):
     which sync calls (by index) fall inside one of those spans."""
     s, e = ts.copy(), ts + dur
     inside = np.zeros(len(sync_ts), dtype=bool)
-    for tid in np.unique(tids):
+    for tid in iv.distinct(tids):
         span = spans.get(int(tid))
         if span is None:
             continue
@@ -426,7 +426,7 @@ def _enclosing(spans, tids, ts, dur, sync_tids, sync_ts):
         ok = (j >= 0) & (span[1][np.maximum(j, 0)] >= ts[m] + dur[m])
         s[m] = np.where(ok, span[0][np.maximum(j, 0)], s[m])
         e[m] = np.where(ok, span[1][np.maximum(j, 0)], e[m])
-        ju = np.unique(j[ok])
+        ju = iv.distinct(j[ok])
         used = (span[0][ju], span[1][ju])
         if len(used[0]):
             st = sync_tids == tid

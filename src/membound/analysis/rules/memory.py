@@ -6,13 +6,12 @@ These need the op rows placed on a roofline (ceilings known) and op costs (shape
 from __future__ import annotations
 
 from collections import Counter
-from operator import attrgetter
 
 import numpy as np
 
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
-from membound.analysis.ops import first_input_bytes
+from membound.analysis.ops import call_column, first_input_bytes
 from membound.analysis.roofline import call_memory_roof
 from membound.analysis.rules.memory_gap import memory_ops_below_roof
 
@@ -161,14 +160,27 @@ class _Columns:
     def __init__(self, calls):
         n = len(calls)
         self.calls = calls
-        self.names = list(map(attrgetter("name"), calls))
-        self.families = list(map(attrgetter("family"), calls))
-        self.bytes = np.fromiter(map(attrgetter("bytes"), calls), dtype=np.float64, count=n)
-        self.device_us = np.fromiter(map(attrgetter("device_us"), calls), dtype=np.float64, count=n)
-        self.out = np.fromiter(map(_out_bytes, calls), dtype=np.float64, count=n)
-        tid = np.fromiter(map(attrgetter("tid"), calls), dtype=np.int64, count=n)
-        fusible = np.fromiter(map(_fusible, calls), dtype=bool, count=n)
-        is_add = np.fromiter((name in ADDS for name in self.names), dtype=bool, count=n)
+        self.names = call_column(calls, "name").tolist()
+        self.families = call_column(calls, "family").tolist()
+        self.bytes = call_column(calls, "bytes")
+        self.device_us = call_column(calls, "device_us")
+        #: bytes of the first tensor input (`_out_bytes`), as `join_calls` found them
+        first = call_column(calls, "first_input_bytes")
+        missing = np.flatnonzero(np.equal(first, None))
+        if len(missing):
+            first = first.copy()
+            first[missing] = [_out_bytes(calls[i]) for i in missing.tolist()]
+        self.out = first.astype(np.float64)
+        tid = call_column(calls, "tid")
+        #: names by code (`distinct_names[name_code[i]]` is calls[i]'s): tests of a name
+        #: are made once per name
+        self.name_code, self.distinct_names = _codes(self.names)
+        family_code, families = _codes(self.families)
+        fusible = call_column(calls, "known") & (
+            _holds(families, FUSIBLE_FAMILIES)[family_code]
+            | _holds(self.distinct_names, FUSIBLE_NAMES)[self.name_code]
+        )
+        is_add = self.names_in(ADDS)
         # calls[i] is on calls[i - 1]'s thread over a tensor of the same (nonzero) size
         same = np.zeros(n, dtype=bool)
         same[1:] = (tid[1:] == tid[:-1]) & (self.out[:-1] == self.out[1:]) & (self.out[1:] > 0)
@@ -184,6 +196,23 @@ class _Columns:
         self.inner[:-1] = self.link[1:]
         self.member = self.inner | self.link
 
+    def names_in(self, names) -> np.ndarray:
+        """Which calls' names are in `names`."""
+        return _holds(self.distinct_names, names)[self.name_code]
+
+
+def _codes(values: list) -> tuple[np.ndarray, list]:
+    """Each value's index among the distinct values (in order of first appearance), and
+    those distinct values."""
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), distinct
+
+
+def _holds(values: list, wanted) -> np.ndarray:
+    """Which of `values` are in `wanted`."""
+    return np.array([v in wanted for v in values], dtype=bool)
+
 
 def _columns_of(ctx) -> _Columns:
     """`_Columns(ctx.calls)`, built once per analysis and kept on it (memory-bound-op,
@@ -198,10 +227,6 @@ def _after_residual_add(cols: _Columns) -> set[str]:
     """Names of the norm ops that at least once directly follow a residual add."""
     names = {cols.names[i] for i in np.flatnonzero(cols.follows_add).tolist()}
     return {n for n in names if op_family(n) in NORMS}
-
-
-def _fusible(call) -> bool:
-    return call.known and (call.family in FUSIBLE_FAMILIES or call.name in FUSIBLE_NAMES)
 
 
 def _out_bytes(call) -> float:
@@ -289,10 +314,10 @@ def fp32_storage(ctx):
         return []
     memory_ops = {name for name, r in _rows_by_name(ctx).items() if r.bound == "memory"}
     cols = _columns_of(ctx)
-    fp32 = np.fromiter(
-        (c.known and c.storage_dtype == "float" and c.name in memory_ops for c in cols.calls),
-        dtype=bool,
-        count=len(cols.calls),
+    fp32 = (
+        call_column(cols.calls, "known")
+        & np.equal(call_column(cols.calls, "storage_dtype"), "float")
+        & cols.names_in(memory_ops)
     )
     idx = np.flatnonzero(fp32)
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
@@ -306,12 +331,10 @@ def fp32_storage(ctx):
     nbytes = _total(mine)
     seconds = _total(mine / (bw if roof is None else roof))
     # op -> its ms, in order of first call (what most_common breaks ties by)
-    code: dict[str, int] = {}
-    which = np.array(
-        [code.setdefault(cols.names[i], len(code)) for i in idx.tolist()], dtype=np.int64
-    )
-    ms = np.bincount(which, weights=cols.device_us[idx] / 1e3, minlength=len(code))
-    ops = Counter(dict(zip(code, ms.tolist(), strict=True)))
+    which = cols.name_code[idx]
+    ms = np.bincount(which, weights=cols.device_us[idx] / 1e3).tolist()
+    seen, first = np.unique(which, return_index=True)
+    ops = Counter({cols.distinct_names[k]: ms[k] for k in seen[np.argsort(first)].tolist()})
     if not nbytes:
         return []
     lost = ctx.per_op_step(0.5 * seconds * 1e3)
