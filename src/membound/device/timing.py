@@ -97,6 +97,37 @@ def _cuda_events_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float
     return Timed.of([s.elapsed_time(e) for s, e in events])
 
 
+def _warm_up_for_capture(fns: Sequence[Callable[[], object]]) -> None:
+    """Run each fn 3 times on a side stream (CUDA-graph capture wants its first calls, and
+    their allocations, off the default stream), then wait for them."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for fn in fns:
+            for _ in range(3):
+                fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+
+def _replayer() -> Callable[[object], float]:
+    """A function replaying one CUDA graph and returning its device milliseconds."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def replay_ms(graph) -> float:
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    return replay_ms
+
+
 def cuda_graph_median_ms(
     fn: Callable[[], object], *, reps: int = 20, samples: int = 7, flush_bytes: int = 256 << 20
 ) -> float:
@@ -110,13 +141,7 @@ def cuda_graph_median_ms(
     """
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
+    _warm_up_for_capture([fn])
     flush = torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
     with_fn, flush_only = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     with torch.cuda.graph(with_fn):
@@ -126,15 +151,7 @@ def cuda_graph_median_ms(
     with torch.cuda.graph(flush_only):
         for _ in range(reps):
             flush.zero_()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def replay_ms(graph) -> float:
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-
+    replay_ms = _replayer()
     replay_ms(with_fn)
     replay_ms(flush_only)
     diffs = [(replay_ms(with_fn) - replay_ms(flush_only)) / reps for _ in range(samples)]
@@ -156,14 +173,7 @@ def cuda_graph_replays_ms(
     """
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
-        for fn in fns:
-            for _ in range(3):
-                fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
+    _warm_up_for_capture(fns)
     graphs = []
     for fn in fns:
         g = torch.cuda.CUDAGraph()
@@ -171,21 +181,13 @@ def cuda_graph_replays_ms(
             for _ in range(reps):
                 fn()
         graphs.append(g)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def replay_ms(graph) -> float:
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / reps
-
+    replay_ms = _replayer()
     for g in graphs:  # the first replay uploads the graph
         replay_ms(g)
     out: list[list[float]] = [[] for _ in graphs]
     for _ in range(samples):
         for times, g in zip(out, graphs, strict=True):
-            times.append(replay_ms(g))
+            times.append(replay_ms(g) / reps)
     del graphs
     return out
 
