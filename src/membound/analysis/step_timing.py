@@ -62,24 +62,17 @@ class StepTiming:
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
         """From a capture meta's `step_times_ms`; None when it has no unprofiled step."""
-        times = meta.get("step_times_ms") if isinstance(meta, dict) else None
-        if not isinstance(times, dict):
+        times = _step_times(meta)
+        if times is None:
             return None
-
-        def ms(key: str) -> list[float]:
-            values = times.get(key)
-            if not isinstance(values, list):
-                return []
-            return [float(v) for v in values if isinstance(v, int | float) and v > 0]
-
-        before, after, profiled = ms("unprofiled"), ms("after"), ms("profiled")
+        before, after, profiled = times
         if not before and not after:
             return None
+        if _only_warm_up(before, after, profiled):
+            return None  # no steady unprofiled step: see `warmup_note`
         warmup: list[float] = []
         if before and profiled and _warming_up(before, profiled):
             before, warmup = [], before
-            if not after or _warming_up(after, profiled):
-                return None  # no steady unprofiled step: see `warmup_note`
         return cls(before or after, profiled, before, after, warmup)
 
     @classmethod
@@ -140,27 +133,47 @@ class StepTiming:
         return ", ".join(parts)
 
 
+def _step_times(meta: Any) -> tuple[list[float], list[float], list[float]] | None:
+    """(before, after, profiled) step durations of a capture meta's `step_times_ms`, junk
+    left out; None when the meta has no step timer."""
+    times = meta.get("step_times_ms") if isinstance(meta, dict) else None
+    if not isinstance(times, dict):
+        return None
+
+    def ms(key: str) -> list[float]:
+        values = times.get(key)
+        if not isinstance(values, list):
+            return []
+        return [float(v) for v in values if isinstance(v, int | float) and v > 0]
+
+    return ms("unprofiled"), ms("after"), ms("profiled")
+
+
 def _warming_up(unprofiled: list[float], profiled: list[float]) -> bool:
     return statistics.median(unprofiled) > WARMUP_RATIO * statistics.median(profiled)
+
+
+def _only_warm_up(before: list[float], after: list[float], profiled: list[float]) -> bool:
+    """The steps before the capture were warm-up, and no steady step after it is left."""
+    return bool(
+        before
+        and profiled
+        and _warming_up(before, profiled)
+        and (not after or _warming_up(after, profiled))
+    )
 
 
 def warmup_note(meta: Any) -> str | None:
     """Why a capture meta with timed steps gives no unprofiled step (`StepTiming.from_meta`
     returned None: every unprofiled step was warm-up), or None when that is not the case."""
-    times = meta.get("step_times_ms") if isinstance(meta, dict) else None
-    if not isinstance(times, dict) or StepTiming.from_meta(meta) is not None:
+    times = _step_times(meta)
+    if times is None or not _only_warm_up(*times):
         return None
-    vals = {
-        k: [float(v) for v in times.get(k) or [] if isinstance(v, int | float) and v > 0]
-        for k in ("unprofiled", "after", "profiled")
-    }
-    slow = vals["unprofiled"] or vals["after"]
-    if not slow or not vals["profiled"]:
-        return None
+    before, _, profiled = times
     return (
-        f"the {len(slow)} steps membound timed without the profiler took "
-        f"{statistics.median(slow):.2f} ms (median), the profiled ones "
-        f"{statistics.median(vals['profiled']):.2f} ms: the loop was still warming up "
+        f"the {len(before)} steps membound timed without the profiler took "
+        f"{statistics.median(before):.2f} ms (median), the profiled ones "
+        f"{statistics.median(profiled):.2f} ms: the loop was still warming up "
         "(compiling, capturing a CUDA graph, autotuning) when they ran, so every ms/step refers "
         "to the profiled step and the profiler's overhead is unknown; `--wait N` starts the "
         "capture N steps later"
