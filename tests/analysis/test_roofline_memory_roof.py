@@ -152,19 +152,10 @@ def test_memory_findings_use_the_l2_roof_of_calls_that_fit(ceilings, monkeypatch
     test_memory.py` has its numbers at the 1 TB/s HBM roof) with an L2 roof of 4 TB/s over
     200 MB (test values, so every call fits): each finding's time at the roof is its bytes
     at 4 TB/s now, the same roof the rows were placed on."""
-    from membound.cost.trace_args import cost_of
-    from support import tracebuilder
+    from support.analysis import ADD as add
+    from support.analysis import LN as ln
     from support.analysis import by_code, run
 
-    add = cost_of(
-        "aten::add", [[8192, 1024], [8192, 1024], []], ["float", "float", "Scalar"], ["", "", "1"]
-    )
-    ln = cost_of(
-        "aten::native_layer_norm",
-        tracebuilder.LN_DIMS,
-        ["float", "float", "float", "Scalar"],
-        ["", "[1024]", "", "", "1e-05"],
-    )
     l2 = 4e12
     # fp32-storage's saving at 4 TB/s (13 µs) is below the 1% of a step findings must reach
     monkeypatch.setattr("membound.analysis.findings.MIN_SHARE", 0.0)

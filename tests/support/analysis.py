@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 from membound.analysis import analyze
+from membound.cost.trace_args import cost_of
+from support import tracebuilder
 from support.paths import FIXTURES
+
+#: the costs of the planted memory block's ops (`tracebuilder.planted_memory_block`: an fp32
+#: add and a LayerNorm on 8192 x 1024), as the cost model reads them from the trace
+ADD = cost_of(
+    "aten::add", [[8192, 1024], [8192, 1024], []], ["float", "float", "Scalar"], ["", "", "1"]
+)
+LN = cost_of(
+    "aten::native_layer_norm",
+    tracebuilder.LN_DIMS,
+    ["float", "float", "float", "Scalar"],
+    ["", "[1024]", "", "", "1e-05"],
+)
 
 
 def run(name: str, ceilings):

@@ -5,19 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from membound.cost.trace_args import cost_of
-from support import tracebuilder
-from support.analysis import by_code, run
-
-ADD = cost_of(
-    "aten::add", [[8192, 1024], [8192, 1024], []], ["float", "float", "Scalar"], ["", "", "1"]
-)
-LN = cost_of(
-    "aten::native_layer_norm",
-    tracebuilder.LN_DIMS,
-    ["float", "float", "float", "Scalar"],
-    ["", "[1024]", "", "", "1e-05"],
-)
+from support.analysis import ADD, LN, by_code, run
 
 
 @pytest.fixture
