@@ -13,7 +13,7 @@ from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
 from membound.analysis.ops import call_column, first_input_bytes
 from membound.analysis.roofline import call_memory_roof
-from membound.analysis.rules.memory_gap import memory_ops_below_roof
+from membound.analysis.rules.memory_gap import LATENCY_US, attainable_ms, memory_ops_below_roof
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
 MEMORY_OP_SHARE = 0.10
@@ -76,12 +76,6 @@ def _call_roofs(ctx, cols: _Columns, idx: np.ndarray) -> np.ndarray | None:
     return np.array(out, dtype=np.float64)
 
 
-def _attainable_ms(r, bw: float) -> float:
-    """A row's time at its memory roof: the one its placement chose (`OpRow.memory_roof`),
-    else HBM's."""
-    return r.attainable_ms if r.attainable_ms is not None else r.bytes / bw * 1e3
-
-
 def _rows_by_name(ctx):
     return {r.name: r for r in ctx.rows}
 
@@ -89,9 +83,6 @@ def _rows_by_name(ctx):
 #: an op reaching at least this fraction of its memory roof is near it: the time above the
 #: roof is then not worth a finding of its own (only fewer bytes would make it faster)
 NEAR_ROOF = 0.6
-#: a call whose bytes take less than this at the memory roof (µs) cannot approach the roof:
-#: a kernel's fixed cost (launch, ramp-up, tail) is a few µs, so its time is latency
-LATENCY_US = 2.0
 
 
 @rule("memory-bound-op")
@@ -117,10 +108,10 @@ def memory_bound_op(ctx):
             continue
         if r.fraction_of_attainable is not None and r.fraction_of_attainable >= NEAR_ROOF:
             continue
-        attainable_ms = _attainable_ms(r, bw)
-        if attainable_ms / max(r.calls, 1) * 1e3 < LATENCY_US:
+        at_roof_ms = attainable_ms(r, bw)
+        if at_roof_ms / max(r.calls, 1) * 1e3 < LATENCY_US:
             continue  # kilobyte-sized calls: latency, not bandwidth (launch-bound's to report)
-        lost = ctx.per_op_step(max(r.device_ms - attainable_ms, 0.0))
+        lost = ctx.per_op_step(max(r.device_ms - at_roof_ms, 0.0))
         out.append(
             ctx.finding(
                 code="memory-bound-op",
@@ -135,14 +126,13 @@ def memory_bound_op(ctx):
                     "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
                     "memory_roof": r.memory_roof,
                     "share_of_gpu_time": r.share_of_gpu_time,
-                    "attainable_ms_per_step": ctx.per_op_step(attainable_ms),
+                    "attainable_ms_per_step": ctx.per_op_step(at_roof_ms),
                     "dtypes": r.dtypes,
                 },
                 fix=memory_bound_fix(r.name, r.name in after_add),
             )
         )
-    own = {f.evidence["op"] for f in out}
-    return out + memory_ops_below_roof(ctx, bw, own, LATENCY_US)
+    return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out})
 
 
 ADDS = ("aten::add", "aten::add_")

@@ -23,15 +23,22 @@ NOT_GENERATED = ("matmul", "attention", "conv", "inductor", "optimizer")
 SHOWN = 6
 
 
-def _attainable_ms(r, bw: float) -> float:
-    """The row's time at its memory roof (the roof the roofline chose for it, else HBM)."""
+#: a call whose bytes take less than this at the memory roof (µs) cannot approach the roof:
+#: a kernel's fixed cost (launch, ramp-up, tail) is a few µs, so its time is latency (shared
+#: with rules/memory.py, which imports it from here)
+LATENCY_US = 2.0
+
+
+def attainable_ms(r, bw: float) -> float:
+    """A row's time at its memory roof: the one its placement chose (`OpRow.memory_roof`),
+    else HBM's."""
     return r.attainable_ms if r.attainable_ms is not None else r.bytes / bw * 1e3
 
 
-def memory_ops_below_roof(ctx, bw: float, own: set[str], latency_us: float):
+def memory_ops_below_roof(ctx, bw: float, own: set[str]):
     """The memory-bound ops without a finding of their own, summed: time lost per step =
     Σ (device time − time at the memory roof) ÷ steps, over the op rows bound by memory whose
-    calls are large enough to be bandwidth-bound (≥ `latency_us` at the roof per call), of
+    calls are large enough to be bandwidth-bound (≥ `LATENCY_US` at HBM's rate per call), of
     families a code generator rewrites. One finding (its evidence lists the largest), whose
     remedy is `torch.compile`. `own`: the rows with a finding of their own (left out);
     called by rules/memory.py's `memory_bound_op` (one rule per finding code)."""
@@ -42,9 +49,9 @@ def memory_ops_below_roof(ctx, bw: float, own: set[str], latency_us: float):
             continue
         if op_family(r.name) in NOT_GENERATED or r.name.startswith("membound::"):
             continue
-        if r.bytes / bw / max(r.calls, 1) * 1e6 < latency_us:
+        if r.bytes / bw / max(r.calls, 1) * 1e6 < LATENCY_US:
             continue  # latency-sized calls: launch-bound's to report
-        gap = r.device_ms - _attainable_ms(r, bw)
+        gap = r.device_ms - attainable_ms(r, bw)
         if gap > 0:
             gaps[r.name] = gap
             device += r.device_ms
