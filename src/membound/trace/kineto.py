@@ -85,6 +85,8 @@ _CPU_KIND = {
 }  # fmt: skip
 _RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "runtime", "driver", "Runtime"))
 _NO_ARGS: dict = {}
+#: a cpu_op's autograd sequence number: a forward op and the backward node it made share it
+SEQ = "Sequence number"
 #: the table an event of a category goes to, and its kind: one lookup per event. Categories
 #: not here are not used (python_function stacks among them: often most of a file)
 _CPU, _RUNTIME, _GPU = 0, 1, 2
@@ -158,7 +160,7 @@ class _Builder:
         d = self.dropped
         self.cpu = Columns(
             d, check_times=False, ts="f8", dur="f8", name="i4", tid="i8", kind="i1", ext_id="i8", shape="i4",
-            strides="i4",
+            strides="i4", seq="i8",
         )  # fmt: skip
         self.runtime = Columns(d, ts="f8", dur="f8", name="i4", tid="i8", correlation="i8")
         self.gpu = Columns(
@@ -272,7 +274,7 @@ class _Builder:
                         kind = USER_ANNOTATION  # some torch versions file step marks as cpu_op
                     else:
                         sid, stid = shape(args)
-                cpu_add((ts, dur, nid, tid, kind, ext, sid, stid))
+                cpu_add((ts, dur, nid, tid, kind, ext, sid, stid, args.get(SEQ, -1)))
             else:
                 rt_add((ts, dur, nid, tid, corr))
         self.gpu.extend(gpu_rows)
@@ -312,7 +314,10 @@ class _Builder:
                     kind = USER_ANNOTATION
                 else:
                     sid, stid = self._shape(args)
-            cpu_add((ts, dur, nid, ev.get("tid"), kind, args.get("External id", -1), sid, stid))
+            cpu_add(
+                (ts, dur, nid, ev.get("tid"), kind, args.get("External id", -1), sid, stid,
+                 args.get(SEQ, -1))
+            )  # fmt: skip
         else:
             rt_add((ts, dur, nid, ev.get("tid"), args.get("correlation", -1)))
 

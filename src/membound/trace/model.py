@@ -89,7 +89,8 @@ class Trace:
 
     - `cpu`: host ops and annotations: ts, dur (µs), name, tid, kind, ext_id, shape (index
       into `shapes`, -1 when the op recorded none or malformed ones), strides (index into
-      `strides`, -1 when none), role (`NO_ROLE`, `STEP`, ...), step (the
+      `strides`, -1 when none), seq (the autograd "Sequence number": a forward op and the
+      backward node it recorded share it; -1 when none), role (`NO_ROLE`, `STEP`, ...), step (the
       number of a step mark, else -1), collective (as `gpu.collective`, for host
       collectives).
     - `runtime`: CUDA runtime/driver calls: ts, dur, name, tid, correlation, call (`LAUNCH`,
