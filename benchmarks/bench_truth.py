@@ -96,14 +96,14 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("gpt2", REAL / "gpt2.py", (
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "nanoGPT's own default: fuses the elementwise chains", remedies=("compile",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "nanoGPT's log_interval: no per-step .item()", remedies=("sync_less",)),
-        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True, remedies=("fused_norms",)),
-        Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False, remedies=("fused_norms",)),
-        Fix("swap-norms-adaptive", ("--swap-norms", "--norm-dispatch", "adaptive"), GPU_WORK, "membound.swap_norms with the adaptive dispatch (eager ops when the stream is idle)", membound=True, core=False, remedies=("fused_norms",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True, remedies=("swap_norms",)),
+        Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False, remedies=("fused_add_norm",)),
+        Fix("swap-norms-adaptive", ("--swap-norms", "--norm-dispatch", "adaptive"), GPU_WORK, "membound.swap_norms with the adaptive dispatch (eager ops when the stream is idle)", membound=True, core=False, remedies=("swap_norms",)),
     ), steps=20, warmup=3, diag_steps=3, timeout_s=180),
     Script("gpt2_compiled", REAL / "gpt2_compiled.py", (
         Fix("reduce-overhead", ("--mode", "reduce-overhead"), ("launch-bound",), "CUDA graphs: one launch per graph", remedies=("cuda_graphs",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", remedies=("sync_less",)),
-        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms before compiling", membound=True, core=False, remedies=("fused_norms",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms before compiling", membound=True, core=False, remedies=("swap_norms",)),
     ), steps=20, warmup=5, diag_steps=3, timeout_s=240, diag_timeout_s=300),
     Script("resnet50_fp32", REAL / "resnet50_fp32.py", (
         Fix("amp", ("--amp",), _AMP, "bf16 autocast: half the bytes, tensor-core math", remedies=("bf16",)),
@@ -126,7 +126,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False, remedies=("sync_less",)),
     ), steps=30, warmup=5),
     Script("hf_trainer_llama", REAL / "hf_trainer_llama.py", (
-        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the Llama", membound=True, remedies=("fused_norms",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the Llama", membound=True, remedies=("swap_norms",)),
         Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host", remedies=("sync_less",)),
         Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True)", remedies=("compile",)),
         Fix("logging-steps-1000", ("--logging-steps", "1000"), SYNC, "no logging sync in the window", core=False, remedies=("sync_less",)),

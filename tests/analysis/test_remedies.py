@@ -29,11 +29,11 @@ APPLIES = {
     "no-nan-inf-filter": ["sync_less"],
     "logging-steps-1000": ["sync_less"],
     "refresh-rate-100": ["sync_less"],
-    "swap-norms-adaptive": ["fused_norms"],
+    "swap-norms-adaptive": ["swap_norms"],
     "compile": ["compile"],
-    "swap-norms": ["fused_norms"],
-    "fused-add-norm": ["fused_norms"],
-    "swap-norms-kernels": ["fused_norms"],  # the 2026-12-01 run's name (adaptive was default)
+    "swap-norms": ["swap_norms"],
+    "fused-add-norm": ["fused_add_norm"],
+    "swap-norms-kernels": ["swap_norms"],  # the 2026-12-01 run's name (adaptive was default)
 }
 
 
@@ -46,13 +46,14 @@ def _f(code, saving, **evidence):
     [
         ("memory-bound-op", {"op": "aten::cudnn_batch_norm_backward"}, ("channels_last", "compile")),
         ("memory-bound-op", {"op": "aten::cudnn_convolution"}, ("channels_last",)),
-        ("memory-bound-op", {"op": "aten::native_layer_norm"}, ("fused_norms", "compile")),
-        ("memory-bound-op", {"op": "aten::_fused_rms_norm_backward"}, ("fused_norms", "compile")),
+        ("memory-bound-op", {"op": "aten::native_layer_norm"}, ("swap_norms", "compile")),
+        ("memory-bound-op", {"op": "aten::_fused_rms_norm_backward"}, ("swap_norms", "compile")),
         ("memory-bound-op", {"op": "aten::_foreach_add_"}, ("fused_optimizer",)),
         ("memory-bound-op", {"op": "aten::mm"}, ()),
         ("memory-bound-op", {"op": "aten::gelu_backward"}, ("compile",)),
         ("memory-bound-op", {"op": "triton_red_fused_native_layer_norm_0"}, ("max_autotune",)),
-        ("unfused-chain", {"top_chain": "aten::add → aten::native_layer_norm"}, ("compile", "fused_norms")),
+        ("unfused-chain", {"top_chain": "aten::add → aten::native_layer_norm"}, ("compile", "fused_add_norm")),
+        ("unfused-chain", {"norm_written_out": "rms_norm", "top_chain": "aten::pow → aten::mean"}, ("swap_norms", "fused_add_norm", "compile")),
         ("unfused-chain", {"top_chain": "aten::cudnn_batch_norm → aten::clamp_min_"}, ("compile",)),
         ("fp32-storage", {}, ("bf16",)),
         ("fp32-storage", {"autocast_on": True}, ("bf16_storage",)),
@@ -161,6 +162,10 @@ def test_report_json_and_terminal_carry_the_remedies():
     assert "channels_last  15.059 ms/step" in text and "memory-bound-op x2 (1, 4)" in text
 
 
+def truth_baseline(name) -> float:
+    return json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())["baseline_ms"]
+
+
 def _within(measured, predicted):
     return abs(predicted - measured) <= max(0.25 * abs(measured), 2.0)
 
@@ -192,12 +197,18 @@ def test_gpt2_compile_predicted_by_the_ops_below_their_roof():
     assert fp32.evidence["autocast_on"] is True and "already on" in fp32.fix
     assert remedies_of(fp32.code, fp32.evidence) == ("bf16_storage",)
     got = _truth_check("gpt2")
-    for fix in ("compile", "swap-norms", "fused-add-norm", "log-every-100"):
+    for fix in ("compile", "fused-add-norm", "log-every-100"):
         assert _within(*got[fix]), (fix, got[fix])
-    # in this run swap-norms was the adaptive dispatch (then the default) and the kernels
-    # forced were 12.21 ms/step slower: host-bound (nn/add_norm_op.py DISPATCH); a saving of
-    # GPU time cannot predict a loss of host time
-    assert got["swap-norms-kernels"][0] < 0 < got["swap-norms-kernels"][1]
+    # swap_norms alone fuses nothing on GPT-2: its LayerNorm is one ATen kernel, and the
+    # residual add that the unfused chain holds stays outside a swapped module (FusedAdd* in
+    # the block takes it: fused-add-norm). No finding stands for it, so no saving is claimed.
+    # Measured, it was noise or a loss: +2.78 ms/step with the adaptive dispatch (then the
+    # default) and -12.21 with the kernels forced in this run; -6.0, -12.2, -17.9 in three
+    # calls of benchmarks/results/gpt2_norm_dispatch_2026-12-01.txt (the kernels' host cost
+    # on a host only just ahead of its GPU).
+    assert got["swap-norms"][1] == 0.0 and got["swap-norms-kernels"][1] == 0.0
+    assert got["swap-norms-kernels"][0] < 0
+    assert abs(got["swap-norms"][0]) < 0.05 * truth_baseline("gpt2")
 
 
 def test_resnet50_fp32_second_run_compile_within_tolerance():
@@ -219,20 +230,40 @@ def test_resnet50_pageable_prefetcher_every_fix_within_tolerance():
         assert _within(*got[fix]), (fix, got[fix])
 
 
-def test_hf_trainer_llama_sync_fixes_within_compile_and_swap_norms_under_predicted():
+def test_hf_trainer_llama_written_out_rmsnorm_predicts_swap_norms_and_compile():
     """HF Trainer on a small Llama (H200, 2026-12-02 00:16 UTC; baselines 40.33 and 45.84,
-    12.8% apart): torch_compile saved 17.26 ms/step, predicted 12.43 (28% short: just outside
-    issue 15's 25%); swap_norms swapped 17 of 17 LlamaRMSNorm modules and saved 7.35, but no
-    finding names membound's norms: HF writes RMSNorm out (to(fp32), pow, mean, add, rsqrt,
-    mul, to(bf16), mul), so the trace holds no norm op for the remedy to recognise (its ops
-    are in the summed memory-bound-op finding, whose remedy is compile). The logging fixes
-    are within tolerance."""
+    12.8% apart). HF writes RMSNorm out (pow, mean, add, rsqrt, mul, mul forward; 13-14 ops in
+    autograd's backward), so no op of the trace is a norm: the written-out norm finding
+    (rules/norm_written.py) recognises the 17 per step by what they compute and joins their
+    backward ops by autograd sequence number. Its saving, 4.82 ms/step (their 5.49 ms of
+    kernels against one fused kernel each way at the roof, 0.67), is membound.swap_norms'
+    prediction; swap_norms saved 7.35 (4.59 against the first baseline alone, 10.10 against
+    the second): 2.53 short, just outside issue 15's 2 ms, inside the baselines' own spread.
+    Before it, swap_norms had no prediction (0) and compile's was 12.43; with the norms' whole
+    time in, compile's is 14.40 against 17.26 measured: within tolerance now."""
+    a = analyze(
+        [FIXTURES / "h200_real_hf_trainer_llama" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    norm = next(f for f in a.findings if f.evidence.get("norm_written_out"))
+    assert norm.code == "unfused-chain" and norm.evidence["norm_written_out"] == "rms_norm"
+    assert norm.evidence["norms_per_step"] == pytest.approx(17)
+    assert norm.evidence["backward_found"] is True
+    assert norm.evidence["top_chain"].startswith("aten::pow → aten::mean → aten::add → aten::rsqrt")
+    assert norm.time_lost_ms_per_step == pytest.approx(4.82, abs=0.01)
+    assert "membound.swap_norms" in norm.fix and "LlamaRMSNorm" in norm.fix
+    rs = {r.key: r for r in remedies(a.findings, a.reference_step_ms)}
+    assert rs["swap_norms"].saving_ms_per_step == pytest.approx(4.82, abs=0.01)
     got = _truth_check("hf_trainer_llama")
-    for fix in ("no-nan-inf-filter", "logging-steps-1000"):
+    for fix in ("no-nan-inf-filter", "logging-steps-1000", "torch-compile"):
         assert _within(*got[fix]), (fix, got[fix])
-    measured, predicted = got["torch-compile"]
-    assert predicted == pytest.approx(12.43, abs=0.01) and 0.7 * measured < predicted < measured
-    assert got["swap-norms"] == (pytest.approx(7.35, abs=0.01), 0.0)  # the known miss
+    assert got["torch-compile"][1] == pytest.approx(14.40, abs=0.01)
+    measured, predicted = got["swap-norms"]
+    assert predicted == pytest.approx(4.82, abs=0.01) and measured == pytest.approx(7.35, abs=0.01)
+    truth = json.loads((FIXTURES / "h200_real_hf_trainer_llama" / "truth.json").read_text())
+    runs = sorted(b["step_ms"] for b in truth["baselines"])
+    swapped = truth["fixes"]["swap-norms"]["truth"]["step_ms"]
+    assert runs[0] - swapped < predicted < runs[-1] - swapped  # inside the baselines' spread
 
 
 def test_lightning_fit_second_run_prefetch_within_pinning_under_predicted():

@@ -54,6 +54,11 @@ class OpCall:
     tensor_cores: bool | None = None
     #: `first_input_bytes` of it, found once per interned shape (None: not computed)
     first_input_bytes: float | None = None
+    #: autograd sequence number of the op or of its nearest enclosing op that has one (-1:
+    #: none): a forward op and the backward node it recorded share it (`trace.cpu.seq`)
+    seq: int = -1
+    #: the call runs inside a backward node (`autograd::engine::evaluate_function: ...`)
+    backward: bool = False
 
 
 class OpCalls(list):
@@ -86,7 +91,7 @@ for _name in ("append", "extend", "insert", "pop", "remove", "sort", "reverse", 
 _NUMBER_FIELDS = {
     "cpu_index": np.int64, "tid": np.int64, "first_kernel_us": np.float64,
     "last_kernel_end_us": np.float64, "device_us": np.float64, "kernels": np.int64,
-    "flops": np.float64, "bytes": np.float64, "known": bool,
+    "flops": np.float64, "bytes": np.float64, "known": bool, "seq": np.int64, "backward": bool,
 }  # fmt: skip
 
 
@@ -420,6 +425,7 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     compute = per_key["compute"][kinv]
     # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
     compute[per_key["fp32"][kinv] & (tc == 2)] = "tf32"
+    seq, backward = _autograd_of(trace, parent, calls_idx)
     columns = {
         "cpu_index": calls_idx,
         "name": per_key["name"][kinv],
@@ -438,6 +444,8 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
         "storage_dtype": per_key["storage_dtype"][kinv],
         "tensor_cores": np.array([None, False, True], dtype=object)[tc],
         "first_input_bytes": per_key["first_input_bytes"][kinv],
+        "seq": seq,
+        "backward": backward,
     }
     # in order of the first kernel (a stable sort: calls of one start keep their order)
     if np.isnan(first).any():
@@ -447,6 +455,46 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     columns = {f: columns[f].take(order) for f in _OPCALL_FIELDS}
     calls = map(OpCall, *(columns[f].tolist() for f in _OPCALL_FIELDS))
     return OpCalls(calls, columns)
+
+
+#: the names of the ops autograd runs a backward node under
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+
+
+def _autograd_of(
+    trace: Trace, parent: np.ndarray, idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(seq, backward) of CPU ops `idx`: the autograd sequence number of each op or of its
+    nearest enclosing op that has one (-1: none), and whether that op is a backward node
+    (its name, or its parent's, is autograd's `evaluate_function: XBackward0`). A trace
+    without the column (another reader) gives -1 and False."""
+    cpu = trace.cpu
+    seq_col = cpu.cols.get("seq")
+    if seq_col is None or not len(idx):
+        return np.full(len(idx), -1, dtype=np.int64), np.zeros(len(idx), dtype=bool)
+    cur = idx.astype(np.int64).copy()
+    holder = np.full(len(idx), -1, dtype=np.int64)
+    for _ in range(64):  # op stacks are shallow; the bound only stops a cycle
+        live = (cur >= 0) & (holder < 0)
+        if not live.any():
+            break
+        hit = live & (seq_col[np.maximum(cur, 0)] >= 0)
+        holder[hit] = cur[hit]
+        cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
+    found = holder >= 0
+    seq = np.where(found, seq_col[np.maximum(holder, 0)], -1).astype(np.int64)
+    names = trace.names
+    is_bwd_name = np.array(
+        [n.startswith(_BACKWARD_PREFIX) or n.endswith(("Backward0", "Backward1")) for n in names]
+        or [False],
+        dtype=bool,
+    )
+    up = parent[np.maximum(holder, 0)]
+    backward = found & (
+        is_bwd_name[cpu.name[np.maximum(holder, 0)]]
+        | ((up >= 0) & is_bwd_name[cpu.name[np.maximum(up, 0)]])
+    )
+    return seq, backward
 
 
 #: OpCall's fields in the order its constructor takes them

@@ -11,12 +11,14 @@ findings together predict 15.1.
 Each finding names the remedies that recover its saving (`remedies_of`), chosen by what the
 saving *is*, not by what the fix text mentions:
 - `memory-bound-op` is an efficiency gap (time beyond the op's time at the memory roof):
-  a better kernel or layout recovers it: channels_last for BatchNorm and convolutions, the
-  fused norms for LayerNorm/RMSNorm, the fused optimizer for optimizer ops, torch.compile
+  a better kernel or layout recovers it: channels_last for BatchNorm and convolutions,
+  membound.swap_norms for LayerNorm/RMSNorm, the fused optimizer for optimizer ops, torch.compile
   for elementwise ops, softmax and norms; bf16 does not (it halves bytes, not the gap);
 - `fp32-storage` is bytes: bf16 (autocast), or bf16 storage where autocast is already on;
-- `unfused-chain` is intermediate round trips: torch.compile, or membound's fused add+norm
-  when the chain is a residual add into a norm;
+- `unfused-chain` is intermediate round trips: torch.compile, or membound's FusedAdd* in the
+  block when the chain is a residual add into a norm; a norm written out as separate ops
+  (HF's RMSNorm) is recovered by membound.swap_norms, which swaps the module (not the add:
+  on a norm that is already one ATen kernel, swap_norms alone fuses nothing);
 - `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs;
 - `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
   membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
@@ -42,7 +44,8 @@ REMEDIES: dict[str, str] = {
     "tf32": "TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True",
     "compile": "torch.compile(model)",
     "cuda_graphs": "CUDA graphs: torch.compile(mode='reduce-overhead') or torch.cuda.graphs",
-    "fused_norms": "membound's fused norms: membound.swap_norms(model), FusedAdd* in the blocks",
+    "swap_norms": "membound.swap_norms(model): each norm module one fused kernel each way",
+    "fused_add_norm": "membound.nn.FusedAdd* in the blocks: the residual add fused into the norm",
     "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
     "max_autotune": "torch.compile(mode='max-autotune'): inductor's kernels autotuned",
     "sync_less": "sync less often: read the loss every N steps",
@@ -61,7 +64,7 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         if family in ("batch_norm", "conv"):
             return ("channels_last", "compile") if family == "batch_norm" else ("channels_last",)
         if family in NORMS:
-            return ("fused_norms", "compile")
+            return ("swap_norms", "compile")
         if family == "optimizer":
             return ("fused_optimizer",)
         if family == "inductor":  # already compiled: fusing again is no remedy
@@ -70,9 +73,11 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
             return ()  # a library kernel: no fix of ours moves its bytes faster
         return ("compile",)
     if code == "unfused-chain":
+        if ev.get("norm_written_out"):  # a norm spelled in elementwise ops (rules.norm_written)
+            return ("swap_norms", "fused_add_norm", "compile")
         chain = str(ev.get("top_chain", "")).lower()
         norm_chain = any(n in chain for n in NORMS) and "add" in chain
-        return ("compile", "fused_norms") if norm_chain else ("compile",)
+        return ("compile", "fused_add_norm") if norm_chain else ("compile",)
     if code == "fp32-storage" and ev.get("autocast_on"):
         return ("bf16_storage",)  # autocast is on already: what is left is 16-bit storage
     return {
@@ -114,14 +119,16 @@ class Remedy:
 
 def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
     """Every remedy some finding names, ranked by predicted saving (ties: fewer findings
-    first, then the key). `findings` are `Finding`s (code, evidence,
+    first, then the one a finding names first, then the key). `findings` are `Finding`s (code, evidence,
     time_lost_ms_per_step); `step_ms` the step the savings refer to (None: no cap, no share)."""
     by_key: dict[str, Remedy] = {}
+    place: dict[str, int] = {}  # best place a remedy holds in a finding's list (ties)
     for i, f in enumerate(findings):
         saving = float(f.time_lost_ms_per_step or 0.0)
         if not saving > 0.0:  # also drops NaN
             continue
-        for key in remedies_of(f.code, f.evidence):
+        for k, key in enumerate(remedies_of(f.code, f.evidence)):
+            place[key] = min(place.get(key, k), k)
             r = by_key.setdefault(key, Remedy(key, REMEDIES[key], 0.0, 0.0))
             r.saving_ms_per_step += saving
             r.findings.append(i)
@@ -134,7 +141,7 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
             r.share_of_step = r.saving_ms_per_step / step_ms
             r.expected_step_ms_after_fix = step_ms - r.saving_ms_per_step
         out.append(r)
-    return sorted(out, key=lambda r: (-r.saving_ms_per_step, len(r.findings), r.key))
+    return sorted(out, key=lambda r: (-r.saving_ms_per_step, len(r.findings), place[r.key], r.key))
 
 
 def combined(findings: Iterable[Any], keys: Iterable[str], step_ms: float | None = None) -> float:

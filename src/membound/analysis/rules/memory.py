@@ -13,6 +13,7 @@ from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
 from membound.analysis.ops import call_column, first_input_bytes
 from membound.analysis.roofline import call_memory_roof
+from membound.analysis.rules import norm_written
 from membound.analysis.rules.memory_gap import LATENCY_US, attainable_ms, memory_ops_below_roof
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
@@ -101,7 +102,9 @@ def memory_bound_op(ctx):
     bw = _bandwidth(ctx)
     if not bw:
         return []
-    after_add = _after_residual_add(_columns_of(ctx))
+    cols = _columns_of(ctx)
+    after_add = _after_residual_add(cols)
+    claimed = _claimed_by_name(ctx, cols, bw)
     out = []
     for r in ctx.rows:
         if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
@@ -111,7 +114,11 @@ def memory_bound_op(ctx):
         at_roof_ms = attainable_ms(r, bw)
         if at_roof_ms / max(r.calls, 1) * 1e3 < LATENCY_US:
             continue  # kilobyte-sized calls: latency, not bandwidth (launch-bound's to report)
-        lost = ctx.per_op_step(max(r.device_ms - at_roof_ms, 0.0))
+        # the calls of a written-out norm are that finding's (unfused-chain)
+        taken_ms, taken_roof_ms = claimed.get(r.name, (0.0, 0.0))
+        lost = ctx.per_op_step(max((r.device_ms - taken_ms) - (at_roof_ms - taken_roof_ms), 0.0))
+        if not lost > 0.0 and r.name in claimed:
+            continue
         out.append(
             ctx.finding(
                 code="memory-bound-op",
@@ -132,7 +139,22 @@ def memory_bound_op(ctx):
                 fix=memory_bound_fix(r.name, r.name in after_add),
             )
         )
-    return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out})
+    return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out}, claimed)
+
+
+def _claimed_by_name(ctx, cols: _Columns, bw: float) -> dict[str, tuple[float, float]]:
+    """op name -> (device ms, ms at the memory roof) of its calls that a written-out norm
+    claims (`_Columns.claimed`): taken out of the op rows the memory-bound-op findings read."""
+    idx = np.flatnonzero(cols.claimed)
+    if not len(idx):
+        return {}
+    roof = _call_roofs(ctx, cols, idx)
+    at_roof = cols.bytes[idx] / (bw if roof is None else roof) * 1e3
+    out: dict[str, tuple[float, float]] = {}
+    for i, r_ms in zip(idx.tolist(), at_roof.tolist(), strict=True):
+        dev, roof_ms = out.get(cols.names[i], (0.0, 0.0))
+        out[cols.names[i]] = (dev + cols.device_us[i] / 1e3, roof_ms + r_ms)
+    return out
 
 
 ADDS = ("aten::add", "aten::add_")
@@ -166,9 +188,23 @@ class _Columns:
         #: are made once per name
         self.name_code, self.distinct_names = _codes(self.names)
         family_code, families = _codes(self.families)
-        fusible = call_column(calls, "known") & (
-            _holds(families, FUSIBLE_FAMILIES)[family_code]
-            | _holds(self.distinct_names, FUSIBLE_NAMES)[self.name_code]
+        #: norms written out as separate ops (`rules.norm_written`), and the calls they
+        #: claim: those are the written-out norm finding's, not a chain's, an op row's or
+        #: fp32-storage's (one kernel's time in one finding)
+        self.norms = norm_written.find(
+            self.names, tid, self.out, call_column(calls, "seq"),
+            call_column(calls, "backward"), call_column(calls, "storage_dtype").tolist(),
+        )  # fmt: skip
+        self.claimed = np.zeros(n, dtype=bool)
+        for g in self.norms:
+            self.claimed[g.calls] = True
+        fusible = (
+            call_column(calls, "known")
+            & ~self.claimed
+            & (
+                _holds(families, FUSIBLE_FAMILIES)[family_code]
+                | _holds(self.distinct_names, FUSIBLE_NAMES)[self.name_code]
+            )
         )
         is_add = self.names_in(ADDS)
         # calls[i] is on calls[i - 1]'s thread over a tensor of the same (nonzero) size
@@ -239,8 +275,9 @@ def unfused_chain(ctx):
     where its call fits in L2; else the chain's own achieved bandwidth) ÷ steps.
     """
     cols = _columns_of(ctx)
+    written = _written_norms(ctx, cols)
     if not len(cols.starts):
-        return []
+        return written
     bounds = list(zip(cols.starts.tolist(), cols.ends.tolist(), strict=True))
     bw = _bandwidth(ctx)
     twice = (cols.out * 2).tolist()
@@ -250,7 +287,7 @@ def unfused_chain(ctx):
         time_s = sum(cols.device_us[cols.member].tolist()) * 1e-6
         bw = moved / time_s if time_s else 0.0
     if not bw:
-        return []
+        return written
     inner = np.flatnonzero(cols.inner)
     roof = _call_roofs(ctx, cols, inner) if _bandwidth(ctx) else None
     if roof is None:
@@ -283,6 +320,80 @@ def unfused_chain(ctx):
                 for s, e in bounds[:2000]
             ],
         )
+    ] + written
+
+
+_NORM_KIND = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
+
+
+def _fused_ms(ctx, nbytes: float, bw: float) -> float:
+    """Time of a fused kernel moving `nbytes` at the roof such a call is held to."""
+    if not nbytes > 0:
+        return 0.0
+    c = ctx.ceilings
+    rate = call_memory_roof(c, nbytes, "norm")[1] if c is not None else bw
+    return nbytes / rate * 1e3
+
+
+def _written_norm_fused_ms(ctx, cols: _Columns, bw: float) -> list[float]:
+    """Per written-out norm of `cols.norms`, the ms one fused kernel each way would take."""
+    return [sum(_fused_ms(ctx, b, bw) for b in norm_written.fused_bytes(g)) for g in cols.norms]
+
+
+def _written_norms(ctx, cols: _Columns) -> list:
+    """`unfused-chain` for norms written out as separate ops (`rules.norm_written`): time
+    lost per step = Σ (device time of their forward and backward ops − one fused kernel's
+    time each way at the memory roof) ÷ steps."""
+    bw = _bandwidth(ctx)
+    if not cols.norms or not bw:
+        return []
+    fused = _written_norm_fused_ms(ctx, cols, bw)
+    device = [float(np.sum(cols.device_us[g.calls])) / 1e3 for g in cols.norms]
+    lost_total = sum(max(d - f, 0.0) for d, f in zip(device, fused, strict=True))
+    if not lost_total > 0.0:
+        return []
+    kinds = Counter(g.kind for g in cols.norms)
+    kind = kinds.most_common(1)[0][0]
+    label = _NORM_KIND[kind]
+    first = cols.norms[0]
+    ops = " → ".join(cols.names[i] for i in first.forward)
+    with_bwd = sum(1 for g in cols.norms if g.backward)
+    per_norm_calls = sum(len(g.calls) for g in cols.norms) / len(cols.norms)
+    return [
+        ctx.finding(
+            code="unfused-chain",
+            title=(
+                f"{label} written out as {len(first.forward)} ops ({ops}), "
+                f"{ctx.per_op_step(len(cols.norms)):.0f} per step"
+            ),
+            lost_ms=ctx.per_op_step(lost_total),
+            evidence={
+                "norm_written_out": kind,
+                "norms_per_step": ctx.per_op_step(len(cols.norms)),
+                "top_chain": ops,
+                "ops_per_norm": per_norm_calls,
+                "backward_found": with_bwd == len(cols.norms),
+                "device_ms_per_step": ctx.per_op_step(sum(device)),
+                "fused_ms_per_step": ctx.per_op_step(sum(fused)),
+                "input_bytes": first.input_bytes,
+                "kinds": dict(kinds),
+            },
+            fix=(
+                f"One fused {label} kernel each way moves the activation a few times instead of "
+                f"once per op: membound.swap_norms(model) swaps such modules (recognised by what "
+                f"they compute, e.g. HF's LlamaRMSNorm) for membound.nn.Fused{label}, checked "
+                f"numerically first; where the residual add comes right before it, "
+                f"membound.nn.FusedAdd{label} in the block fuses the add too; torch.compile "
+                f"also fuses the written-out ops."
+            ),
+            spans=[
+                (
+                    cols.calls[g.forward[0]].first_kernel_us,
+                    cols.calls[g.forward[-1]].last_kernel_end_us,
+                )
+                for g in cols.norms[:2000]
+            ],
+        )
     ]
 
 
@@ -308,6 +419,7 @@ def fp32_storage(ctx):
         call_column(cols.calls, "known")
         & np.equal(call_column(cols.calls, "storage_dtype"), "float")
         & cols.names_in(memory_ops)
+        & ~cols.claimed  # a written-out norm's calls: its fused kernel's bytes count below
     )
     idx = np.flatnonzero(fp32)
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
@@ -325,9 +437,14 @@ def fp32_storage(ctx):
     ms = np.bincount(which, weights=cols.device_us[idx] / 1e3).tolist()
     seen, first = np.unique(which, return_index=True)
     ops = Counter({cols.distinct_names[k]: ms[k] for k in seen[np.argsort(first)].tolist()})
+    # a written-out fp32 norm, fused, still moves fp32: half its fused kernel's time is this
+    # finding's (the rest of its ops' time is the written-out norm's)
+    fused = _written_norm_fused_ms(ctx, cols, bw) if cols.norms else []
+    norm_ms = sum(f for g, f in zip(cols.norms, fused, strict=True) if g.fp32)
+    nbytes += sum(sum(norm_written.fused_bytes(g)) for g in cols.norms if g.fp32)
     if not nbytes:
         return []
-    lost = ctx.per_op_step(0.5 * seconds * 1e3)
+    lost = ctx.per_op_step(0.5 * (seconds * 1e3 + norm_ms))
     autocast = _autocast_on(ctx.rows)
     return [
         ctx.finding(

@@ -35,13 +35,16 @@ def attainable_ms(r, bw: float) -> float:
     return r.attainable_ms if r.attainable_ms is not None else r.bytes / bw * 1e3
 
 
-def memory_ops_below_roof(ctx, bw: float, own: set[str]):
+def memory_ops_below_roof(ctx, bw: float, own: set[str], claimed: dict | None = None):
     """The memory-bound ops without a finding of their own, summed: time lost per step =
     Σ (device time − time at the memory roof) ÷ steps, over the op rows bound by memory whose
     calls are large enough to be bandwidth-bound (≥ `LATENCY_US` at HBM's rate per call), of
     families a code generator rewrites. One finding (its evidence lists the largest), whose
     remedy is `torch.compile`. `own`: the rows with a finding of their own (left out);
-    called by rules/memory.py's `memory_bound_op` (one rule per finding code)."""
+    `claimed`: op name -> (device ms, ms at the roof) of calls another finding holds (a
+    written-out norm's), taken out of their rows; called by rules/memory.py's
+    `memory_bound_op` (one rule per finding code)."""
+    claimed = claimed or {}
     gaps: dict[str, float] = {}
     device = 0.0
     for r in ctx.rows:
@@ -51,10 +54,11 @@ def memory_ops_below_roof(ctx, bw: float, own: set[str]):
             continue
         if r.bytes / bw / max(r.calls, 1) * 1e6 < LATENCY_US:
             continue  # latency-sized calls: launch-bound's to report
-        gap = r.device_ms - attainable_ms(r, bw)
+        taken_ms, taken_roof_ms = claimed.get(r.name, (0.0, 0.0))
+        gap = (r.device_ms - taken_ms) - (attainable_ms(r, bw) - taken_roof_ms)
         if gap > 0:
             gaps[r.name] = gap
-            device += r.device_ms
+            device += r.device_ms - taken_ms
     if len(gaps) < 2:  # one op alone is not a sum: its share decided that it is no finding
         return []
     lost = ctx.per_op_step(sum(gaps.values()))
