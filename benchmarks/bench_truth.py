@@ -611,10 +611,13 @@ class Bench:
 
     def __init__(self, log_dir: Path, budget_s: float, steps: int | None = None, quick: bool = False,
                  trace_dir: Path | None = None, ceilings: str | None = None, diagnose: bool = True,
-                 rebaseline: bool = True, fixes: set[str] | None = None, say=print):  # fmt: skip
+                 rebaseline: bool = True, fixes: set[str] | None = None, say=print,
+                 extra_baselines: int = 0):  # fmt: skip
         self.log_dir, self.budget_s, self.steps, self.quick = log_dir, budget_s, steps, quick
         self.trace_dir, self.ceilings, self.do_diagnose = trace_dir, ceilings, diagnose
         self.rebaseline, self.only_fixes, self.say = rebaseline, fixes, say
+        #: baselines run between the fixes too (spread evenly), on noisy loops
+        self.extra_baselines = max(int(extra_baselines), 0)
         self.t0 = time.perf_counter()
         self.env = script_env()
 
@@ -682,7 +685,17 @@ class Bench:
         # the second baseline is what shows drift: fixes may not eat its time
         reserve = 1.5 * baselines[0].wall_s + 10 if self.rebaseline and baselines[0].ok else 0.0
         diag = self._diagnose(s, reserve) if self.do_diagnose else None
-        fixes = [(f, unprofiled("fix", f.name, f.args, reserve)) for f in self.fixes_of(s)]
+        todo = self.fixes_of(s)
+        # extra baselines go after fixes at even intervals: baseline-m1, baseline-m2, ...
+        extra = {
+            round((k + 1) * len(todo) / (self.extra_baselines + 1)): k + 1
+            for k in range(self.extra_baselines)
+        }
+        fixes = []
+        for i, f in enumerate(todo):
+            if i in extra and i > 0:
+                baselines.append(unprofiled("baseline", f"baseline-m{extra[i]}", (), reserve))
+            fixes.append((f, unprofiled("fix", f.name, f.args, reserve)))
         if self.rebaseline:
             baselines.append(unprofiled("baseline", "baseline-2", ()))
         res = summarize(s, baselines, diag, fixes)
@@ -744,6 +757,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ceilings", help="ceilings JSON for membound diagnose (e.g. benchmarks/results/h200_ceilings.json)")
     p.add_argument("--no-diagnose", action="store_true", help="only the unprofiled runs")
     p.add_argument("--no-rebaseline", action="store_true", help="one baseline, not one before and one after the fixes")
+    p.add_argument("--extra-baselines", type=int, default=0, metavar="N", help="N more baselines spread among the fixes (noisy loops; default 0)")
     p.add_argument("--run", help="the run column (default truth-<UTC time>)")
     p.add_argument("--list", action="store_true", help="print the plan and exit")
     # fmt: on
@@ -785,7 +799,8 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="bench_truth-"))
     traces = Path(args.keep_traces) if args.keep_traces else None
     bench = Bench(log_dir, args.budget_s, args.steps, args.quick, traces, args.ceilings,
-                  not args.no_diagnose, not args.no_rebaseline, fixes)  # fmt: skip
+                  not args.no_diagnose, not args.no_rebaseline, fixes,
+                  extra_baselines=args.extra_baselines)  # fmt: skip
     env = _env_columns()
     bench_command = shlex.join(
         ["benchmarks/bench_truth.py", *(sys.argv[1:] if argv is None else argv)]
