@@ -49,7 +49,8 @@ def test_pointwise_bytes_by_hand_and_flops_per_fused_op():
 def test_an_expanded_argument_costs_what_it_stores():
     dims = [[4096, 768], [4096, 768], []]
     strides = [[0, 1], [768, 1], []]  # the first is a bias expanded over rows
-    cost = cost_of("triton_poi_fused_add_0", dims, [BF16, BF16, "Scalar"], ["", "", "1"], strides)
+    cost = cost_of("triton_poi_fused_add_0", dims, [BF16, BF16, "Scalar"], ["", "", "3145728"],
+                   strides)  # fmt: skip
     assert cost.bytes == 768 * 2 + 4096 * 768 * 2
 
 
@@ -98,3 +99,59 @@ def test_the_join_places_an_inductor_kernel(tmp_path):
     nbytes = 3 * 4096 * 768 * 2 + 768 * 2
     assert row.bytes == 2 * nbytes and row.bound == "memory"
     assert row.achieved_bandwidth_fraction == pytest.approx(nbytes / 10e-6 / 4e12)
+
+
+def test_a_gathered_table_costs_the_rows_the_launch_space_reads():
+    """An embedding lookup inductor fused: the table is far larger than the N = xnumel
+    points the kernel visits, and each point reads one element of it."""
+    # idx [8, 128] int64, table [50000, 64] fp32, out [8, 128, 64] fp32, xnumel = 8*128*64
+    dims = [[8, 128], [50000, 64], [8, 128, 64], []]
+    types = ["long int", "float", "float", "Scalar"]
+    cost = cost_of("triton_poi_fused_embedding_0", dims, types, ["", "", "", "65536"])
+    assert cost.bytes == 8 * 128 * 8 + 65536 * 4 + 65536 * 4  # not 50000 * 64 * 4 of table
+    assert cost.exact and cost.flops == 0
+
+
+def test_a_reduction_that_picks_one_logit_per_row():
+    """nll_loss forward as inductor fuses it: 2 x 6144 points, one logit loaded per point
+    (the target's), so the [12288, 50304] logits cost 12288 elements; FLOPs per point too."""
+    dims = [[12, 1024], [12288, 50304], [12288, 1], [12288, 1], [2], [2], [], []]
+    types = ["long int", BF16, "float", "float", "long int", "float", "Scalar", "Scalar"]
+    concrete = ["", "", "", "", "", "", "2", "6144"]
+    name = "triton_red_fused__log_softmax__to_copy__unsafe_view_nll_loss_forward_sub_view_19"
+    cost = cost_of(name, dims, types, concrete)
+    assert cost.bytes == 12288 * 8 + 12288 * 2 + 2 * 12288 * 4 + 2 * 8 + 2 * 4
+    assert cost.flops == 12288 * (6 + 1 + 1)  # log_softmax, nll_loss_forward, sub
+    assert cost.exact
+
+
+def test_a_zero_seed_offset_ends_the_size_run():
+    # dropout: seeds [4] int64, load_seed_offset=0, x [1000] fp32, mask [1000] bool, out, xnumel
+    dims = [[4], [], [1000], [1000], [1000], []]
+    types = ["long int", "Scalar", "float", "bool", "float", "Scalar"]
+    cost = cost_of("triton_poi_fused_native_dropout_0", dims, types, ["", "0", "", "", "", "1000"])
+    assert cost.bytes == 4 * 8 + 1000 * 4 + 1000 + 1000 * 4  # N = 1000, not 0 * 1000
+    assert cost.exact
+
+
+def test_sizes_no_argument_spans_bound_nothing_and_are_inexact():
+    """A trailing int that is not the launch space (no argument has that many elements):
+    the arguments cannot tell what the kernel touches, so nothing is bounded and the cost
+    is inexact rather than a guess."""
+    dims = [[4096, 768], [4096, 768], []]
+    cost = cost_of("triton_poi_fused_add_0", dims, [BF16, BF16, "Scalar"], ["", "", "1"])
+    assert cost.bytes == 2 * 4096 * 768 * 2 and not cost.exact
+
+
+def test_a_kernel_that_only_writes_is_a_fill():
+    cost = cost_of("triton_poi_fused_embedding_dense_backward_15", [[50304, 768], []],
+                   ["float", "Scalar"], ["", "38633472"])  # fmt: skip
+    assert cost.family == "fill" and cost.flops == 0 and cost.bytes == 50304 * 768 * 4
+    assert family_of("triton_poi_fused_zeros_0") == "inductor"  # the registry's family stays
+
+
+def test_a_template_reads_its_operands_whole():
+    # a template passes no launch-space sizes; a trailing size variable bounds nothing
+    dims = [[512, 1024], [1024, 256], [512, 256], []]
+    cost = cost_of("triton_tem_fused_mm_0", dims, [BF16] * 3 + ["Scalar"], ["", "", "", "8"])
+    assert cost.bytes == (512 * 1024 + 1024 * 256 + 512 * 256) * 2 and cost.exact

@@ -9,12 +9,29 @@ kernel's tensors (its inputs and its preallocated outputs) followed by its sizes
 - Bytes (minimal): each tensor argument read or written once, in its storage dtype, at its
   real storage extent (an expanded, stride-0 argument costs what it stores). A buffer the
   kernel updates in place (`in_out_ptr`) is counted once, as its name is not recorded.
+- The iteration space bounds every argument. Inductor passes the sizes of its launch
+  space (`xnumel`, `ynumel`, `r0_numel` ...) last, after any size variables (`ks0`) and
+  RNG offsets (`load_seed_offset`); their product N is the number of points the kernel
+  visits, and a point loads or stores one element of an argument per access. So an
+  argument larger than N (the vocabulary an embedding gathers rows from, the logits
+  nll_loss picks one element per row of, the gradient an embedding backward scatters
+  into, the whole buffer a `cat` writes one slice of) costs N elements, not its size.
+  That is the smallest defensible count: a kernel that reads one argument at two offsets
+  per point (`x[..., ::2] + x[..., 1::2]`) touches up to 2·N of it, and is undercounted
+  rather than invented. N is trusted when one tensor argument has exactly N elements (the
+  outputs of a pointwise kernel, the reduced input of a reduction). When none has and the
+  bound would shrink an argument, the trailing ints may not be the launch space (a
+  symbolic size passed before `xnumel`, a reduction over a slice): the arguments cannot
+  tell, so the bound is not applied and the cost is marked inexact (`exact=False`).
 - FLOPs, estimated from the name: inductor names a kernel after the aten ops it fused
-  (`descriptive_names="original_aten"`, the default). Per element of the largest tensor
-  argument (the kernel's iteration space): each fused op's count from the pointwise,
-  norm, softmax and reduction formulas (1 for add/mul/exp..., 5 for a layer-norm
-  forward, ...); views and copies count 0. A template matmul (`triton_tem_fused_mm_*`,
+  (`descriptive_names="original_aten"`, the default). Per point of the iteration space
+  (N above, or the largest tensor argument when N is unknown): each fused op's count from
+  the pointwise, norm, softmax and reduction formulas (1 for add/mul/exp..., 5 for a
+  layer-norm forward, ...); views and copies count 0. A template matmul (`triton_tem_fused_mm_*`,
   `addmm`, `bmm`) counts 2·M·N·K from its two operand shapes.
+- A pointwise kernel whose one tensor argument spans the iteration space only writes it
+  (inductor's zero fill before a scatter, named after the op it serves, an arange):
+  `family="fill"`, 0 FLOPs, which holds it to the write roof.
 - A name with no fused op membound knows (`triton_poi_fused_0`, or a name inductor was
   told to shorten) is costed bytes-only: `family="inductor-bytes"`, 0 FLOPs. That places
   it on the memory roof, which is where a fused elementwise kernel lives.
@@ -22,9 +39,10 @@ kernel's tensors (its inputs and its preallocated outputs) followed by its sizes
 
 from __future__ import annotations
 
+import math
 import re
 
-from membound.cost.call import OpCall, TensorMeta, distinct_bytes
+from membound.cost.call import OpCall, TensorMeta
 from membound.cost.formulas.norm import NORM_BWD_DW, NORM_BWD_DX, NORM_FWD, RMS_FWD
 from membound.cost.formulas.pointwise import FLOPS_PER_ELEMENT
 from membound.cost.formulas.softmax import DROPOUT_FWD, SOFTMAX_BWD, SOFTMAX_FWD
@@ -119,13 +137,51 @@ def _matmul_flops(tensors: list[TensorMeta]) -> float | None:
     return None
 
 
+def iteration_space(call: OpCall) -> int | None:
+    """Points the kernel's launch space visits: the product of the trailing run of positive
+    integer arguments (`xnumel`, `r0_numel` ...), None when it recorded none.
+
+    Inductor appends one size per range tree after the kernel's other arguments. The ints
+    just before them (size variables `ks0`, RNG `load_seed_offset`) join the run only when
+    positive, which can only make N larger: a looser bound, never a count above the
+    argument's own size. A zero (a seed offset of 0) ends the run."""
+    sizes: list[int] = []
+    for value in reversed(call.inputs):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            break
+        sizes.append(value)
+    return math.prod(sizes) if sizes else None
+
+
+def _touched(t: TensorMeta, space: int | None) -> int:
+    """Elements of `t` a kernel visiting `space` points can touch, one access per point."""
+    extent = int(t.extent if t.extent is not None else t.numel)
+    return extent if space is None else min(extent, space)
+
+
 def inductor_cost(call: OpCall) -> Cost:
     parsed = parse_name(call.name)
     if parsed is None:
         raise ValueError(f"{call.name} is not an inductor kernel name")
     kind, ops = parsed
     tensors = call.tensors()
-    nbytes = float(distinct_bytes(tensors))
+    # a template (matmul) kernel has no launch-space sizes: it reads its operands whole
+    space = None if kind == "tem" else iteration_space(call)
+    exact = True
+    if space is not None and any(_touched(t, space) < _touched(t, None) for t in tensors):
+        # N bounds an argument: trusted only if some argument spans exactly N points; else
+        # the trailing ints may not be the launch space, and the bound is not applied
+        if not any(t.numel == space for t in tensors):
+            space, exact = None, False
+    # post hoc every argument is a distinct buffer: inductor passes a buffer it both reads
+    # and writes once (`in_out_ptr`), so no two arguments alias
+    nbytes = float(sum(_touched(t, space) * t.itemsize for t in tensors))
+    if kind == "poi" and len(tensors) == 1 and space is not None and tensors[0].numel == space:
+        # one buffer, written at every point: a fill (the zeros an embedding backward
+        # scatters into, an arange), held to the write roof. An in-place update of that
+        # one buffer (`x.mul_(2)`) also reads it; counted once either way, at the write
+        # roof its fraction is understated, never above the roof
+        return Cost(0.0, nbytes, VECTOR, exact, "fill")
     if kind == "tem" and any(op in _MATMULS for op in ops):
         flops = _matmul_flops(tensors)
         if flops is not None:
@@ -133,9 +189,9 @@ def inductor_cost(call: OpCall) -> Cost:
             return Cost(flops, nbytes, compute_key(dtype), True, "inductor")
     known = [FUSED_FLOPS[op] for op in ops if op in FUSED_FLOPS]
     if not known or kind == "tem":
-        return Cost(0.0, nbytes, VECTOR, True, "inductor-bytes")
-    elements = max((t.numel for t in tensors), default=0)
-    return Cost(float(elements * sum(known)), nbytes, VECTOR, True, "inductor")
+        return Cost(0.0, nbytes, VECTOR, exact, "inductor-bytes")
+    elements = max((t.numel if space is None else min(t.numel, space) for t in tensors), default=0)
+    return Cost(float(elements * sum(known)), nbytes, VECTOR, exact, "inductor")
 
 
 register_prefix("triton_poi_", "triton_red_", "triton_per_", "triton_tem_", family="inductor")(
