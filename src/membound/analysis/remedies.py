@@ -18,7 +18,9 @@ saving *is*, not by what the fix text mentions:
 - `unfused-chain` is intermediate round trips: torch.compile, or membound's FusedAdd* in the
   block when the chain is a residual add into a norm; a norm written out as separate ops
   (HF's RMSNorm) is recovered by membound.swap_norms, which swaps the module (not the add:
-  on a norm that is already one ATen kernel, swap_norms alone fuses nothing);
+  on a norm that is already one ATen kernel, swap_norms alone fuses nothing); where the
+  host has no headroom (the capture's overhead on the step >= 10%, `fixes.host_limited`),
+  membound's norm kernels are no remedy of one ATen norm: they cost more host time per call;
 - `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs;
 - `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
   membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
@@ -63,8 +65,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         family = op_family(str(ev.get("op", "")))
         if family in ("batch_norm", "conv"):
             return ("channels_last", "compile") if family == "batch_norm" else ("channels_last",)
-        if family in NORMS:
-            return ("swap_norms", "compile")
+        if family in NORMS:  # no headroom on the host: our kernels' host cost may lose
+            return ("compile",) if ev.get("host_limited") else ("swap_norms", "compile")
         if family == "optimizer":
             return ("fused_optimizer",)
         if family == "inductor":  # already compiled: fusing again is no remedy
@@ -77,7 +79,9 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
             return ("swap_norms", "fused_add_norm", "compile")
         chain = str(ev.get("top_chain", "")).lower()
         norm_chain = any(n in chain for n in NORMS) and "add" in chain
-        return ("compile", "fused_add_norm") if norm_chain else ("compile",)
+        if norm_chain and not ev.get("host_limited"):
+            return ("compile", "fused_add_norm")
+        return ("compile",)
     if code == "fp32-storage" and ev.get("autocast_on"):
         return ("bf16_storage",)  # autocast is on already: what is left is 16-bit storage
     return {

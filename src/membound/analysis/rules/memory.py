@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 
 from membound.analysis.findings import rule
-from membound.analysis.fixes import NORMS, chain_fix, memory_bound_fix, op_family
+from membound.analysis.fixes import NORMS, chain_fix, host_limited, memory_bound_fix, op_family
 from membound.analysis.ops import call_column, first_input_bytes
 from membound.analysis.roofline import call_memory_roof
 from membound.analysis.rules import norm_written
@@ -105,6 +105,7 @@ def memory_bound_op(ctx):
     cols = _columns_of(ctx)
     after_add = _after_residual_add(cols)
     claimed = _claimed_by_name(ctx, cols, bw)
+    limited = host_limited(ctx.timing)
     out = []
     for r in ctx.rows:
         if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
@@ -135,8 +136,9 @@ def memory_bound_op(ctx):
                     "share_of_gpu_time": r.share_of_gpu_time,
                     "attainable_ms_per_step": ctx.per_op_step(at_roof_ms),
                     "dtypes": r.dtypes,
+                    "host_limited": limited is not None,
                 },
-                fix=memory_bound_fix(r.name, r.name in after_add),
+                fix=memory_bound_fix(r.name, r.name in after_add, limited),
             )
         )
     return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out}, claimed)
@@ -296,6 +298,7 @@ def unfused_chain(ctx):
         seconds = sum((cols.out[inner] * 2 / roof).tolist())
         lost = ctx.per_op_step(seconds * 1e3)
     names = cols.names
+    limited = host_limited(ctx.timing)
     patterns = Counter(" → ".join(names[s:e]) for s, e in bounds)
     top, count = patterns.most_common(1)[0]
     calls = cols.calls
@@ -310,10 +313,13 @@ def unfused_chain(ctx):
                 "top_chain_per_step": ctx.per_op_step(count),
                 "intermediate_bytes_per_step": ctx.per_op_step(inter_bytes),
                 "bandwidth_gb_s": bw / 1e9,
+                # no headroom on the host: membound's norm kernels are not the remedy
+                "host_limited": limited is not None,
             },
             fix=chain_fix(
                 {names[i] for i in np.flatnonzero(cols.member).tolist()},
                 bool((cols.link & cols.follows_add).any()),
+                limited,
             ),
             spans=[
                 (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
