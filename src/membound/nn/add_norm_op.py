@@ -65,6 +65,16 @@ EAGER_MAX_ELEMS_NOGRAD = (1 << 20) - 1
 DISPATCH = "kernels"
 DISPATCH_MODES = ("adaptive", "kernels")
 
+#: under torch.compile, without dropout: "inductor" traces the plain PyTorch ops, which
+#: inductor fuses with the ops around the norm; "kernels" traces the custom op, opaque to it.
+#: Why "inductor" (H200, 2026-12-02, benchmarks/gpu/truth.sh gpt2_compiled, plain timer, same
+#: call): examples/real/gpt2_compiled.py took 109.6 ms/step, and 156.0 (+42%) with
+#: membound.swap_norms before compiling and the custom op traced: inductor could no longer fuse
+#: the norms with their neighbours, and each call kept the kernels' host cost. With dropout
+#: the custom op stays: its masks come from membound's kernels' stream, the same with and
+#: without compile.
+COMPILE_DISPATCH = "inductor"
+
 
 def set_add_norm_dispatch(mode: str) -> str:
     """Choose how add_norm picks its path on CUDA above the size rule (see `DISPATCH`):

@@ -113,6 +113,14 @@ def add_norm(
         x, residual, pre_bias, weight, bias, p, is_rms, float(eps), store_s, s_dtype,
         out_dtype or x.dtype,
     )  # fmt: skip
+    if op.is_compiling() and p == 0.0 and op.COMPILE_DISPATCH == "inductor":
+        # tracing without dropout: plain ops, which inductor fuses with their neighbours (the
+        # custom op is opaque to it; see op.COMPILE_DISPATCH for what that cost)
+        y, s = eager_add_norm(
+            x, weight, bias, residual, pre_bias, p, is_rms, float(eps), s_dtype,
+            out_dtype or x.dtype,
+        )  # fmt: skip
+        return (y, s) if prenorm else y
     if op.is_compiling():  # tracing: the custom op (opaque to the compiler, with autograd)
         y, s, _, _, _ = op.add_norm_fwd_op(*args)
     elif needs_grad:  # eager training: the lean autograd.Function (cheapest dispatch)
