@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from membound.errors import BadInput
 from membound.trace import jsonstream
 from membound.trace import kineto as kineto_mod
 from membound.trace.columns import Columns
@@ -228,3 +229,62 @@ def test_skimming_stops_where_a_window_holds_no_cut(tmp_path, monkeypatch, obsta
     for table in ("cpu", "runtime", "gpu"):
         want = {k: v.tolist() for k, v in getattr(ref, table).cols.items()}
         assert {k: v.tolist() for k, v in getattr(got, table).cols.items()} == want
+
+
+def _tables(t) -> dict:
+    return {
+        table: {
+            k: ["nan" if x != x else x for x in v.tolist()]
+            for k, v in getattr(t, table).cols.items()
+        }
+        for table in ("cpu", "runtime", "gpu")
+    }
+
+
+@pytest.mark.parametrize(
+    "variant", ["kineto", "compact", "braces-in-strings", "nested-lists-of-objects", "nan"]
+)
+def test_a_piece_parsed_run_by_run_reads_the_tables_of_one_parse(tmp_path, monkeypatch, variant):
+    """A piece is parsed a few hundred KiB at a time, each run cut at a fast cut; where one
+    lies inside a string or a nested list the run does not parse and the piece is parsed
+    whole, so the tables are always those of one parse of the piece."""
+    b = tracebuilder.planted_launch_bound(steps=2, kernels=60)
+    if variant == "braces-in-strings":
+        for e in b.events[::7]:
+            e["args"]["note"] = 'x"}, {"a": [1], "b\\\\": "}, {'
+    if variant == "nested-lists-of-objects":
+        for e in b.events[::5]:
+            e["args"]["list"] = [{"a": 1}, {"b": [{"c": 2}, {"d": 3}]}]
+    if variant == "nan":  # json.dump writes NaN: those runs go through json
+        b.events[len(b.events) // 2]["ts"] = float("nan")
+        b.events[len(b.events) // 3]["dur"] = float("nan")
+    p = b.write(tmp_path / "t.json", layout="kineto" if variant == "kineto" else "compact")
+    monkeypatch.setattr(kineto_mod, "_RUN", 1 << 40)  # one parse per piece
+    ref = load_trace(p)
+    runs, parses = [], []
+    real_runs, real_parse = kineto_mod._add_runs, kineto_mod._parse_array
+    monkeypatch.setattr(kineto_mod, "_add_runs", lambda *a: runs.append(real_runs(*a)) or runs[-1])
+    monkeypatch.setattr(kineto_mod, "_parse_array", lambda d: parses.append(1) or real_parse(d))
+    monkeypatch.setattr(kineto_mod, "_RUN", 300)
+    got = load_trace(p)
+    assert _tables(got) == _tables(ref) and got.names == ref.names
+    assert got.shapes == ref.shapes and got.dropped == ref.dropped
+    if variant in ("kineto", "compact", "nan"):
+        assert all(runs) and len(parses) > 20  # run by run
+    else:  # a run cut inside a string or a nested list, then the piece whole
+        assert runs == [False] and len(parses) >= 2
+
+
+def test_a_piece_that_does_not_parse_says_so_as_one_parse_does(tmp_path, monkeypatch):
+    b = tracebuilder.planted_launch_bound(steps=2, kernels=60)
+    text = b.text("compact")
+    at = text.index('{"ph"', len(text) // 2)
+    p = tmp_path / "t.json"
+    p.write_text(text[:at] + '{"ph": "X", oops}, ' + text[at:])
+    messages = []
+    for run in (1 << 40, 300):
+        monkeypatch.setattr(kineto_mod, "_RUN", run)
+        with pytest.raises(BadInput, match="an event is not valid JSON") as exc:
+            load_trace(p)
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1]

@@ -38,7 +38,7 @@ DEFAULT_MAX_GZIP_RATIO = 100
 #: a gzip stream may expand past `ratio` x its size only below this many bytes
 GZIP_RATIO_FLOOR = 2 << 30
 
-_FAST_CUT = re.compile(rb"\}\s*,\s*\{")
+_FAST_CUT = re.compile(rb"\}\s*(,)\s*\{")
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FAST_WINDOW = 1 << 20  # look for a fast cut in the chunk's last MiB first
 _SKIM_TAIL = 64 << 10  # and, skimming, in that window's last 64 KiB first
@@ -66,6 +66,14 @@ class TooBig(StreamError):
 
 class WrongCut(Exception):
     """A fast cut turned out not to be between two events: read again with exact cuts."""
+
+
+def next_cut(buf, pos: int, endpos: int) -> int:
+    """Index of the comma of the first fast cut in `buf[pos:endpos]` (bytes, or a buffer
+    such as a memoryview), -1 if none. Like every fast cut it may lie inside a string or a
+    nested list: the run it ends then does not parse."""
+    m = _FAST_CUT.search(buf, pos, endpos)
+    return -1 if m is None else m.start(1)
 
 
 def _env_number(name: str, default: float) -> float:
