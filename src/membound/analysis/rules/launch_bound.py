@@ -68,9 +68,11 @@ def launch_bound(ctx):
             fix=(
                 "Issue fewer, larger kernels: torch.compile(model) (fuses elementwise ops and "
                 "can use CUDA graphs with mode='reduce-overhead'), capture the step in a CUDA "
-                "graph (torch.cuda.graphs), use fused modules (membound.nn.FusedAddLayerNorm "
-                "in the block; membound.swap_norms(model) where a norm is written out as many "
-                "ops), or raise the batch size."
+                "graph (torch.cuda.graphs), replace ops written out one by one with one module "
+                "(membound.swap_norms(model) for norms written out as many ops, as HF's "
+                "LlamaRMSNorm), or raise the batch size. Not membound's kernels in place of "
+                "ATen's one-kernel LayerNorm: each call costs more host time, which is what "
+                "this loop lacks."
             ),
             spans=ctx.spans(idle),
         )
