@@ -31,6 +31,7 @@ APPLIES = {
     "refresh-rate-100": ["sync_less"],
     "swap-norms-adaptive": ["swap_norms"],
     "compile": ["compile"],
+    "reduce-overhead": ["cuda_graphs"],
     "swap-norms": ["swap_norms"],
     "fused-add-norm": ["fused_add_norm"],
     "swap-norms-kernels": ["swap_norms"],  # the 2026-12-01 run's name (adaptive was default)
@@ -341,3 +342,23 @@ def test_fourth_run_lightning_and_fp32_resnet_within_tolerance_where_measured():
     assert set(got) == {"amp", "channels-last", "tf32", "log-every-100", "amp+channels-last"}
     for fix, pair in got.items():
         assert _within(*pair), (fix, pair)
+
+
+def test_compiled_gpt2_truth_small_fixes_and_no_large_finding():
+    """The compiled GPT-2 (H200, 2026-12-02 02:31 UTC; baselines 110.11 and 109.13): every fix
+    saves < 5% of the step, and no finding reaches 10% of it (issue 15's rule for such a
+    script). CUDA graphs (mode='reduce-overhead') saved 0.80 ms/step against the launch-bound
+    finding's 3.12 (a miss by 0.3 beyond 2 ms: the capture's per-launch cost inflated the
+    launch gaps of this launch-dense loop, 25-30% overhead); logging every 100 steps saved 2.09
+    with no prediction (a miss by 0.09); swap_norms before compiling cost 46.4, with the custom
+    op traced (now the plain ops are: 109.62 vs 109.46 in a later call)."""
+    a = analyze(
+        [FIXTURES / "h200_real_gpt2_compiled" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    assert all(f.share_of_step < 0.10 for f in a.findings)
+    got = _truth_check("gpt2_compiled")
+    assert all(abs(m) < 0.05 * truth_baseline("gpt2_compiled") for m, _ in
+               (got["reduce-overhead"], got["log-every-100"]))  # fmt: skip
+    assert got["reduce-overhead"] == (pytest.approx(0.80, abs=0.01), pytest.approx(3.12, abs=0.01))
+    assert got["swap-norms"] == (pytest.approx(-46.40, abs=0.01), 0.0)
