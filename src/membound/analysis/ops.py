@@ -13,10 +13,11 @@ and are placed against the ceilings with `analysis.roofline.place`.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from membound.dtypes import itemsize, trace_dtype
 from membound.trace.model import CPU_OP, D2D, KERNEL, MEMCPY, Trace
 
 
-@dataclass(slots=True)  # a big trace holds millions of these
+@dataclass(slots=True)  # made by the million when a big trace's `OpCalls` are iterated
 class OpCall:
     """One op call that ran kernels: the unit the chain and dtype rules look at."""
 
@@ -61,31 +62,44 @@ class OpCall:
     backward: bool = False
 
 
-class OpCalls(list):
-    """`join_calls`' op calls: a list of `OpCall` that also holds each field as an array, in
-    list order (`columns`), which code reading every call (`op_rows`, the memory rules) takes
-    through `call_column` instead of looping over the objects. Any change to the list drops
-    them; the calls themselves are not to be changed once joined."""
+class OpCalls(Sequence):
+    """`join_calls`' op calls: a read-only sequence of `OpCall` that holds each field as an
+    array, in call order (`columns`). Code reading every call (`op_rows`, the memory rules)
+    takes the arrays through `call_column`; indexing or iterating makes the `OpCall` objects
+    as they are asked for, so a big trace never holds millions of them at once (1.8M calls
+    held ~0.6 GB as objects, against ~0.2 GB as arrays)."""
 
-    def __init__(self, calls=(), columns: dict[str, np.ndarray] | None = None):
-        super().__init__(calls)
+    __slots__ = ("columns", "_n")
+
+    def __init__(self, columns: dict[str, np.ndarray]):
         self.columns = columns
+        self._n = len(columns[_OPCALL_FIELDS[0]])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return OpCalls({f: c[i] for f, c in self.columns.items()})
+        i = operator.index(i)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("op call index out of range")
+        # a one-element slice's tolist gives the Python value the whole column's would
+        return OpCall(*(self.columns[f][i : i + 1].tolist()[0] for f in _OPCALL_FIELDS))
+
+    def __iter__(self):
+        cols = [self.columns[f] for f in _OPCALL_FIELDS]
+        for lo in range(0, self._n, _ITER_CHUNK):
+            yield from map(OpCall, *(c[lo : lo + _ITER_CHUNK].tolist() for c in cols))
+
+    def __repr__(self) -> str:
+        return f"OpCalls({self._n} calls)"
 
 
-def _drops_columns(name: str):
-    method = getattr(list, name)
-
-    def changed(self, *args, **kwargs):
-        self.columns = None
-        return method(self, *args, **kwargs)
-
-    changed.__name__ = name
-    return changed
-
-
-for _name in ("append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear",
-              "__setitem__", "__delitem__", "__iadd__", "__imul__"):  # fmt: skip
-    setattr(OpCalls, _name, _drops_columns(_name))
+#: calls made into objects at a time when iterating `OpCalls`
+_ITER_CHUNK = 1 << 14
 
 #: dtypes of the `OpCall` fields that are numbers (the rest are Python objects)
 _NUMBER_FIELDS = {
@@ -101,7 +115,7 @@ def call_column(calls, field: str) -> np.ndarray:
     columns = getattr(calls, "columns", None)
     if columns is not None and len(columns[field]) == len(calls):
         return columns[field]
-    values = list(map(attrgetter(field), calls))
+    values = list(map(operator.attrgetter(field), calls))
     kind = _NUMBER_FIELDS.get(field)
     return np.array(values, dtype=kind) if kind is not None else _objects(values)
 
@@ -346,20 +360,14 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     gpu, rt, cpu = trace.gpu, trace.runtime, trace.cpu
     if not len(gpu) or not len(rt) or not len(cpu):
         return []
+    # a big trace has millions of activities and calls: each array over them is let go
+    # (`del`) once used, so they are not all held at the end (1.8M calls: ~0.3 GB)
     parent, per_tid = _parents(trace)
-    # GPU activity -> its launching runtime call (by correlation id)
-    order = np.argsort(rt.correlation, kind="stable")
-    rt_corr = rt.correlation[order]
-    pos = np.minimum(np.searchsorted(rt_corr, gpu.correlation), len(rt_corr) - 1)
-    launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
-    # host<->device copies stay out of the roofline; kernels, memsets and D2D copies join
-    has = (launch >= 0) & on_device(gpu)
-    launches = iv.distinct(launch[has])
-    inner = _innermost(trace, parent, per_tid, rt.tid[launches], rt.ts[launches])
     # which CPU ops the cost model knows: evaluated once per distinct (name, shapes)
     costs = _Costs(trace)
     key = cpu.name.astype(np.int64) * (len(trace.shapes) + 1) + (cpu.shape.astype(np.int64) + 1)
     uniq, inv = iv.distinct_inverse(key)
+    del key
     ucost = [
         costs(int(k // (len(trace.shapes) + 1)), int(k % (len(trace.shapes) + 1)) - 1)
         for k in uniq.tolist()
@@ -369,71 +377,57 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
         if len(uniq)
         else np.zeros(0, bool)
     )
-    # walk outwards to the innermost op with a cost; none: the innermost op
-    chosen = np.full(len(inner), -1, dtype=np.int64)
-    cur = inner.copy()
-    while True:
-        live = (cur >= 0) & (chosen < 0)
-        if not live.any():
-            break
-        hit = live & known[np.maximum(cur, 0)]
-        chosen[hit] = cur[hit]
-        cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
-    chosen = np.where(chosen >= 0, chosen, inner)
-    owner = np.full(len(gpu), -1, dtype=np.int64)
-    owner[has] = chosen[np.searchsorted(launches, launch[has])]
+    owner = _owners(trace, parent, per_tid, known)
+    del per_tid, known
     g = np.flatnonzero(owner >= 0)
     start, end, inside = _clipped(gpu.ts[g], gpu.dur[g], windows)
     g, start, dur = g[inside], start[inside], (end - start)[inside]
+    del end, inside
     if not len(g):
         return []
-    ow = owner[g]
-    calls_idx, ginv = iv.distinct_inverse(ow)
-    device_us = np.bincount(ginv, weights=dur)
-    kernels = np.bincount(ginv, weights=(gpu.kind[g] == KERNEL).astype(np.float64))
+    calls_idx, ginv = iv.distinct_inverse(owner[g])
+    del owner
     first = np.full(len(calls_idx), np.inf)
     np.minimum.at(first, ginv, start)
-    last = np.full(len(calls_idx), -np.inf)
-    np.maximum.at(last, ginv, start + dur)
-    # tensor-core evidence per call: 2 = some kernel says tensor cores, 1 = some says CUDA-core
-    # fp32 GEMM (and none tensor cores), 0 = no evidence; judged once per kernel name
-    uname, name_inv = iv.distinct_inverse(gpu.name[g])
-    flag_of = np.array(
-        [
-            {True: 2, False: 1, None: 0}[f]
-            for f in _tensor_core_flags([trace.names[int(i)] for i in uname.tolist()])
-        ]
-        or [0],
-        dtype=np.int8,
-    )
-    tc = np.zeros(len(calls_idx), dtype=np.int8)
-    np.maximum.at(tc, ginv, flag_of[name_inv])
-    # element size per call from its copy kernels' names (cat/stack of a TensorList only)
-    esize_of = np.array(
-        _element_sizes([trace.names[int(i)] for i in uname.tolist()]) or [0], dtype=np.int64
-    )
-    esize = np.zeros(len(calls_idx), dtype=np.int64)
-    np.maximum.at(esize, ginv, esize_of[name_inv])
+    # calls in order of the first kernel (a stable sort: calls of one start keep their
+    # order), numbered so before their columns are made: a call's sums over its kernels are
+    # the same under any numbering, and no column needs a sorted copy
+    if np.isnan(first).any():
+        order = np.array(sorted(range(len(first)), key=first.tolist().__getitem__), dtype=np.int64)
+    else:
+        order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    ginv = rank[ginv]
+    calls_idx, first = calls_idx[order], first[order]
+    del rank, order
+    kc = _kernel_columns(trace, g, start, dur, ginv, len(calls_idx))
+    del g, start, dur, ginv
     # what a call's op and shapes give (its cost, dtypes, storage, first input's bytes) is
     # found once per distinct (name, shapes) and spread to the calls by index
     ukeys, kinv = iv.distinct_inverse(inv[calls_idx])
+    del inv
     per_key = _per_key(trace, [ucost[k] for k in ukeys.tolist()], uniq[ukeys])
     flops = per_key["flops"][kinv]
     nbytes = per_key["bytes"][kinv]
+    esize = kc.pop("esize")
     listed = (esize > 0) & per_key["list_copy"][kinv]
     nbytes[listed] *= esize[listed] / 4  # the list was costed as float32 (4 bytes an element)
+    del esize, listed
     compute = per_key["compute"][kinv]
     # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
+    tc = kc.pop("tc")
     compute[per_key["fp32"][kinv] & (tc == 2)] = "tf32"
     seq, backward = _autograd_of(trace, parent, calls_idx)
+    del parent
     columns = {
         "cpu_index": calls_idx,
         "name": per_key["name"][kinv],
         "tid": cpu.tid[calls_idx],
         "first_kernel_us": first,
-        "last_kernel_end_us": last,
-        "device_us": device_us,  # kernels, and the copies/memsets of e.g. copy_
-        "kernels": kernels.astype(np.int64),
+        "last_kernel_end_us": kc["last"],
+        "device_us": kc["device_us"],  # kernels, and the copies/memsets of e.g. copy_
+        "kernels": kc["kernels"],
         "flops": flops,
         "bytes": nbytes,
         "compute": compute,
@@ -447,14 +441,72 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
         "seq": seq,
         "backward": backward,
     }
-    # in order of the first kernel (a stable sort: calls of one start keep their order)
-    if np.isnan(first).any():
-        order = np.array(sorted(range(len(first)), key=first.tolist().__getitem__), dtype=np.int64)
-    else:
-        order = np.argsort(first, kind="stable")
-    columns = {f: columns[f].take(order) for f in _OPCALL_FIELDS}
-    calls = map(OpCall, *(columns[f].tolist() for f in _OPCALL_FIELDS))
-    return OpCalls(calls, columns)
+    return OpCalls({f: columns[f] for f in _OPCALL_FIELDS})
+
+
+def _owners(trace: Trace, parent: np.ndarray, per_tid, known: np.ndarray) -> np.ndarray:
+    """The CPU op each GPU activity is charged to (-1: none): the innermost op enclosing its
+    launching runtime call (by correlation id) that the cost model knows (`known`, per CPU
+    op), else the innermost op. Host<->device copies are charged to none."""
+    gpu, rt = trace.gpu, trace.runtime
+    # GPU activity -> its launching runtime call (by correlation id)
+    order = np.argsort(rt.correlation, kind="stable")
+    rt_corr = rt.correlation[order]
+    pos = np.minimum(np.searchsorted(rt_corr, gpu.correlation), len(rt_corr) - 1)
+    launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
+    del order, rt_corr, pos
+    # host<->device copies stay out of the roofline; kernels, memsets and D2D copies join
+    has = (launch >= 0) & on_device(gpu)
+    launches = iv.distinct(launch[has])
+    inner = _innermost(trace, parent, per_tid, rt.tid[launches], rt.ts[launches])
+    # walk outwards to the innermost op with a cost; none: the innermost op
+    chosen = np.full(len(inner), -1, dtype=np.int64)
+    cur = inner.copy()
+    while True:
+        live = (cur >= 0) & (chosen < 0)
+        if not live.any():
+            break
+        hit = live & known[np.maximum(cur, 0)]
+        chosen[hit] = cur[hit]
+        cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
+    chosen = np.where(chosen >= 0, chosen, inner)
+    owner = np.full(len(gpu), -1, dtype=np.int64)
+    owner[has] = chosen[np.searchsorted(launches, launch[has])]
+    return owner
+
+
+def _kernel_columns(
+    trace: Trace, g: np.ndarray, start: np.ndarray, dur: np.ndarray, ginv: np.ndarray, n: int
+) -> dict[str, np.ndarray]:
+    """Per call (`ginv`: the call of each of GPU activities `g`, cut to `start`/`dur`): its
+    device time, kernel count and last kernel end, and from its kernels' names the
+    tensor-core evidence (`tc`) and the element size of its copies (`esize`)."""
+    gpu = trace.gpu
+    device_us = np.bincount(ginv, weights=dur, minlength=n)
+    kernels = np.bincount(ginv, weights=(gpu.kind[g] == KERNEL).astype(np.float64), minlength=n)
+    last = np.full(n, -np.inf)
+    np.maximum.at(last, ginv, start + dur)
+    # tensor-core evidence per call: 2 = some kernel says tensor cores, 1 = some says CUDA-core
+    # fp32 GEMM (and none tensor cores), 0 = no evidence; judged once per kernel name
+    uname, name_inv = iv.distinct_inverse(gpu.name[g])
+    names = [trace.names[int(i)] for i in uname.tolist()]
+    flag_of = np.array(
+        [{True: 2, False: 1, None: 0}[f] for f in _tensor_core_flags(names)] or [0],
+        dtype=np.int8,
+    )
+    tc = np.zeros(n, dtype=np.int8)
+    np.maximum.at(tc, ginv, flag_of[name_inv])
+    # element size per call from its copy kernels' names (cat/stack of a TensorList only)
+    esize_of = np.array(_element_sizes(names) or [0], dtype=np.int64)
+    esize = np.zeros(n, dtype=np.int64)
+    np.maximum.at(esize, ginv, esize_of[name_inv])
+    return {
+        "device_us": device_us,
+        "kernels": kernels.astype(np.int64),
+        "last": last,
+        "tc": tc,
+        "esize": esize,
+    }
 
 
 #: the names of the ops autograd runs a backward node under
@@ -499,6 +551,14 @@ def _autograd_of(
 
 #: OpCall's fields in the order its constructor takes them
 _OPCALL_FIELDS = tuple(OpCall.__dataclass_fields__)
+
+
+def value_codes(values) -> tuple[np.ndarray, list]:
+    """Each of `values`' (a list or an object array) index among the distinct values (in
+    order of first appearance), and those distinct values."""
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), distinct
 
 
 def _objects(values: list) -> np.ndarray:
@@ -629,42 +689,58 @@ def op_rows(
     of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
     they ran, which a trace does not record), its memory roof each call's
     (`roofline.memory_roof`: L2's for calls whose bytes fit in L2)."""
-    names = call_column(calls, "name").tolist()
+    # per-call figures stay arrays, read through each op's indexes: each op's are made into
+    # Python numbers (summed as `sum` adds a list) one op at a time, so the calls are never
+    # all held as objects
+    which, op_names = value_codes(call_column(calls, "name"))
     # ops in order of their first call; each op's calls in their order
-    code = {x: i for i, x in enumerate(dict.fromkeys(names))}
-    which = np.fromiter(map(code.__getitem__, names), dtype=np.int64, count=len(names))
+    ends = np.cumsum(np.bincount(which, minlength=len(op_names))).tolist()
     order = np.argsort(which, kind="stable")
-    ends = np.cumsum(np.bincount(which, minlength=len(code))).tolist()
-    device = call_column(calls, "device_us")[order].tolist()
-    flops_ = call_column(calls, "flops")[order].tolist()
-    bytes_ = call_column(calls, "bytes")[order].tolist()
-    known_ = call_column(calls, "known")[order].astype(bool)
-    families = call_column(calls, "family")[order]
+    del which
+    device = call_column(calls, "device_us")
+    flops_ = call_column(calls, "flops")
+    bytes_ = call_column(calls, "bytes")
+    known_ = call_column(calls, "known")
+    families = call_column(calls, "family")
     # the roof key depends on a call's compute and family alone: counted per distinct pair
-    pairs = list(zip(call_column(calls, "compute")[order].tolist(), families.tolist(), strict=True))
-    dtypes_ = call_column(calls, "dtypes")[order].tolist()
+    compute_code, computes = value_codes(call_column(calls, "compute"))
+    family_code, family_values = value_codes(families)
+    width = max(len(family_values), 1)
+    pair_code = compute_code * width + family_code
+    del compute_code, family_code
+    dtypes_ = call_column(calls, "dtypes")
     roof_of: dict[tuple, Any] = {}
     rows = []
     lo = 0
-    for name, hi in zip(code, ends, strict=True):
-        cs = slice(lo, hi)
+    for name, hi in zip(op_names, ends, strict=True):
+        sel = order[lo:hi]
+        n_calls = hi - lo
         lo = hi
-        device_us = sum(device[cs])
-        flops = sum(flops_[cs])
-        nbytes = sum(bytes_[cs])
-        known = bool(known_[cs].all())
+        device_us = sum(device[sel].tolist())
+        flops = sum(flops_[sel].tolist())
+        call_bytes = bytes_[sel].tolist()
+        nbytes = sum(call_bytes)
+        known = bool(known_[sel].astype(bool).all())
         keys: Counter = Counter()
-        for pair, count in Counter(pairs[cs]).items():  # in order of first call, as keys
+        distinct, first, counts = np.unique(pair_code[sel], return_index=True, return_counts=True)
+        for k in np.argsort(first, kind="stable").tolist():  # in order of first call
+            c, f = divmod(int(distinct[k]), width)
+            pair, count = (computes[c], family_values[f]), int(counts[k])
             if pair not in roof_of:
                 roof_of[pair] = call_compute_key(_Roof(*pair), allow_tf32)
             keys[roof_of[pair]] += count
         compute = keys.most_common(1)[0][0]
         dtypes = sorted(
-            {d for ds in _distinct(dtypes_[cs]) for d in ds if d not in ("Scalar", "ScalarList")}
+            {
+                d
+                for ds in _distinct(dtypes_[sel].tolist())
+                for d in ds
+                if d not in ("Scalar", "ScalarList")
+            }
         )
         row = OpRow(
             name=name,
-            calls=hi - cs.start,
+            calls=n_calls,
             device_ms=device_us / 1e3,
             flops=flops,
             bytes=nbytes,
@@ -680,7 +756,7 @@ def op_rows(
         if known and ceilings is not None and device_us > 0 and (flops or nbytes):
             p = place(
                 flops, nbytes, device_us / 1e6, ceilings, compute,
-                call_bytes=bytes_[cs], family=families[cs.start],
+                call_bytes=call_bytes, family=families[sel[0]],
             )  # fmt: skip
             row.bound = p.bound
             row.memory_roof = p.memory_roof

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from membound.analysis.findings import rule
+from membound.analysis.ops import call_column, value_codes
 
 MATMUL_FAMILIES = {"matmul", "conv", "convolution", "attention"}
 #: an fp32 matmul faster than this multiple of the fp32 (no TF32) ceiling already uses TF32
@@ -40,16 +43,21 @@ def fp32_matmul(ctx):
         return []
     fp32_peak, fast_peak = c.flops["fp32"], c.flops[fast_key]
     rows = {r.name: r for r in ctx.rows}
+    # only calls of the matmul families or without one can count: their objects are made,
+    # not a big trace's millions of others (`OpCalls` builds them when indexed)
+    codes, families = value_codes(call_column(ctx.calls, "family"))
+    wanted = np.array([not f or f in MATMUL_FAMILIES for f in families], dtype=bool)
+    calls = [ctx.calls[i] for i in np.flatnonzero(wanted[codes]).tolist()] if len(codes) else []
     tf32_on = {
         _group(call)
-        for call in ctx.calls
+        for call in calls
         if call.tensor_cores and call.storage_dtype == "float" and call.family in MATMUL_FAMILIES
     }
     lost_us = 0.0
     flops = 0.0
     device_us = 0.0
     ops: Counter = Counter()
-    for call in ctx.calls:
+    for call in calls:
         r = rows.get(call.name)
         if call.compute != "fp32" or r is None or r.bound != "compute" or call.device_us <= 0:
             continue

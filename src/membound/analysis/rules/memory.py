@@ -11,7 +11,7 @@ import numpy as np
 
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, host_limited, memory_bound_fix, op_family
-from membound.analysis.ops import call_column, first_input_bytes
+from membound.analysis.ops import call_column, first_input_bytes, value_codes
 from membound.analysis.roofline import call_memory_roof
 from membound.analysis.rules import norm_written
 from membound.analysis.rules.memory_gap import LATENCY_US, attainable_ms, memory_ops_below_roof
@@ -188,8 +188,8 @@ class _Columns:
         tid = call_column(calls, "tid")
         #: names by code (`distinct_names[name_code[i]]` is calls[i]'s): tests of a name
         #: are made once per name
-        self.name_code, self.distinct_names = _codes(self.names)
-        family_code, families = _codes(self.families)
+        self.name_code, self.distinct_names = value_codes(self.names)
+        family_code, families = value_codes(self.families)
         #: norms written out as separate ops (`rules.norm_written`), and the calls they
         #: claim: those are the written-out norm finding's, not a chain's, an op row's or
         #: fp32-storage's (one kernel's time in one finding)
@@ -227,14 +227,6 @@ class _Columns:
     def names_in(self, names) -> np.ndarray:
         """Which calls' names are in `names`."""
         return _holds(self.distinct_names, names)[self.name_code]
-
-
-def _codes(values: list) -> tuple[np.ndarray, list]:
-    """Each value's index among the distinct values (in order of first appearance), and
-    those distinct values."""
-    distinct = list(dict.fromkeys(values))
-    index = {v: i for i, v in enumerate(distinct)}
-    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), distinct
 
 
 def _holds(values: list, wanted) -> np.ndarray:
