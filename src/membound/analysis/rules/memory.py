@@ -338,18 +338,37 @@ def _written_norm_fused_ms(ctx, cols: _Columns, bw: float) -> list[float]:
     return [sum(_fused_ms(ctx, b, bw) for b in norm_written.fused_bytes(g)) for g in cols.norms]
 
 
+def written_norm_launch_ms(ctx) -> float:
+    """ms per step of the step's `launch` idle that fusing the written-out norms removes: the
+    share of op kernels their fusion takes away (`rules.norm_written`); `launch-bound` keeps
+    the rest. 0 without written-out norms or ceilings (no finding then)."""
+    cols = _columns_of(ctx)
+    if not cols.norms or not _bandwidth(ctx):
+        return 0.0
+    kernels = call_column(cols.calls, "kernels")
+    total = float(np.sum(kernels))
+    removed = float(np.sum(kernels[cols.claimed])) - sum(
+        norm_written.fused_kernels(g) for g in cols.norms
+    )
+    if not total > 0 or not removed > 0:
+        return 0.0
+    return ctx.idle_ms_per_step("launch") * min(removed / total, 1.0)
+
+
 def _written_norms(ctx, cols: _Columns) -> list:
     """`unfused-chain` for norms written out as separate ops (`rules.norm_written`): time
     lost per step = Σ (device time of their forward and backward ops − one fused kernel's
-    time each way at the memory roof) ÷ steps."""
+    time each way at the memory roof) ÷ steps, plus the launch gaps of the kernels fusing
+    removes (`written_norm_launch_ms`)."""
     bw = _bandwidth(ctx)
     if not cols.norms or not bw:
         return []
     fused = _written_norm_fused_ms(ctx, cols, bw)
     device = [float(np.sum(cols.device_us[g.calls])) / 1e3 for g in cols.norms]
-    lost_total = sum(max(d - f, 0.0) for d, f in zip(device, fused, strict=True))
-    if not lost_total > 0.0:
+    gpu_total = sum(max(d - f, 0.0) for d, f in zip(device, fused, strict=True))
+    if not gpu_total > 0.0:
         return []
+    launch_ms = written_norm_launch_ms(ctx)
     kinds = Counter(g.kind for g in cols.norms)
     kind = kinds.most_common(1)[0][0]
     label = _NORM_KIND[kind]
@@ -364,9 +383,11 @@ def _written_norms(ctx, cols: _Columns) -> list:
                 f"{label} written out as {len(first.forward)} ops ({ops}), "
                 f"{ctx.per_op_step(len(cols.norms)):.0f} per step"
             ),
-            lost_ms=ctx.per_op_step(lost_total),
+            lost_ms=ctx.per_op_step(gpu_total) + launch_ms,
             evidence={
                 "norm_written_out": kind,
+                "gpu_ms_per_step": ctx.per_op_step(gpu_total),
+                "launch_gaps_ms_per_step": launch_ms,
                 "norms_per_step": ctx.per_op_step(len(cols.norms)),
                 "top_chain": ops,
                 "ops_per_norm": per_norm_calls,
