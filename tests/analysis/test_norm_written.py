@@ -13,13 +13,13 @@ SMALL = 8 * 1024 * 4.0  # its per-row statistic (8, 1024, 1)
 
 def _find(rows, tid=None):
     """rows: (name, first input bytes, seq, backward, storage dtype)."""
-    names = [r[0] for r in rows]
+    letters = nw.letters_of([r[0] for r in rows])
     out = np.array([r[1] for r in rows], dtype=np.float64)
     seq = np.array([r[2] for r in rows], dtype=np.int64)
     bwd = np.array([r[3] for r in rows], dtype=bool)
     storage = [r[4] for r in rows]
     tids = np.array(tid if tid is not None else [1 if not r[3] else 2 for r in rows])
-    return nw.find(names, tids, out, seq, bwd, storage)
+    return nw.find(letters, tids, out, seq, bwd, storage)
 
 
 # HF's LlamaRMSNorm forward on an fp32 residual stream (the casts are no-ops: no kernels)

@@ -72,12 +72,9 @@ class AnalysedTrace:
     def in_window(self, ts: np.ndarray) -> np.ndarray:
         """Which times fall inside one of the steps (a step left out by `analysis.clean`
         leaves a gap between its neighbours)."""
-        if not self.steps:
-            return np.zeros(len(ts), dtype=bool)
-        starts = np.array([s.start_us for s in self.steps])
-        ends = np.array([s.end_us for s in self.steps])
-        j = np.searchsorted(starts, ts, side="right") - 1
-        return (j >= 0) & (ts < ends[np.maximum(j, 0)])
+        starts = np.array([s.start_us for s in self.steps], dtype=np.float64)
+        ends = np.array([s.end_us for s in self.steps], dtype=np.float64)
+        return iv.inside(ts, starts, ends)
 
     def idle(self, cause: str) -> iv.Intervals:
         return self.timeline.idle_by_cause.get(cause, iv.EMPTY)

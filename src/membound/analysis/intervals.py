@@ -80,6 +80,15 @@ def gaps(iv: Intervals, lo: float, hi: float) -> Intervals:
     return s[keep], e[keep]
 
 
+def inside(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which times fall in one of the sorted, disjoint windows [starts[k], ends[k])."""
+    ts = np.asarray(ts)
+    if not len(starts):
+        return np.zeros(len(ts), dtype=bool)
+    j = np.searchsorted(starts, ts, side="right") - 1
+    return (j >= 0) & (ts < ends[np.maximum(j, 0)])
+
+
 def distinct(values: np.ndarray) -> np.ndarray:
     """The distinct values of an integer array (ids, indices), ascending: `np.unique`'s
     answer, found by a sort. NumPy 2.3+ finds them by hashing when no inverse or counts are

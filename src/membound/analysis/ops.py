@@ -13,6 +13,7 @@ and are placed against the ceilings with `analysis.roofline.place`.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections import Counter
@@ -481,14 +482,11 @@ def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, flops, com
     acc = trace.name_ids(lambda n: n == ACCUMULATE_GRAD)
     sel = np.isin(cpu.name, acc) & (cpu.shape >= 0)
     w0, w1 = (np.asarray(w, dtype=np.float64) for w in windows)
-    j = np.searchsorted(w0, cpu.ts, side="right") - 1
-    sel &= (j >= 0) & (cpu.ts < w1[np.maximum(j, 0)])
+    sel &= iv.inside(cpu.ts, w0, w1)
     counts: Counter = Counter(cpu.shape[sel].tolist())
     if not counts:
         return
-    per_backward = 0
-    for c in counts.values():
-        per_backward = np.gcd(per_backward, c)
+    per_backward = math.gcd(*counts.values())
     elements, size = 0.0, 0
     for sid, c in counts.items():
         dims, types, _ = trace.shapes[sid]
@@ -502,7 +500,7 @@ def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, flops, com
     steps = len(w0)
     passes = np.full(len(adam), ADAM_PASSES, dtype=np.float64)
     for k, i in enumerate(cpu_index[adam].tolist()):
-        if _amsgrad(trace, int(trace.cpu.shape[i])):
+        if _amsgrad(trace, int(cpu.shape[i])):
             passes[k] += AMSGRAD_PASSES
     time = device_us[adam]
     share = time / time.sum() if time.sum() > 0 else np.full(len(adam), 1.0 / len(adam))

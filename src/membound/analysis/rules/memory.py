@@ -194,8 +194,9 @@ class _Columns:
         #: claim: those are the written-out norm finding's, not a chain's, an op row's or
         #: fp32-storage's (one kernel's time in one finding)
         self.norms = norm_written.find(
-            self.names, tid, self.out, call_column(calls, "seq"),
-            call_column(calls, "backward"), call_column(calls, "storage_dtype").tolist(),
+            norm_written.letters_of(self.distinct_names)[self.name_code], tid, self.out,
+            call_column(calls, "seq"), call_column(calls, "backward"),
+            call_column(calls, "storage_dtype"),
         )  # fmt: skip
         self.claimed = np.zeros(n, dtype=bool)
         for g in self.norms:
@@ -342,8 +343,10 @@ def written_norm_launch_ms(ctx) -> float:
     """ms per step of the step's `launch` idle that fusing the written-out norms removes: the
     share of op kernels their fusion takes away (`rules.norm_written`); `launch-bound` keeps
     the rest. 0 without written-out norms or ceilings (no finding then)."""
+    if not _bandwidth(ctx):
+        return 0.0
     cols = _columns_of(ctx)
-    if not cols.norms or not _bandwidth(ctx):
+    if not cols.norms:
         return 0.0
     kernels = call_column(cols.calls, "kernels")
     total = float(np.sum(kernels))

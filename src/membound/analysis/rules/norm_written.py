@@ -85,15 +85,20 @@ class WrittenNorm:
         return self.forward + self.backward
 
 
-def find(names: list[str], tid: np.ndarray, out: np.ndarray, seq: np.ndarray,
-         backward: np.ndarray, storage: list) -> list[WrittenNorm]:  # fmt: skip
-    """The written-out norms among op calls given as columns in kernel order: `names`, `tid`,
-    `out` (each call's first input's bytes), `seq`/`backward` (`OpCall.seq`/`.backward`),
-    `storage` (each call's storage dtype)."""
-    n = len(names)
+def letters_of(names) -> np.ndarray:
+    """Each op name's letter in `SIGNATURES` ("." for the others): made once per distinct
+    name by a caller holding name codes (`letters_of(distinct)[codes]`)."""
+    return np.array([TOKENS.get(nm, ".") for nm in names], dtype="<U1")
+
+
+def find(letters: np.ndarray, tid: np.ndarray, out: np.ndarray, seq: np.ndarray,
+         backward: np.ndarray, storage) -> list[WrittenNorm]:  # fmt: skip
+    """The written-out norms among op calls given as columns in kernel order: `letters`
+    (`letters_of` their names), `tid`, `out` (each call's first input's bytes),
+    `seq`/`backward` (`OpCall.seq`/`.backward`), `storage` (each call's storage dtype)."""
+    n = len(letters)
     if n < 4:
         return []
-    letters = np.array([TOKENS.get(nm, ".") for nm in names], dtype="<U1")
     groups: list[WrittenNorm] = []
     taken = np.zeros(n, dtype=bool)
     fwd = ~np.asarray(backward, dtype=bool)
