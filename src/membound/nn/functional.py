@@ -99,11 +99,15 @@ def add_norm(
         t is not None and t.requires_grad for t in (x, residual, pre_bias, weight, bias)
     )
     small = op.EAGER_MAX_ELEMS if needs_grad else op.EAGER_MAX_ELEMS_NOGRAD
-    if x.is_cuda and (x.numel() <= small or (p == 0.0 and op.gpu_idle(x))) and op.use_triton(x):
+    if (
+        x.is_cuda and (x.numel() <= small or (p == 0.0 and op.gpu_idle(x))) and op.use_triton(x)
+    ) or (op.is_compiling() and p == 0.0 and op.COMPILE_DISPATCH == "inductor"):
         # size rule: small CUDA inputs are host-bound; the plain PyTorch ops (autograd does
         # the backward, no Python Function) cost what eager costs. Without grad the kernels'
         # one launch wins from ~2**20 elements on (run 26), with grad from 2**23. Above it,
-        # without dropout, the same when the GPU already waits for the host (op.DISPATCH)
+        # without dropout, the same when the GPU already waits for the host (op.DISPATCH).
+        # Tracing without dropout: plain ops too, which inductor fuses with their neighbours
+        # (the custom op is opaque to it; see op.COMPILE_DISPATCH for what that cost)
         y, s = eager_add_norm(
             x, weight, bias, residual, pre_bias, p, is_rms, float(eps), s_dtype,
             out_dtype or x.dtype,
@@ -113,14 +117,6 @@ def add_norm(
         x, residual, pre_bias, weight, bias, p, is_rms, float(eps), store_s, s_dtype,
         out_dtype or x.dtype,
     )  # fmt: skip
-    if op.is_compiling() and p == 0.0 and op.COMPILE_DISPATCH == "inductor":
-        # tracing without dropout: plain ops, which inductor fuses with their neighbours (the
-        # custom op is opaque to it; see op.COMPILE_DISPATCH for what that cost)
-        y, s = eager_add_norm(
-            x, weight, bias, residual, pre_bias, p, is_rms, float(eps), s_dtype,
-            out_dtype or x.dtype,
-        )  # fmt: skip
-        return (y, s) if prenorm else y
     if op.is_compiling():  # tracing: the custom op (opaque to the compiler, with autograd)
         y, s, _, _, _ = op.add_norm_fwd_op(*args)
     elif needs_grad:  # eager training: the lean autograd.Function (cheapest dispatch)
