@@ -20,12 +20,14 @@ def test_cpu_quick_measurement_is_plausible():
     assert c.seconds is not None and c.seconds < 30
     assert c.transfers == []
     assert 1e8 < c.write_bandwidth < 1e13
+    assert 1e8 < c.read_mix_bandwidth < 1e13
     assert c.l2_bandwidth is None and c.l2_bytes is None  # the L2 step is the GPU's only
     # every figure keeps the spread of its repeated runs around the median it reports
     assert set(c.spread) == {"memory_bandwidth", "read_bandwidth", "write_bandwidth",
-                             "flops.fp32", "flops.bf16"}  # fmt: skip
+                             "read_mix_bandwidth", "flops.fp32", "flops.bf16"}  # fmt: skip
     for figure, value in [("memory_bandwidth", c.memory_bandwidth),
                           ("read_bandwidth", c.read_bandwidth),
+                          ("read_mix_bandwidth", c.read_mix_bandwidth),
                           ("write_bandwidth", c.write_bandwidth),
                           ("flops.fp32", c.flops["fp32"]), ("flops.bf16", c.flops["bf16"])]:  # fmt: skip
         slow, fast = c.spread_of(figure)
@@ -235,6 +237,8 @@ def test_cuda_quick_measurement_shows_the_pageable_trap():
     assert c.datasheet is None or c.datasheet["memory_bandwidth"] > 0
     # the write-only pass and the copy inside L2 (when torch reports an L2 size)
     assert c.write_bandwidth > 1e11
+    # two reads to one write: within the spread of HBM's rates (not L2's: buffers > L2)
+    assert 0.7 * c.memory_bandwidth < c.read_mix_bandwidth < 1.3 * c.memory_bandwidth
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     if getattr(props, "L2_cache_size", 0):
         assert c.l2_bytes == props.L2_cache_size

@@ -58,7 +58,8 @@ class Ceilings:
     notes: list[str] = field(default_factory=list)  # measurements skipped here, and why
     # the spread of each measured figure over its repeated runs: figure -> [slow, fast], the
     # rates at the 90th and 10th percentile run times; figures are "memory_bandwidth",
-    # "read_bandwidth", "write_bandwidth", "l2_bandwidth" and "flops.<compute key>"
+    # "read_bandwidth", "read_mix_bandwidth", "write_bandwidth", "l2_bandwidth" and
+    # "flops.<compute key>"
     spread: dict[str, list[float]] = field(default_factory=dict)
     # the matmul sweep: compute key -> [{"m", "n", "k", "flops", "layout", "order"}] per shape
     # and operand layout timed ("A@B", or "A@B.T": nn.Linear's x @ W.T), `order` counting
@@ -73,6 +74,11 @@ class Ceilings:
     # (`device.measure._l2`); the roof of work whose bytes fit in `l2_bytes`
     l2_bandwidth: float | None = None
     l2_bytes: int | None = None  # the L2 cache size (bytes) the L2 roof holds for
+    # bytes/s, all three buffers counted: `out = a + b` on buffers far larger than L2, two
+    # reads to one write (`device.measure._read_mix`); with the copy (1:1), the read (sum)
+    # and the write (fill) passes, the HBM roof of a call follows its read share
+    # (`analysis.roofline.hbm_rate`)
+    read_mix_bandwidth: float | None = None
 
     def spread_of(self, figure: str) -> tuple[float, float] | None:
         """(slow, fast) rates of `figure` over its repeated runs, when it was measured so."""

@@ -174,6 +174,18 @@ def _read(c: Ceilings, p: Plan) -> None:
     c.read_bandwidth = _record(c, "read_bandwidth", t, x.numel() * 4)
 
 
+def _read_mix(c: Ceilings, p: Plan) -> None:
+    """Two reads to one write (`out = a + b`, fp32): the mix of a binary pointwise op, of
+    most fused kernels and of a norm's forward; bytes of all three buffers counted."""
+    import torch
+
+    a = torch.rand(p.mem_bytes // 4, device=c.device)
+    b = torch.rand_like(a)
+    out = torch.empty_like(a)
+    t = timed(lambda: torch.add(a, b, out=out), c.device, rep_ms=p.rep_ms)
+    c.read_mix_bandwidth = _record(c, "read_mix_bandwidth", t, 3 * a.numel() * 4)
+
+
 def _write(c: Ceilings, p: Plan) -> None:
     import torch
 
@@ -218,6 +230,7 @@ def _l2(c: Ceilings, p: Plan) -> None:
 for _dev in ("cuda", "cpu"):
     step(_dev, "copy", "memory bandwidth: copy")(_copy)
     step(_dev, "read", "memory bandwidth: read (sum)")(_read)
+    step(_dev, "read_mix", "memory bandwidth: 2 reads : 1 write (add)")(_read_mix)
     step(_dev, "write", "memory bandwidth: write (fill_)")(_write)
 step("cuda", "l2", "L2 bandwidth: copy inside L2")(_l2)
 

@@ -59,6 +59,10 @@ def _rows(c: Ceilings) -> list[tuple[str, str, float | None, float | None]]:
          sheet.get("memory_bandwidth")),
     ]  # fmt: skip
     # measured since issue 16: rows only where the ceilings have them (older files do not)
+    mix = getattr(c, "read_mix_bandwidth", None)
+    if mix is not None:
+        rows.append(("memory bandwidth: 2 reads : 1 write (add)", "read_mix_bandwidth", mix,
+                     sheet.get("memory_bandwidth")))  # fmt: skip
     write = getattr(c, "write_bandwidth", None)
     if write is not None:
         rows.append(("memory bandwidth: write (fill_)", "write_bandwidth", write,
