@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from membound.analysis.findings import rule
 from membound.analysis.fixes import sync_fix
+from membound.analysis.replay import Replay
 from membound.trace.model import SYNC, SYNC_OP
+
+#: sync sites named in the evidence, largest saving first
+MAX_SITES = 5
 
 
 @rule("host-sync")
 def host_sync(ctx):
     """GPU idle caused by the host synchronising (`.item()`, `.cpu()`, `synchronize()`).
 
-    Time lost per step = GPU idle attributed to the timeline cause `sync`: idle from the
-    start of a sync call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
-    `cudaEventSynchronize`, `aten::item`, `aten::_local_scalar_dense`) until the GPU next
-    starts work — the queue drained, the GPU waits for Python to issue more — ÷ steps.
+    Time lost per step: what the step would take without the loop's syncs, replayed
+    (`analysis.replay`: the timeline pass's calls and GPU work played again with every sync's
+    wait removed, calibrated on the step membound timed without the profiler). That counts
+    the refill after each sync too: the GPU starved while the host issues the next ops no
+    faster than they run. Without a calibrated replay (no unprofiled timing, no runtime calls,
+    a replay that does not give the recorded step, or no cost per call that reproduces the
+    unprofiled step): the GPU idle attributed to the
+    timeline cause `sync` (from the start of a sync call until the GPU next starts work) ÷
+    steps.
     """
     idle = ctx.idle("sync")
-    lost = ctx.idle_ms_per_step("sync")
+    idle_lost = ctx.idle_ms_per_step("sync")
+    replayed = _replayed(ctx)
+    lost = replayed["saving_ms_per_step"] if replayed else idle_lost
     if lost <= 0:
         return []
     t = ctx.trace
@@ -28,13 +41,55 @@ def host_sync(ctx):
         sel = sync & ctx.in_window(table.ts)
         for i, c in zip(*np.unique(table.name[sel], return_counts=True), strict=False):
             counts[t.names[int(i)]] = c / ctx.n_steps
+    evidence: dict[str, Any] = {
+        "syncs_per_step": counts,
+        "gpu_idle_after_sync_ms_per_step": idle_lost,
+    }
+    fix = sync_fix(ctx.frameworks)
+    if replayed:
+        evidence["replay"] = replayed
+        site, ms = next(iter(replayed["sites_ms_per_step"].items()), (None, 0.0))
+        if site and ms > 0:
+            fix += (
+                f" Replayed without the profiler, the sync after {site} alone costs {ms:.2f} "
+                "ms/step (the wait and the GPU's refill after it)."
+            )
     return [
         ctx.finding(
             code="host-sync",
             title="the host waits on the GPU (item()/cpu()/synchronize) and the GPU then waits on the host",
             lost_ms=lost,
-            evidence={"syncs_per_step": counts, "gpu_idle_after_sync_ms_per_step": lost},
-            fix=sync_fix(ctx.frameworks),
+            evidence=evidence,
+            fix=fix,
             spans=ctx.spans(idle),
         )
     ]
+
+
+def _replayed(ctx) -> dict[str, Any] | None:
+    """The replay's figures (`analysis.replay`), or None where it cannot be calibrated."""
+    timing = ctx.timing
+    if timing is None or not timing.unprofiled_median_ms:
+        return None
+    r = Replay.from_trace(ctx.trace, ctx.steps)
+    if r is None or not ((r.wait == 1) | r.sync_copy).any():
+        return None
+    as_profiled = r.step_ms(0.0)  # checks the model: the recorded step, replayed
+    if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms):
+        return None
+    base = r.step_ms()
+    without = r.step_ms(drop_syncs=True)
+    sites = {name: base - r.step_ms(drop_syncs=m) for name, m in r.sync_sites(ctx.trace).items()}
+    top = sorted(sites.items(), key=lambda kv: kv[1], reverse=True)[:MAX_SITES]
+    return {
+        "step_ms_as_profiled": round(as_profiled, 4),
+        "profiled_step_ms": round(r.profiled_ms, 4),
+        "step_ms": round(base, 4),
+        "step_ms_without_syncs": round(without, 4),
+        "saving_ms_per_step": max(base - without, 0.0),
+        "profiler_cost_per_call_us": round(r.cost_per_call, 3),
+        "steps_replayed": r.steps,
+        # what dropping only the syncs after each kernel saves (they interact: the sum of
+        # the sites need not be the whole)
+        "sites_ms_per_step": {name: round(ms, 4) for name, ms in top},
+    }

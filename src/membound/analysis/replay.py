@@ -1,0 +1,286 @@
+"""Replaying a recorded timeline with changes: what the step would take without its syncs.
+
+A finding's `ms/step` is a prediction of what its fix saves on the step as the user runs it.
+For idle the GPU spends waiting on the host, the idle a cause leaves in the trace is not that
+saving: removing a `.item()` also removes the refill after it (the GPU starved while the host
+issues the first ops of the next step faster than they run), and the profiler's own cost on
+every API call makes the host look slower than it is. `Replay` rebuilds the step from what
+the timeline pass recorded and plays it again with the host's and the GPU's rules:
+
+- **Host.** The runtime/driver calls of the threads that launch GPU work, merged in time
+  order, each with the host work before it (the gap since the previous call ended) and its
+  own duration. A synchronising call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
+  `cudaEventSynchronize`) waits until every stream has run what was launched before it, then
+  takes its own time (its duration minus the wait it recorded); a memcpy call that returned
+  only after its copy ended (a blocking copy) waits for its copy.
+- **GPU.** Each stream runs its activities in launch order: an activity starts at the later
+  of its launch plus the trace's launch latency and the end of the stream's previous one,
+  and lasts what it lasted. Dependencies between streams (events) are not modelled.
+- **Calibration.** The capture adds host time to every API call it records. The replay
+  takes `c` µs off each call's host work (its own time first, then the gap before it) and
+  finds the `c` at which the replayed step equals the step membound timed without the
+  profiler (`StepTiming.unprofiled_median_ms`); `c` is the profiler's cost per call.
+
+`Replay.step_ms(drop_syncs=True)` against `Replay.step_ms()` is then what removing the
+loop's host syncs saves (the `host-sync` finding's `time_lost_ms_per_step`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from membound.trace.model import D2H, KERNEL, LAUNCH_CALLS, MEMCPY_CALL, SYNC
+
+#: a blocking D2H copy up to this size is a host sync's (`.item()`, `.cpu()` of a scalar or
+#: a small tensor), removed with the sync when `drop_syncs`; larger ones are data the loop
+#: uses and stay (bytes)
+SMALL_COPY = 1 << 16
+#: the replayed step must match the unprofiled one to within this share to be used
+CALIBRATION_TOLERANCE = 0.02
+#: the replay of the recorded calls must give the recorded step to within this share to be
+#: trusted (`Replay.faithful`)
+MODEL_TOLERANCE = 0.05
+#: at most this many runtime calls are replayed (the first steps that hold them): a replay
+#: is a Python loop over calls, played ~20 times to calibrate
+MAX_CALLS = 200_000
+
+
+def kernel_label(name: str) -> str:
+    """A kernel's name short enough to print: its function without namespaces and template
+    arguments, with the innermost functor it runs where the name has one
+    ("multi_tensor_apply_kernel (FusedAdamMathFunctor)")."""
+    base = re.sub(r"^void\s+", "", name).replace("(anonymous namespace)::", "")
+    head = re.split(r"[<(]", base, maxsplit=1)[0].split("::")[-1].strip() or base[:60]
+    functors = re.findall(r"(\w+Functor)\b", base)  # the innermost is what it computes
+    return f"{head} ({functors[-1]})" if functors and functors[-1] != head else head
+
+
+@dataclass
+class Replay:
+    """A recorded window of steps, ready to be played again (`from_trace`)."""
+
+    steps: int
+    begin: float  # µs: the host's first step mark
+    tail: float  # µs of host work after the last call, to the last step's host end
+    gap: np.ndarray  # per call: host work before it (µs)
+    own: np.ndarray  # per call: its own host time (µs; a sync's without its wait)
+    wait: np.ndarray  # per call: 0 none, 1 waits for every stream, 2 waits for its own copy
+    sync_copy: np.ndarray  # per call: a small blocking D2H copy (a host sync's)
+    act_start: np.ndarray  # per call: index of its first activity in `act_*` (CSR)
+    act_stream: np.ndarray  # per activity: stream slot (0..n_streams-1)
+    act_dur: np.ndarray  # per activity: µs
+    act_row: np.ndarray  # per activity: its row of `trace.gpu`
+    free0: np.ndarray  # per stream slot: when it finishes the work launched before `begin`
+    latency: float  # µs from a launch call to the start of its work on an idle stream
+    profiled_ms: float  # the recorded step (`Step.wall_ms` mean) the replay should give at c=0
+    cost_per_call: float = 0.0  # µs: the calibrated profiler cost per call
+
+    @classmethod
+    def from_trace(cls, trace, steps) -> Replay | None:
+        """The replay of `steps` (`analysis.result.Step`s with host marks) of `trace`'s main
+        device; None when the trace has no runtime calls or launches to replay."""
+        rt, gpu = trace.runtime, trace.gpu
+        if not steps or not len(rt) or not len(gpu):
+            return None
+        if len(steps) > 2:  # keep the first steps whose calls fit in MAX_CALLS
+            marks = np.array([s.host_end_us or np.nan for s in steps], dtype=np.float64)
+            if np.isnan(marks).any():
+                return None
+            upto = np.searchsorted(np.sort(rt.ts), marks)
+            n = int(np.searchsorted(upto - upto[0], MAX_CALLS, side="right"))
+            steps = steps[: max(n, 2)]
+        lo = steps[0].host_start_us
+        hi = steps[-1].host_end_us
+        if lo is None or hi is None or not hi > lo:
+            return None
+        launches = np.isin(rt.call, LAUNCH_CALLS)
+        if not launches.any():
+            return None
+        tids, counts = np.unique(rt.tid[launches], return_counts=True)
+        hosts = tids[counts >= 0.01 * counts.sum()]  # threads that launch GPU work
+        sel = np.flatnonzero(np.isin(rt.tid, hosts) & (rt.ts >= lo) & (rt.ts < hi))
+        if not len(sel):
+            return None
+        sel = sel[np.argsort(rt.ts[sel], kind="stable")]
+        ts, dur = rt.ts[sel].astype(np.float64), rt.dur[sel].astype(np.float64)
+        ends = np.maximum.accumulate(ts + dur)
+        gap = np.maximum(ts - np.r_[lo, ends[:-1]], 0.0)
+        corr, call = rt.correlation[sel], rt.call[sel]
+
+        on = np.flatnonzero(gpu.device == trace.main_device)
+        g_corr = gpu.correlation[on]
+        order = np.argsort(corr, kind="stable")
+        pos = np.searchsorted(corr[order], g_corr)
+        pos = np.minimum(pos, len(order) - 1)
+        hit = (corr[order][pos] == g_corr) & (g_corr >= 0)
+        a_idx = on[hit]  # activities launched by a replayed call
+        a_call = order[pos[hit]]
+        a_order = np.lexsort((gpu.ts[a_idx], a_call))
+        a_idx, a_call = a_idx[a_order], a_call[a_order]
+        streams, a_stream = np.unique(gpu.stream[a_idx], return_inverse=True)
+        a_ts, a_dur = gpu.ts[a_idx].astype(np.float64), gpu.dur[a_idx].astype(np.float64)
+        act_start = np.searchsorted(a_call, np.arange(len(sel) + 1))
+
+        # what each stream still ran at `lo`: work launched before the window, started
+        # before the stream's first replayed activity and not ended by `lo`
+        free0 = np.full(len(streams), float(lo))
+        others = on[~np.isin(on, a_idx)]
+        o_end = gpu.ts[others] + gpu.dur[others]
+        for k, s in enumerate(streams.tolist()):
+            first_ts = a_ts[a_stream == k].min()
+            m = (gpu.stream[others] == s) & (gpu.ts[others] < first_ts) & (o_end > lo)
+            if m.any():
+                free0[k] = float(o_end[m].max())
+
+        # the GPU's done-time at each call, as recorded: for a sync's own time
+        a_end = a_ts + a_dur
+        done_by_call = np.full(len(sel), -np.inf)
+        if len(a_call):
+            np.maximum.at(done_by_call, a_call, a_end)
+        done_before = np.maximum.accumulate(np.r_[free0.max(), done_by_call[:-1]])
+        wait = np.zeros(len(sel), dtype=np.int8)
+        own = dur.copy()
+        is_sync = call == SYNC
+        wait[is_sync] = 1
+        recorded_wait = np.clip(done_before - ts, 0.0, None)
+        own[is_sync] = np.maximum(dur[is_sync] - recorded_wait[is_sync], 0.0)
+        # a memcpy call that returned after its copy ended blocked on it
+        first = act_start[:-1]
+        has = act_start[1:] > first
+        copy_call = (call == MEMCPY_CALL) & has
+        last_end = np.full(len(sel), -np.inf)
+        if len(a_call):
+            np.maximum.at(last_end, a_call, a_end)
+        blocking = copy_call & (ts + dur >= last_end - 1.0)
+        wait[blocking] = 2
+        waited = np.clip(np.minimum(last_end, ts + dur) - ts, 0.0, None)
+        own[blocking] = np.maximum(dur[blocking] - waited[blocking], 0.0)
+        small = np.zeros(len(sel), dtype=bool)
+        if len(a_idx):
+            k = first[blocking]
+            small[blocking] = (gpu.direction[a_idx[k]] == D2H) & (gpu.bytes[a_idx[k]] <= SMALL_COPY)
+
+        # launch latency: launch call to start, for activities that found their stream idle
+        prev_end = np.full(len(a_idx), -np.inf)
+        for k in range(len(streams)):
+            m = np.flatnonzero(a_stream == k)
+            if len(m) > 1:
+                prev_end[m[1:]] = np.maximum.accumulate(a_end[m[:-1]])
+        launch_ts = ts[a_call] if len(a_call) else np.zeros(0)
+        idle = prev_end < launch_ts
+        lat = a_ts[idle] - launch_ts[idle]
+        lat = lat[lat >= 0]
+        latency = float(np.median(lat)) if len(lat) else 0.0
+
+        tail = max(hi - float(ends[-1]), 0.0)
+        profiled = float(np.mean([s.wall_ms for s in steps]))
+        return cls(
+            steps=len(steps), begin=float(lo), tail=tail, gap=gap, own=own, wait=wait,
+            sync_copy=small, act_start=act_start, act_stream=a_stream.astype(np.int64),
+            act_dur=a_dur, act_row=a_idx, free0=free0, latency=latency, profiled_ms=profiled,
+        )  # fmt: skip
+
+    def sync_sites(self, trace) -> dict[str, np.ndarray]:
+        """The loop's sync sites, each named by the last kernel launched before it (`kernel_label`
+        of the op whose result the host waits for), as masks over the calls for
+        `step_ms(drop_syncs=)`."""
+        gpu = trace.gpu
+        kernel = gpu.kind[self.act_row] == KERNEL
+        # per call: its last activity that is a kernel, carried forward over the calls
+        last = np.full(len(self.gap), -1, dtype=np.int64)
+        ends = self.act_start[1:]
+        for i in np.flatnonzero(ends > self.act_start[:-1]).tolist():
+            ks = np.flatnonzero(kernel[self.act_start[i] : ends[i]])
+            if len(ks):
+                last[i] = self.act_start[i] + int(ks[-1])
+        last = np.maximum.accumulate(last)
+        sites: dict[str, np.ndarray] = {}
+        for i in np.flatnonzero((self.wait == 1) | self.sync_copy).tolist():
+            name = (
+                kernel_label(trace.names[int(gpu.name[self.act_row[last[i]]])])
+                if last[i] >= 0
+                else "the step's start"
+            )
+            mask = sites.setdefault(name, np.zeros(len(self.gap), dtype=bool))
+            mask[i] = True
+        return sites
+
+    # ------------------------------------------------------------------------------ play
+    def step_ms(
+        self, cost_per_call: float | None = None, *, drop_syncs: bool | np.ndarray = False
+    ) -> float:
+        """The replayed step (ms): host work less `cost_per_call` µs per call (default: the
+        calibrated one); `drop_syncs` removes every sync's wait and own time, and the waits of
+        small blocking D2H copies (`SMALL_COPY`: what `.item()` copies); a boolean array over
+        the calls drops only the syncs and copies it marks."""
+        c = self.cost_per_call if cost_per_call is None else float(cost_per_call)
+        own = np.maximum(self.own - c, 0.0)
+        gap = np.maximum(self.gap - np.maximum(c - self.own, 0.0), 0.0)
+        wait = self.wait.copy()
+        if drop_syncs is not False:
+            mark = np.ones(len(wait), dtype=bool) if drop_syncs is True else drop_syncs
+            syncs = (wait == 1) & mark
+            own[syncs] = 0.0
+            wait[syncs] = 0
+            wait[self.sync_copy & mark] = 0
+        free = self.free0.astype(np.float64).tolist()
+        start, stream, adur = (
+            self.act_start.tolist(),
+            self.act_stream.tolist(),
+            self.act_dur.tolist(),
+        )
+        lat = self.latency
+        h = self.begin
+        g, o, w = gap.tolist(), own.tolist(), wait.tolist()
+        for i in range(len(g)):
+            h += g[i]
+            wi = w[i]
+            if wi == 1:
+                h = max(h, max(free))
+            end = h
+            for a in range(start[i], start[i + 1]):
+                s = stream[a]
+                f = free[s]
+                t0 = h + lat if h + lat > f else f
+                end = free[s] = t0 + adur[a]
+            if wi == 2 and end > h:
+                h = end
+            h += o[i]
+        h += self.tail
+        # the first step starts on the GPU's clock (`timeline.gpu_clock`): once the work
+        # launched before its host mark is done
+        begin = max(self.begin, float(self.free0.max()))
+        return (max(h, max(free)) - begin) / self.steps / 1e3
+
+    def faithful(self) -> bool:
+        """Whether the replay, with the profiler's cost kept, gives the recorded step (within
+        `MODEL_TOLERANCE`): what the model leaves out (dependencies between streams, work of
+        threads it does not replay) did not shape this loop."""
+        return abs(self.step_ms(0.0) - self.profiled_ms) <= MODEL_TOLERANCE * self.profiled_ms
+
+    def calibrate(self, unprofiled_ms: float) -> bool:
+        """Set `cost_per_call` so that the replayed step is `unprofiled_ms`; False (and 0)
+        when no cost per call gets within `CALIBRATION_TOLERANCE` of it. A replay already at
+        or below it with the profiler's cost kept takes none off (True, 0): the profiler
+        cost no step time there."""
+        lo, hi = 0.0, float(np.quantile(self.own + self.gap, 0.9)) if len(self.own) else 0.0
+        f_lo = self.step_ms(lo)
+        if f_lo <= unprofiled_ms * (1 + CALIBRATION_TOLERANCE):
+            self.cost_per_call = 0.0
+            return True
+        if self.step_ms(hi) > unprofiled_ms:
+            self.cost_per_call = 0.0
+            return False
+        for _ in range(30):  # the replayed step falls as the cost per call grows
+            mid = (lo + hi) / 2
+            if self.step_ms(mid) > unprofiled_ms:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo < 0.01:
+                break
+        self.cost_per_call = hi
+        return True

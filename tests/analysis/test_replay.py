@@ -1,0 +1,152 @@
+"""The timeline replay (`analysis.replay`): a hand-built loop with numbers worked out by hand,
+and the recorded H200 runs, whose host-sync fixes were measured by intervention."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from membound.analysis import analyze
+from membound.analysis.replay import Replay, kernel_label
+from membound.analysis.result import Step
+from membound.device.ceilings import Ceilings
+from membound.trace.load import load_trace
+from support.paths import FIXTURES
+from support.tracebuilder import TraceBuilder
+
+PERIOD = 260.0  # µs per step of the hand-built loop
+
+
+def _loop(tmp_path, steps: int = 3):
+    """Per step, from its host mark T: two 100-µs kernels launched at T and T+10 (5 µs from
+    launch to start on an idle stream), a 4-byte D2H copy whose call (T+20) returns after
+    the copy (T+208, as `.item()`), a `cudaStreamSynchronize` (T+208, 2 µs), then 50 µs of
+    Python before the next step's mark: 260 µs a step, 202 of them GPU work."""
+    b = TraceBuilder()
+    out = []
+    for s in range(steps):
+        t = s * PERIOD
+        b.step(s, t, PERIOD)
+        b.launch("k1", t, t + 5, 100)
+        b.launch("k2", t + 10, t + 105, 100)
+        corr = b.runtime("cudaMemcpyAsync", t + 20, 188)
+        b.memcpy(t + 205, 2, 4, memory="Pinned", corr=corr, direction="DtoH")
+        b.runtime("cudaStreamSynchronize", t + 208, 2)
+        out.append(Step(s, t, t + PERIOD, PERIOD / 1e3, 0.202, 0.2, 0.058,
+                        host_start_us=t, host_end_us=t + PERIOD))  # fmt: skip
+    return load_trace(b.write(tmp_path / "loop.json")), out
+
+
+def test_the_recorded_loop_replays_as_it_ran(tmp_path):
+    trace, steps = _loop(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    assert r.latency == pytest.approx(5.0)
+    assert list(r.wait) == [0, 0, 2, 1] * 3  # the copy waits for itself, the sync for all
+    assert r.sync_copy.sum() == 3
+    assert r.step_ms(0.0) == pytest.approx(PERIOD / 1e3)
+
+
+def test_dropping_the_syncs_lets_the_host_run_ahead(tmp_path):
+    """Without the waits the host takes 71 µs a step and the GPU 202 (the 4-byte copy
+    stays): GPU-bound, 611 µs for three steps (the first step's first kernel starts 5 µs in),
+    so 203.67 µs a step and 56.33 saved."""
+    trace, steps = _loop(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    assert r.step_ms(0.0, drop_syncs=True) == pytest.approx(611.0 / 3 / 1e3)
+    # one site, named by the kernel the host waited for
+    sites = r.sync_sites(trace)
+    assert list(sites) == ["k2"] and sites["k2"].sum() == 6
+
+
+def test_calibration_takes_the_profilers_cost_off_every_call(tmp_path):
+    trace, steps = _loop(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    assert r.calibrate(0.25)  # 10 µs a step faster without the profiler
+    assert r.step_ms() == pytest.approx(0.25, abs=1e-4)
+    assert r.cost_per_call > 0
+    # a step the host cannot reach by shedding work (below the GPU's own 202 µs): refused
+    assert not r.calibrate(0.15) and r.cost_per_call == 0.0
+    # already faster than that with the profiler's cost kept: nothing to take off
+    assert r.calibrate(0.3) and r.cost_per_call == 0.0
+    assert r.faithful()
+
+
+def test_kernel_labels_are_short():
+    fused = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
+        "(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous "
+        "namespace)::FusedAdamMathFunctor<float, 4>>(x)"
+    )
+    assert kernel_label(fused) == "multi_tensor_apply_kernel (FusedAdamMathFunctor)"
+    assert kernel_label("triton_per_fused_add_0") == "triton_per_fused_add_0"
+    cmp = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, at::native::CompareEqFunctor<float> >"
+    assert kernel_label(cmp) == "vectorized_elementwise_kernel (CompareEqFunctor)"
+
+
+# ------------------------------------------------------------------ recorded H200 runs
+def _host_sync(name):
+    a = analyze(
+        [FIXTURES / f"h200_real_{name}" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    truth = json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())
+    found = [f for f in a.findings if f.code == "host-sync"]
+    return (found[0] if found else None), truth, a.reference_step_ms
+
+
+def _saved(truth, fix):
+    return truth["baseline_ms"] - truth["fixes"][fix]["truth"]["step_ms"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fix", "predicted"),
+    [
+        # eager GPT-2: the loss.item() after the optimizer step; 1.47 and 2.71 measured. The
+        # sync's own idle is ~0 there (the profiler's cost absorbs it): the refill is the loss
+        ("gpt2", "log-every-100", 1.4354),
+        ("gpt2_run3", "log-every-100", 2.3666),
+        ("gpt2_compiled", "log-every-100", 3.6795),  # 2.09 measured
+        ("lightning_fit_run2", "refresh-rate-100", 2.9204),  # 2.45 measured
+    ],
+)
+def test_replayed_host_sync_predicts_the_measured_fix(name, fix, predicted):
+    f, truth, unprofiled = _host_sync(name)
+    r = f.evidence["replay"]
+    assert f.time_lost_ms_per_step == pytest.approx(predicted, abs=1e-3)
+    # the model replays the recorded (profiled) step to within 5% (0.1% on the 12-02 runs;
+    # 4.1% short on 12-01's GPT-2, whose replay is already below its unprofiled step, so no
+    # cost is taken off), and is calibrated on the step membound timed without the profiler
+    assert r["step_ms_as_profiled"] == pytest.approx(r["profiled_step_ms"], rel=0.05)
+    if r["profiler_cost_per_call_us"] > 0:
+        assert r["step_ms"] == pytest.approx(unprofiled, rel=0.02)
+    measured = _saved(truth, fix)
+    assert abs(predicted - measured) <= max(0.25 * abs(measured), 2.0)
+    # the sync the loop waits on: after the optimizer step's kernel
+    site = next(iter(r["sites_ms_per_step"]))
+    assert "multi_tensor_apply_kernel" in site
+
+
+def test_hf_trainer_syncs_replayed_the_known_miss():
+    """The HF Trainer syncs 5.6 times a step (its NaN/inf filter, the logged loss, the
+    input copies). Removing every one is replayed at 3.33 ms/step; each measured fix removes
+    some of them: the NaN filter 0.70, logging less 0.72. The finding predicts the whole, not
+    one fix's share, so both miss by ~2.6 ms (the baselines of that run were 17% apart). Its
+    sites come closer: the syncs after the filter's `isinf` comparisons (CompareEqFunctor)
+    are replayed at 1.45 (0.70 measured without the filter), the one after the optimizer
+    step at 0.40 (0.72 measured logging less)."""
+    f, truth, _ = _host_sync("hf_trainer_llama")
+    assert f.time_lost_ms_per_step == pytest.approx(3.3316, abs=1e-3)
+    assert f.evidence["replay"]["step_ms_as_profiled"] == pytest.approx(41.99, abs=0.01)
+    assert _saved(truth, "no-nan-inf-filter") == pytest.approx(0.70, abs=0.01)
+    sites = f.evidence["replay"]["sites_ms_per_step"]
+    assert sites["vectorized_elementwise_kernel (CompareEqFunctor)"] == pytest.approx(
+        1.4508, abs=1e-3
+    )
+    assert sites["multi_tensor_apply_kernel (FusedAdamMathFunctor)"] == pytest.approx(
+        0.401, abs=1e-3
+    )
+    for site, fix in (("vectorized_elementwise_kernel (CompareEqFunctor)", "no-nan-inf-filter"),
+                      ("multi_tensor_apply_kernel (FusedAdamMathFunctor)", "logging-steps-1000")):  # fmt: skip
+        measured = _saved(truth, fix)
+        assert abs(sites[site] - measured) <= max(0.25 * abs(measured), 2.0)
