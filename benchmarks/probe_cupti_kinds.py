@@ -1,0 +1,256 @@
+"""Which part of the GPU-only timeline pass costs the step time (issue 15's ≤ 10% target)?
+
+The timeline pass (`torch.profiler` with `ProfilerActivity.CUDA` only) records kernels,
+memcpys and memsets, and also every CUDA runtime and driver API call (`cudaLaunchKernel`,
+`cuLaunchKernel`, ...). On 2026-12-02's hosts it added 17-25% to the step of launch-dense
+loops (eager and compiled GPT-2, the HF Llama), and no `torch.profiler` option leaves the
+API records out. This probe measures, by intervention, what each record kind costs: after
+the profiler started, it turns CUPTI activity kinds off again through libcupti's own
+`cuptiActivityDisable` (the library kineto already loaded), then times the same steps.
+
+Variants (`--variants`, comma-separated, each a set of kinds turned off):
+
+- `plain`: no profiler;
+- `cuda`: the timeline pass as membound runs it (a bare CUDA-only `torch.profiler`);
+- `nodriver`: `cuda` without driver API records (`CUPTI_ACTIVITY_KIND_DRIVER`);
+- `noapi`: without driver and runtime API records (kernels, memcpys, memsets only);
+- `nokernel`: `noapi` without kernel records too (memcpys and memsets: the floor);
+- `membound`: membound's own capture (`trace.capture.Capture`, its hooks and marks).
+
+It runs one of `examples/real/`'s scripts as the user runs it, replacing the scripts' plain
+step timer (`_common.StepTimer`) by one that times `rounds x variants` windows of `--window`
+steps back to back in the same process, variants interleaved (`plain` first in each round),
+each window synchronized at its two ends only. The profiler starts two steps before its
+window and stops after it (neither timed). The first window of each profiled variant also
+counts what its trace holds (kernels, runtime and driver calls), to show the kinds really
+went off. One JSON line per window, then one summary line per variant:
+
+    PYTHONPATH=src python benchmarks/probe_cupti_kinds.py --script gpt2 [--window 8]
+        [--rounds 3] [--variants plain,cuda,noapi] [-- script arguments]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = {"driver": 4, "runtime": 5, "concurrent_kernel": 10}  # CUpti_ActivityKind
+VARIANTS = {
+    "plain": None,
+    "cuda": (),
+    "nodriver": ("driver",),
+    "noapi": ("driver", "runtime"),
+    "nokernel": ("driver", "runtime", "concurrent_kernel"),
+    "membound": "membound",
+}
+
+
+def libcupti() -> ctypes.CDLL | None:
+    """The libcupti this process already loaded (kineto's), or None."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "libcupti" in os.path.basename(path):
+                return ctypes.CDLL(path)
+    return None
+
+
+class ProbeTimer:
+    """Drop-in for `_common.StepTimer`: `rounds x variants` timed windows in one run."""
+
+    GAP = 2  # steps between windows: the profiler starts here, untimed
+
+    def __init__(self, script, args, *, flags=None):
+        import torch
+
+        self.torch = torch
+        self.script = script
+        self.device = args.device
+        self.extra: dict = {}
+        self.warmup = int(args.warmup_steps)
+        self.plan = [v for _ in range(PLAN["rounds"]) for v in PLAN["variants"]]
+        self.window = PLAN["window"]
+        self.seen = 0
+        self.rows: list[dict] = []
+        self.counted: set[str] = set()
+        self._i = -1  # the window in progress (-1: warm-up)
+        self._phase, self._left, self._t0 = "warmup", 0, 0.0
+        self._prof = None
+        self._cap = None
+        if self.warmup == 0:
+            self._i = 0
+            self._enter_gap()
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup + len(self.plan) * (self.GAP + self.window)
+
+    @property
+    def done(self) -> bool:
+        return 0 <= len(self.plan) <= self._i
+
+    def _begin_profiler(self, variant: str) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        kinds = VARIANTS[variant]
+        if kinds is None:
+            return
+        if kinds == "membound":
+            from membound.trace.capture import Capture
+
+            steps = self.GAP + self.window + 4  # more than run: written on leaving
+            out = tempfile.mkdtemp(prefix="probe-")
+            self._cap = Capture(steps=steps, wait=0, warmup=0, ops_steps=1, out=out)
+            self._cap.__enter__()
+            return
+        self._prof = profile(activities=[ProfilerActivity.CUDA])
+        self._prof.start()
+        if kinds:
+            lib = libcupti()
+            if lib is None:
+                raise SystemExit("probe_cupti_kinds: libcupti is not loaded in this process")
+            for k in kinds:
+                rc = lib.cuptiActivityDisable(ctypes.c_int(KINDS[k]))
+                if rc != 0:
+                    raise SystemExit(f"probe_cupti_kinds: cuptiActivityDisable({k}) -> {rc}")
+
+    def _end_profiler(self, variant: str, row: dict) -> None:
+        if self._cap is not None:
+            self._cap.__exit__(None, None, None)
+            self._cap = None
+            return
+        if self._prof is None:
+            return
+        count = variant not in self.counted
+        if count:
+            self.counted.add(variant)
+            path = os.path.join(tempfile.mkdtemp(prefix="probe-"), "t.json")
+            self._prof.stop()
+            self._prof.export_chrome_trace(path)
+            with open(path) as f:
+                events = json.load(f)["traceEvents"]
+            cats = Counter(e.get("cat") for e in events)
+            row["trace"] = {
+                c: cats.get(c, 0)
+                for c in ("kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "gpu_memset")
+            }
+        else:
+            self._prof.stop()
+        self._prof = None
+
+    def _sync(self) -> None:
+        if str(self.device).startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def _enter_gap(self) -> None:
+        self._phase, self._left = "gap", self.GAP
+        self._begin_profiler(self.plan[self._i])
+
+    def step(self) -> None:
+        self.seen += 1
+        if self.done or self._phase == "warmup" and self.seen < self.warmup:
+            return
+        if self._phase == "warmup":
+            self._i = 0
+            self._enter_gap()
+            return
+        self._left -= 1
+        if self._left:
+            return
+        self._sync()
+        if self._phase == "gap":
+            self._phase, self._left, self._t0 = "timed", self.window, time.perf_counter()
+            return
+        ms = (time.perf_counter() - self._t0) / self.window * 1e3
+        variant = self.plan[self._i]
+        row = {
+            "script": self.script,
+            "window": self._i,
+            "variant": variant,
+            "step_ms": round(ms, 3),
+        }
+        self._end_profiler(variant, row)
+        self.rows.append(row)
+        print(json.dumps(row), flush=True)
+        self._i += 1
+        if not self.done:
+            self._enter_gap()
+
+    def report(self) -> dict:
+        by: dict[str, list[float]] = {}
+        for r in self.rows:
+            by.setdefault(r["variant"], []).append(r["step_ms"])
+        base = statistics.median(by.get("plain", [float("nan")]))
+        out = {}
+        for v, xs in by.items():
+            med = statistics.median(xs)
+            out[v] = {
+                "median_ms": round(med, 3),
+                "windows": xs,
+                "overhead": round(med / base - 1, 4),
+            }
+        line = {
+            "script": self.script,
+            "summary": out,
+            "torch": self.torch.__version__,
+            "gpu": self.torch.cuda.get_device_name() if self.torch.cuda.is_available() else "",
+        }
+        print("PROBE_SUMMARY " + json.dumps(line), flush=True)
+        if PLAN.get("out"):
+            with open(PLAN["out"], "a") as f:
+                f.write(json.dumps(line) + "\n")
+        return line
+
+    def result(self) -> dict:
+        return {}
+
+
+PLAN: dict = {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    rest: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, rest = argv[:i], argv[i + 1 :]
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--script", required=True, help="examples/real/ script name (gpt2, ...)")
+    p.add_argument("--window", type=int, default=8, help="steps per timed window (default 8)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of all variants (default 3)")
+    p.add_argument("--variants", default="plain,cuda,nodriver,noapi,nokernel,membound")
+    p.add_argument("--out", default=None, help="append the summary line to this JSONL file")
+    args = p.parse_args(argv)
+    variants = args.variants.split(",")
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        p.error(f"unknown variant(s) {bad}; known: {', '.join(VARIANTS)}")
+    if "plain" in variants:
+        variants.remove("plain")
+    PLAN.update(window=args.window, rounds=args.rounds, variants=["plain", *variants], out=args.out)
+    sys.path.insert(0, str(ROOT / "examples" / "real"))
+    import _common
+
+    _common.StepTimer = ProbeTimer
+    mod = __import__(
+        args.script.removesuffix("_compiled") if args.script == "gpt2_compiled" else args.script
+    )
+    sys.argv = [args.script, *rest]
+    if args.script == "gpt2_compiled":
+        mod.main(rest, compiled=True)
+    else:
+        mod.main(rest)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
