@@ -24,7 +24,7 @@ def test_forward_with_residual_hand_count():
     n, rows = 4096 * 1024, 4096
     reads = 2 * n * 2 + 2 * 1024 * 4
     writes = n * 2 + n * 2 + 2 * rows * 4  # y, s, mean, rstd
-    assert got == Cost(n * (5 + 2 + 1), reads + writes, "fp32_vector", True, "add_norm")
+    assert got == Cost(n * (5 + 2 + 1), reads + writes, "fp32_vector", True, "add_norm", reads)
 
 
 def test_rms_forward_without_s_and_with_dropout():
@@ -48,7 +48,7 @@ def test_backward_hand_count():
     n = 2048 * 768
     reads = 3 * n * 4 + 2 * 2048 * 4 + 768 * 4 + 2 * 8
     writes = n * 4 + 2 * 768 * 4  # dx (dres is dx: same dtype, no dropout), dweight, dbias
-    assert got == Cost(n * (8 + 2 + 1), reads + writes, "fp32_vector", True, "add_norm")
+    assert got == Cost(n * (8 + 2 + 1), reads + writes, "fp32_vector", True, "add_norm", reads)
 
 
 def test_profiled_eager_calls_record_the_custom_ops(tmp_path, monkeypatch):

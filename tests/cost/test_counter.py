@@ -12,10 +12,13 @@ F32 = 4
 B, IN, OUT = 32, 64, 128
 N = B * OUT  # elements of every (32, 128) activation
 
-ADDMM = Cost(2 * B * IN * OUT, F32 * (OUT + B * IN + IN * OUT + N), "fp32", True, "matmul")
+# reads bias, x, weight; writes y (the last argument: bytes read)
+ADDMM = Cost(2 * B * IN * OUT, F32 * (OUT + B * IN + IN * OUT + N), "fp32", True, "matmul",
+             F32 * (OUT + B * IN + IN * OUT))  # fmt: skip
 # 5 FLOPs/element + weight + bias; reads x, w, b; writes y, mean, rstd (32 each)
-LAYER_NORM = Cost(7 * N, F32 * (N + OUT + OUT + N + B + B), "fp32_vector", True, "norm")
-GELU = Cost(5 * N, F32 * (N + N), "fp32_vector", True, "pointwise")
+LAYER_NORM = Cost(7 * N, F32 * (N + OUT + OUT + N + B + B), "fp32_vector", True, "norm",
+                  F32 * (N + OUT + OUT))  # fmt: skip
+GELU = Cost(5 * N, F32 * (N + N), "fp32_vector", True, "pointwise", F32 * N)
 
 
 def test_forward_exact_per_op():
@@ -33,6 +36,8 @@ def test_forward_exact_per_op():
     assert [r.name for r in c.records if r.cost.family == "view"] == ["aten::t"]
     assert c.total.flops == ADDMM.flops + LAYER_NORM.flops + GELU.flops
     assert c.total.bytes == ADDMM.bytes + LAYER_NORM.bytes + GELU.bytes
+    # the free view reads nothing: every call's split is known, so the total's is
+    assert c.total.read_bytes == ADDMM.read_bytes + LAYER_NORM.read_bytes + GELU.read_bytes
     assert c.records[1].input_shapes[:2] == [[OUT], [B, IN]]
     assert c.records[1].dtypes[:3] == ["float32"] * 3
 

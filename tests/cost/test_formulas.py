@@ -18,8 +18,9 @@ def c(name, dims, types, concrete=None):
 
 def test_mm_bf16():
     got = c("aten::mm", [[256, 512], [512, 1024]], [BF, BF])
+    reads = 2 * (256 * 512 + 512 * 1024)  # both operands; the product is written
     assert got == Cost(
-        2 * 256 * 512 * 1024, 2 * (256 * 512 + 512 * 1024 + 256 * 1024), "bf16", True, "matmul"
+        2 * 256 * 512 * 1024, reads + 2 * 256 * 1024, "bf16", True, "matmul", read_bytes=reads
     )
     assert got.intensity == pytest.approx(got.flops / got.bytes)
 
@@ -38,12 +39,14 @@ def test_addmm_counts_bias_storage():
 
 def test_bmm_baddbmm_matmul_linear():
     assert c("aten::bmm", [[3, 4, 5], [3, 5, 6]], [F, F]) == Cost(
-        2 * 3 * 4 * 5 * 6, 4 * (60 + 90 + 72), "fp32", True, "matmul"
+        2 * 3 * 4 * 5 * 6, 4 * (60 + 90 + 72), "fp32", True, "matmul", 4 * (60 + 90)
     )
     got = c(
         "aten::baddbmm", [[3, 4, 6], [3, 4, 5], [3, 5, 6], [], []], [F, F, F, "Scalar", "Scalar"]
     )
-    assert got == Cost(2 * 3 * 4 * 5 * 6, 4 * (72 + 60 + 90 + 72), "fp32", True, "matmul")
+    assert got == Cost(
+        2 * 3 * 4 * 5 * 6, 4 * (72 + 60 + 90 + 72), "fp32", True, "matmul", 4 * (72 + 60 + 90)
+    )
     # matmul broadcasting (2, 3, 4, 5) @ (5, 6) -> (2, 3, 4, 6)
     got = c("aten::matmul", [[2, 3, 4, 5], [5, 6]], [F, F])
     assert (got.flops, got.bytes) == (2 * 24 * 5 * 6, 4 * (120 + 30 + 144))
@@ -58,9 +61,8 @@ def test_fp64_and_fp8_keys():
             ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", F, F, "", "", "Scalar", "Scalar"],
             ["", "", "", "", "", "", "15", "False"])  # fmt: skip
     # fp8 operands, two 0-dim fp32 scales, bf16 (code 15) output
-    assert got == Cost(
-        2 * 16 * 32 * 64, 16 * 32 + 32 * 64 + 4 + 4 + 2 * 16 * 64, "fp8", True, "matmul"
-    )
+    reads = 16 * 32 + 32 * 64 + 4 + 4
+    assert got == Cost(2 * 16 * 32 * 64, reads + 2 * 16 * 64, "fp8", True, "matmul", reads)
 
 
 # --- convolution ------------------------------------------------------------------
@@ -138,6 +140,7 @@ def test_flash_attention_forward_and_causal():
     assert got.flops == 2 * (2 * 4 * 8 * 1024 * 1024 * 64)
     # q, k, v read, out written (bf16) + logsumexp (fp32, B*H*L): no L x L matrix
     assert got.bytes == 2 * 4 * n + 4 * 4 * 8 * 1024
+    assert got.read_bytes == 2 * 3 * n
     assert got.compute == "bf16"
     causal = c(
         "aten::_scaled_dot_product_flash_attention",
@@ -167,6 +170,7 @@ def test_efficient_attention_backward():
     assert got.flops == 5 * 2 * 2 * 4 * 256 * 256 * 32
     # reads dO, q, k, v, out, lse; writes dq, dk, dv
     assert got.bytes == 2 * 5 * n + 4 * 2 * 4 * 256 + 2 * 3 * n
+    assert got.read_bytes == 2 * 5 * n + 4 * 2 * 4 * 256
 
 
 # --- norms ------------------------------------------------------------------------
@@ -176,7 +180,8 @@ def test_layer_norm_bf16_stats_fp32():
     got = c("aten::native_layer_norm", [[64, 4096], [], [4096], [4096], []],
             [BF, "ScalarList", BF, BF, "Scalar"], ["", "[4096]", "", "", "1e-05"])  # fmt: skip
     n = 64 * 4096
-    assert got == Cost(7 * n, 2 * (n + 4096 * 2 + n) + 4 * 64 * 2, "fp32_vector", True, "norm")
+    reads = 2 * (n + 4096 * 2)  # x, weight, bias; y (bf16), mean and rstd (fp32) written
+    assert got == Cost(7 * n, reads + 2 * n + 4 * 64 * 2, "fp32_vector", True, "norm", reads)
 
 
 def test_layer_norm_backward_without_affine_grads():
@@ -190,6 +195,7 @@ def test_layer_norm_backward_without_affine_grads():
     )
     assert got.flops == 8 * 128
     assert got.bytes == 4 * (128 + 128 + 8 + 8 + 16) + 4 * 128
+    assert got.read_bytes == 4 * (128 + 128 + 8 + 8 + 16)  # the bias is not read
 
 
 def test_rms_norm_group_norm_batch_norm():
@@ -199,22 +205,27 @@ def test_rms_norm_group_norm_batch_norm():
         [H, "ScalarList", H, "Scalar"],
         ["", "[128]", "", ""],
     )
-    assert got == Cost(4 * 4096, 2 * (4096 + 128 + 4096) + 4 * 32, "fp32_vector", True, "norm")
+    assert got == Cost(
+        4 * 4096, 2 * (4096 + 128 + 4096) + 4 * 32, "fp32_vector", True, "norm", 2 * (4096 + 128)
+    )
     # native_group_norm(x (2, 8, 5, 5), w, b, N, C, HxW, group, eps)
     got = c("aten::native_group_norm", [[2, 8, 5, 5], [8], [8]] + [[]] * 5, [F, F, F] + ["Scalar"] * 5,
             ["", "", "", "2", "8", "25", "2", "1e-05"])  # fmt: skip
-    assert got == Cost(7 * 400, 4 * (400 + 8 + 8 + 400 + 2 * 2 * 2), "fp32_vector", True, "norm")
+    assert got == Cost(
+        7 * 400, 4 * (400 + 8 + 8 + 400 + 2 * 2 * 2), "fp32_vector", True, "norm", 4 * (400 + 16)
+    )
     # native_batch_norm training: + save_mean/invstd (8 each) + running stats rewritten
     dims = [[2, 8, 5, 5], [8], [8], [8], [8], [], [], []]
     types = [F] * 5 + ["Scalar"] * 3
     got = c("aten::native_batch_norm", dims, types, ["", "", "", "", "", "True", "0.1", "1e-05"])
+    reads = 4 * (400 + 4 * 8)  # x, weight, bias, running mean and var
     assert got == Cost(
-        7 * 400, 4 * (400 + 4 * 8 + 400 + 2 * 8 + 2 * 8), "fp32_vector", True, "norm"
+        7 * 400, reads + 4 * (400 + 2 * 8 + 2 * 8), "fp32_vector", True, "norm", reads
     )
     evaluation = c(
         "aten::native_batch_norm", dims, types, ["", "", "", "", "", "False", "0.1", "1e-05"]
     )
-    assert evaluation == Cost(4 * 400, 4 * (400 + 4 * 8 + 400), "fp32_vector", True, "norm")
+    assert evaluation == Cost(4 * 400, reads + 4 * 400, "fp32_vector", True, "norm", reads)
 
 
 def test_batch_norm_backward():
@@ -226,7 +237,8 @@ def test_batch_norm_backward():
         types,
         [""] * 7 + ["True", "1e-05", "[True, True, True]"],
     )
-    assert got == Cost(11 * 400, 4 * (800 + 5 * 8) + 4 * (400 + 16), "fp32_vector", True, "norm")
+    reads = 4 * (800 + 5 * 8)  # dy, x and the five per-channel tensors
+    assert got == Cost(11 * 400, reads + 4 * (400 + 16), "fp32_vector", True, "norm", reads)
 
 
 # --- softmax, dropout, loss -----------------------------------------------------
@@ -235,7 +247,7 @@ def test_batch_norm_backward():
 def test_softmax_family():
     got = c("aten::_softmax", [[32, 1000], [], []], [H, "Scalar", "Scalar"], ["", "-1", "True"])
     assert got == Cost(
-        5 * 32000, 2 * 32000 + 4 * 32000, "fp32_vector", True, "softmax"
+        5 * 32000, 2 * 32000 + 4 * 32000, "fp32_vector", True, "softmax", 2 * 32000
     )  # half_to_float
     got = c(
         "aten::_log_softmax_backward_data",
@@ -243,7 +255,7 @@ def test_softmax_family():
         [F, F, "Scalar", "Scalar"],
         ["", "", "1", "6"],
     )
-    assert got == Cost(4 * 32000, 4 * 3 * 32000, "fp32_vector", True, "softmax")
+    assert got == Cost(4 * 32000, 4 * 3 * 32000, "fp32_vector", True, "softmax", 4 * 2 * 32000)
 
 
 def test_dropout():
@@ -251,20 +263,22 @@ def test_dropout():
         "aten::native_dropout", [[64, 512], [], []], [BF, "Scalar", "Scalar"], ["", "0.1", "True"]
     )
     n = 64 * 512
-    assert got == Cost(2 * n, 2 * n + 2 * n + n, "fp32_vector", True, "dropout")  # + bool mask
+    # + bool mask
+    assert got == Cost(2 * n, 2 * n + 2 * n + n, "fp32_vector", True, "dropout", 2 * n)
     got = c(
         "aten::native_dropout_backward",
         [[64, 512], [64, 512], []],
         [BF, "bool", "Scalar"],
         ["", "", "1.11"],
     )
-    assert got == Cost(2 * n, 2 * n + n + 2 * n, "fp32_vector", True, "dropout")
+    assert got == Cost(2 * n, 2 * n + n + 2 * n, "fp32_vector", True, "dropout", 2 * n + n)
 
 
 def test_cross_entropy_and_nll():
     got = c("aten::cross_entropy_loss", [[32, 128], [32], [], [], [], []], [F, L, "", "Scalar", "Scalar", "Scalar"],
             ["", "", "", "1", "-100", "0."])  # fmt: skip
-    assert got == Cost(5 * 4096 + 32, 4 * 4096 + 8 * 32 + 4, "fp32_vector", True, "loss")
+    reads = 4 * 4096 + 8 * 32  # logits and targets; the loss written
+    assert got == Cost(5 * 4096 + 32, reads + 4, "fp32_vector", True, "loss", reads)
     got = c(
         "aten::nll_loss_forward",
         [[32, 128], [32], [], [], []],
@@ -272,11 +286,11 @@ def test_cross_entropy_and_nll():
         ["", "", "", "1", "-100"],
     )
     # one gathered log-prob per row, targets, loss + total_weight
-    assert got == Cost(32, 4 * 32 + 8 * 32 + 4 + 4, "fp32_vector", True, "loss")
+    assert got == Cost(32, 4 * 32 + 8 * 32 + 4 + 4, "fp32_vector", True, "loss", 4 * 32 + 8 * 32)
     got = c("aten::nll_loss_backward", [[], [32, 128], [32], [], [], [], []], [F, F, L, "", "Scalar", "Scalar", F],
             ["", "", "", "", "1", "-100", ""])  # fmt: skip
     # grad_output, targets, total_weight, one written element per row (zero_ is its own op)
-    assert got == Cost(32, 4 + 8 * 32 + 4 + 4 * 32, "fp32_vector", True, "loss")
+    assert got == Cost(32, 4 + 8 * 32 + 4 + 4 * 32, "fp32_vector", True, "loss", 4 + 8 * 32 + 4)
 
 
 # --- pointwise & reductions ---------------------------------------------------------
@@ -285,9 +299,10 @@ def test_cross_entropy_and_nll():
 def test_binary_broadcast_and_promotion():
     got = c("aten::add", [[32, 128], [128], []], [H, F, "Scalar"], ["", "", "1"])
     # fp16 + fp32 -> fp32 output of the broadcast shape
-    assert got == Cost(4096, 2 * 4096 + 4 * 128 + 4 * 4096, "fp32_vector", True, "pointwise")
+    reads = 2 * 4096 + 4 * 128
+    assert got == Cost(4096, reads + 4 * 4096, "fp32_vector", True, "pointwise", reads)
     got = c("aten::mul", [[32, 128], []], [BF, "double"], ["", ""])  # x * 2.0
-    assert got == Cost(4096, 2 * 2 * 4096, "fp32_vector", True, "pointwise")
+    assert got == Cost(4096, 2 * 2 * 4096, "fp32_vector", True, "pointwise", 2 * 4096)
     got = c("aten::gt", [[32, 128], []], [F, "Scalar"], ["", "0"])
     assert got.bytes == 4 * 4096 + 4096  # bool output
 
@@ -304,7 +319,7 @@ def test_broadcast_stride_zero_input_post_hoc():
 )
 def test_unary_activations(op, flops):
     got = c(f"aten::{op}", [[10, 20]], [F], [""])
-    assert got == Cost(flops * 200, 4 * 400, "fp32_vector", True, "pointwise")
+    assert got == Cost(flops * 200, 4 * 400, "fp32_vector", True, "pointwise", 4 * 200)
 
 
 def test_activation_backward_and_inplace():
@@ -316,7 +331,8 @@ def test_activation_backward_and_inplace():
     )
     assert c("aten::gelu_backward", [[10, 20], [10, 20], []], [F, F, ""]).flops == 2000
     got = c("aten::add_", [[10, 20], [20], []], [F, F, "Scalar"], ["", "", "1"])
-    assert got == Cost(200, 4 * (200 + 20 + 200), "fp32_vector", True, "pointwise")
+    # in place: self and other read, self written
+    assert got == Cost(200, 4 * (200 + 20 + 200), "fp32_vector", True, "pointwise", 4 * 220)
 
 
 def test_reductions():
@@ -326,23 +342,23 @@ def test_reductions():
         [F, "ScalarList", "Scalar", ""],
         ["", "[1]", "False", ""],
     )
-    assert got == Cost(4096, 4 * (4096 + 32), "fp32_vector", True, "reduction")
+    assert got == Cost(4096, 4 * (4096 + 32), "fp32_vector", True, "reduction", 4 * 4096)
     got = c("aten::sum", [[32, 128], []], [BF, ""], ["", ""])  # all dims
-    assert got == Cost(4096, 2 * 4096 + 2, "fp32_vector", True, "reduction")
+    assert got == Cost(4096, 2 * 4096 + 2, "fp32_vector", True, "reduction", 2 * 4096)
     got = c(
         "aten::mean",
         [[32, 128], [], [], []],
         [F, "ScalarList", "Scalar", ""],
         ["", "[-1]", "True", ""],
     )
-    assert got == Cost(4096 + 32, 4 * (4096 + 32), "fp32_vector", True, "reduction")
+    assert got == Cost(4096 + 32, 4 * (4096 + 32), "fp32_vector", True, "reduction", 4 * 4096)
     got = c(
         "aten::var",
         [[32, 128], [], [], []],
         [F, "ScalarList", "Scalar", "Scalar"],
         ["", "[0]", "1", "False"],
     )
-    assert got == Cost(3 * 4096, 4 * (4096 + 128), "fp32_vector", True, "reduction")
+    assert got == Cost(3 * 4096, 4 * (4096 + 128), "fp32_vector", True, "reduction", 4 * 4096)
     got = c("aten::sum", [[10], []], [L, ""])  # int sums accumulate in int64
     assert got.bytes == 8 * 10 + 8
 
@@ -354,12 +370,12 @@ def test_embedding_reads_only_selected_rows():
     got = c(
         "aten::embedding", [[50000, 512], [4, 7], [], [], []], [H, L, "Scalar", "Scalar", "Scalar"]
     )
-    assert got == Cost(0, 2 * 28 * 512 + 8 * 28 + 2 * 28 * 512, "fp32_vector", True, "embedding")
+    reads = 2 * 28 * 512 + 8 * 28  # the 28 selected rows and the indices
+    assert got == Cost(0, reads + 2 * 28 * 512, "fp32_vector", True, "embedding", reads)
     got = c("aten::embedding_dense_backward", [[4, 7, 512], [4, 7], [], [], []], [H, L, "Scalar", "Scalar", "Scalar"],
             ["", "", "50000", "-1", "False"])  # fmt: skip
-    assert got == Cost(
-        28 * 512, 2 * 28 * 512 + 8 * 28 + 2 * 50000 * 512, "fp32_vector", True, "embedding"
-    )
+    reads = 2 * 28 * 512 + 8 * 28  # the gradient and the indices; the whole table written
+    assert got == Cost(28 * 512, reads + 2 * 50000 * 512, "fp32_vector", True, "embedding", reads)
 
 
 def test_copies_and_casts():
@@ -369,23 +385,27 @@ def test_copies_and_casts():
         [F, "Scalar", "", "", "", "Scalar", ""],
         ["", "15", "", "", "", "False", ""],
     )
-    assert got == Cost(0, 4 * 4096 + 2 * 4096, "fp32_vector", True, "copy")  # fp32 -> bf16
+    # fp32 -> bf16
+    assert got == Cost(0, 4 * 4096 + 2 * 4096, "fp32_vector", True, "copy", 4 * 4096)
     got = c("aten::copy_", [[32, 128], [32, 128], []], [BF, F, "Scalar"], ["", "", "False"])
     assert got.bytes == 4 * 4096 + 2 * 4096  # src read, self written (not read)
+    assert got.read_bytes == 4 * 4096
     assert c("aten::clone", [[7, 9], []], [F, ""]).bytes == 2 * 4 * 63
     got = c("aten::cat", [[[32, 128], [32, 128]], []], ["TensorList", "Scalar"], ["", "0"])
     assert got.bytes == 2 * 4 * 8192
+    assert got.read_bytes == 4 * 8192
 
 
 @pytest.mark.parametrize("op", ["view", "aten.t.default", "transpose", "permute", "expand", "as_strided",
                                 "slice", "select", "unsqueeze", "detach", "_unsafe_view", "alias"])  # fmt: skip
 def test_views_are_free(op):
     got = c(op, [[32, 128], []], [F, "ScalarList"], ["", "[4096]"])
-    assert got == Cost(0.0, 0.0, None, True, "view")
+    assert got == Cost(0.0, 0.0, None, True, "view", 0.0)
 
 
 def test_fills_write_only():
     assert c("aten::zero_", [[16, 16]], [H]).bytes == 2 * 256
+    assert c("aten::zero_", [[16, 16]], [H]).read_bytes == 0
     got = c(
         "aten::zeros",
         [[], [], [], [], []],
@@ -393,6 +413,7 @@ def test_fills_write_only():
         ["[4, 8]", "5", "", "", ""],
     )
     assert got.bytes == 2 * 32  # fp16 (code 5)
+    assert got.read_bytes == 0
 
 
 def test_transposed_convolution_infers_output():

@@ -37,6 +37,7 @@ def test_stem_max_pool_by_hand():
     cost = cost_of("aten::max_pool2d_with_indices", *STEM)
     out = 128 * 64 * 56 * 56
     assert cost.bytes == 128 * 64 * 112 * 112 * 4 + out * 4 + out * 8  # input, output, indices
+    assert cost.read_bytes == 128 * 64 * 112 * 112 * 4  # the input; output and indices written
     assert cost.flops == out * 9 and cost.family == "pool"
 
 
@@ -47,6 +48,7 @@ def test_stem_max_pool_backward_by_hand():
                    ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "[1, 1]", "False", ""])  # fmt: skip
     grad = 128 * 64 * 56 * 56
     assert cost.bytes == grad * 4 + grad * 8 + 128 * 64 * 112 * 112 * 4
+    assert cost.read_bytes == grad * 4 + grad * 8  # grad-output and indices read
     assert cost.flops == grad
 
 
@@ -57,4 +59,5 @@ def test_avg_pool_shapes_and_counts():
                    ["float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", ""],
                    ["", "[3, 3]", "[2, 2]", "[1, 1]", "True", "True", ""])  # fmt: skip
     assert cost.bytes == (x.numel() + out.numel()) * 4
+    assert cost.read_bytes == x.numel() * 4
     assert cost.flops == out.numel() * 9

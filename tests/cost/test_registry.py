@@ -101,6 +101,40 @@ def test_cost_intensity_and_sum():
     assert (a + Cost(10.0, 10.0, "bf16")) == Cost(110.0, 60.0, "bf16", True, "")
 
 
+def test_a_sum_knows_its_reads_only_when_every_part_does():
+    known = Cost(1.0, 30.0, "fp32_vector", read_bytes=20.0)
+    assert (known + Cost(1.0, 10.0, "fp32_vector", read_bytes=0.0)).read_bytes == 20.0
+    assert (known + Cost(1.0, 10.0, "fp32_vector")).read_bytes is None
+    assert (Cost(1.0, 10.0, "fp32_vector") + known).read_bytes is None
+
+
+def test_simple_counts_the_inputs_as_read_and_the_outputs_as_written():
+    """`simple`'s reads are the call's distinct tensor inputs (a broadcast one at its stored
+    extent), the rest of its bytes the outputs: `out = a + b` on two (64, 32) fp32 tensors
+    reads 2 of its 3 buffers; with a (32,) bias broadcast, 64 x 32 + 32 elements."""
+    from membound.cost.call import OpCall, TensorMeta
+    from membound.cost.registry import simple
+
+    a, b = TensorMeta((64, 32)), TensorMeta((64, 32))
+    got = simple(OpCall("aten::add", [a, b, 1]), 2048, [TensorMeta((64, 32))], "fp32_vector")
+    assert (got.bytes, got.read_bytes) == (3 * 2048 * 4, 2 * 2048 * 4)
+    bias = TensorMeta((64, 32), "float32", extent=32)  # an expanded (32,) vector: stride 0
+    got = simple(OpCall("aten::add", [a, bias, 1]), 2048, [TensorMeta((64, 32))], None)
+    assert (got.bytes, got.read_bytes) == ((2048 + 32 + 2048) * 4, (2048 + 32) * 4)
+    # through the registry, from a trace's recorded shapes: a bf16 add of two (8, 16) tensors
+    got = cost_of("aten::add", [[8, 16], [8, 16], []], ["c10::BFloat16"] * 2 + ["Scalar"])
+    assert (got.bytes, got.read_bytes) == (3 * 128 * 2, 2 * 128 * 2)
+
+
+def test_inductor_kernels_and_unknown_ops_leave_the_split_unknown():
+    """A Triton kernel's arguments do not say which it writes (an in-place buffer is both),
+    nor does an unknown op's guess: their HBM roof is the one for an unknown mix."""
+    kernel = cost_of("triton_poi_fused_add_mul_0", [[64, 8], [64, 8], [64, 8], []],
+                     ["float"] * 3 + ["Scalar"], ["", "", "", "512"])  # fmt: skip
+    assert kernel.exact and kernel.bytes == 3 * 512 * 4 and kernel.read_bytes is None
+    assert cost_of("aten::not_an_op", [[4, 4]], ["float"]).read_bytes is None
+
+
 def test_package_exports_cost():
     assert membound.Cost is Cost
     assert membound.CostCounter is CostCounter

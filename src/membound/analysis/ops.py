@@ -61,6 +61,9 @@ class OpCall:
     seq: int = -1
     #: the call runs inside a backward node (`autograd::engine::evaluate_function: ...`)
     backward: bool = False
+    #: bytes read, of `bytes` (`cost.Cost.read_bytes`; NaN: the split is unknown): the HBM
+    #: roof follows the share read (`roofline.hbm_rate`)
+    read_bytes: float = math.nan
 
 
 class OpCalls(Sequence):
@@ -107,6 +110,7 @@ _NUMBER_FIELDS = {
     "cpu_index": np.int64, "tid": np.int64, "first_kernel_us": np.float64,
     "last_kernel_end_us": np.float64, "device_us": np.float64, "kernels": np.int64,
     "flops": np.float64, "bytes": np.float64, "known": bool, "seq": np.int64, "backward": bool,
+    "read_bytes": np.float64,
 }  # fmt: skip
 
 
@@ -411,9 +415,12 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     per_key = _per_key(trace, [ucost[k] for k in ukeys.tolist()], uniq[ukeys])
     flops = per_key["flops"][kinv]
     nbytes = per_key["bytes"][kinv]
+    reads = per_key["read_bytes"][kinv]
     esize = kc.pop("esize")
     listed = (esize > 0) & per_key["list_copy"][kinv]
-    nbytes[listed] *= esize[listed] / 4  # the list was costed as float32 (4 bytes an element)
+    # the list was costed as float32 (4 bytes an element): its reads and writes alike
+    nbytes[listed] *= esize[listed] / 4
+    reads[listed] *= esize[listed] / 4
     del esize, listed
     compute = per_key["compute"][kinv]
     # an fp32 GEMM whose kernel ran on tensor cores ran at the TF32 rate
@@ -425,8 +432,9 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     known = per_key["known"][kinv].astype(bool)
     family = per_key["family"][kinv]
     _cost_fused_adam(
-        trace, windows, calls_idx, names, known, nbytes, flops, compute, family, kc["device_us"]
-    )
+        trace, windows, calls_idx, names, known, nbytes, reads, flops, compute, family,
+        kc["device_us"],
+    )  # fmt: skip
     columns = {
         "cpu_index": calls_idx,
         "name": names,
@@ -447,6 +455,7 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
         "first_input_bytes": per_key["first_input_bytes"][kinv],
         "seq": seq,
         "backward": backward,
+        "read_bytes": reads,
     }
     return OpCalls({f: columns[f] for f in _OPCALL_FIELDS})
 
@@ -457,11 +466,13 @@ FUSED_ADAM = ("aten::_fused_adamw_", "aten::_fused_adam_")
 #: per parameter element: params, grads, exp_avgs, exp_avg_sqs read; params and both moments
 #: written (amsgrad adds max_exp_avg_sqs, read and written); FLOPs of the update, roughly
 ADAM_PASSES, AMSGRAD_PASSES, ADAM_FLOPS = 7, 2, 12
+#: of those passes, the reads: the four tensors (amsgrad: + max_exp_avg_sqs)
+ADAM_READS, AMSGRAD_READS = 4, 1
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 
 
-def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, flops, compute, family,
-                     device_us):  # fmt: skip
+def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, reads, flops, compute,
+                     family, device_us):  # fmt: skip
     """Cost the fused Adam/AdamW calls from the parameters they update, in place.
 
     The profiler records no shapes for a TensorList, but every parameter that gets a gradient
@@ -472,8 +483,9 @@ def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, flops, com
     are the counted elements over it: H200 fixtures give 168.31 M for the HF Llama and 124.48
     M for GPT-2, the counts those scripts print. A step of fused Adam then moves
     `ADAM_PASSES` x P elements of the parameters' dtype (amsgrad: 2 more passes, read from its
-    recorded flag); the steps' total is shared among the calls by their device time, as a
-    model with two parameter groups updates them in two calls whose split is not recorded.
+    recorded flag), `ADAM_READS` passes of them read (amsgrad: 1 more); the steps' total is
+    shared among the calls by their device time, as a model with two parameter groups updates
+    them in two calls whose split is not recorded.
     Without AccumulateGrad events, or steps to count, the calls stay uncosted."""
     adam = np.flatnonzero(np.isin(names, FUSED_ADAM) & ~known)
     if not len(adam) or windows is None or not len(windows[0]):
@@ -499,13 +511,16 @@ def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, flops, com
     params = elements / per_backward
     steps = len(w0)
     passes = np.full(len(adam), ADAM_PASSES, dtype=np.float64)
+    read_passes = np.full(len(adam), ADAM_READS, dtype=np.float64)
     for k, i in enumerate(cpu_index[adam].tolist()):
         if _amsgrad(trace, int(cpu.shape[i])):
             passes[k] += AMSGRAD_PASSES
+            read_passes[k] += AMSGRAD_READS
     time = device_us[adam]
     share = time / time.sum() if time.sum() > 0 else np.full(len(adam), 1.0 / len(adam))
     total = params * steps
     nbytes[adam] = total * share * passes * size
+    reads[adam] = total * share * read_passes * size
     flops[adam] = total * share * ADAM_FLOPS
     compute[adam] = "fp32_vector"
     family[adam] = "optimizer"
@@ -676,6 +691,7 @@ def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarra
                 name,
                 float(cost.flops) if cost else 0.0,
                 float(cost.bytes) if cost else 0.0,
+                _read_bytes(cost),
                 cost.compute if cost else None,
                 cost.family if cost else "",
                 cost is not None,
@@ -687,15 +703,21 @@ def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarra
                 bool(cost and cost.compute == "fp32"),
             )
         )
-    fields = ("name", "flops", "bytes", "compute", "family", "known", "dtypes", "dims",
-              "storage_dtype", "first_input_bytes", "list_copy", "fp32")  # fmt: skip
+    fields = ("name", "flops", "bytes", "read_bytes", "compute", "family", "known", "dtypes",
+              "dims", "storage_dtype", "first_input_bytes", "list_copy", "fp32")  # fmt: skip
     cols = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
     out = {f: _objects(list(v)) for f, v in zip(fields, cols, strict=True)}
-    for f in ("flops", "bytes"):
+    for f in ("flops", "bytes", "read_bytes"):
         out[f] = np.array(cols[fields.index(f)], dtype=np.float64)
     for f in ("list_copy", "fp32"):
         out[f] = np.array(cols[fields.index(f)], dtype=bool)
     return out
+
+
+def _read_bytes(cost) -> float:
+    """A cost's bytes read (`cost.Cost.read_bytes`), NaN where the split is unknown."""
+    reads = getattr(cost, "read_bytes", None)
+    return math.nan if reads is None else float(reads)
 
 
 def cpu_calls(trace: Trace) -> list[OpCall]:
@@ -755,6 +777,7 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
                 dtypes=tuple(str(t) for t in (shape[1] or []) if t),
                 dims=shape[0],
                 storage_dtype=storage_dtype(shape[0], shape[1]),
+                read_bytes=_read_bytes(c),
             )
         )
     out.sort(key=lambda c: c.first_kernel_us)
@@ -769,7 +792,8 @@ def op_rows(
     An op is placed only when every call of it is costed; its roof is the compute key most
     of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
     they ran, which a trace does not record), its memory roof each call's
-    (`roofline.memory_roof`: L2's for calls whose bytes fit in L2)."""
+    (`roofline.memory_roof`: L2's for calls whose bytes fit in L2, else HBM's for the share
+    of its bytes the call reads)."""
     # per-call figures stay arrays, read through each op's indexes: each op's are made into
     # Python numbers (summed as `sum` adds a list) one op at a time, so the calls are never
     # all held as objects
@@ -781,6 +805,7 @@ def op_rows(
     device = call_column(calls, "device_us")
     flops_ = call_column(calls, "flops")
     bytes_ = call_column(calls, "bytes")
+    reads_ = call_column(calls, "read_bytes")
     known_ = call_column(calls, "known")
     families = call_column(calls, "family")
     # the roof key depends on a call's compute and family alone: counted per distinct pair
@@ -799,8 +824,7 @@ def op_rows(
         lo = hi
         device_us = sum(device[sel].tolist())
         flops = sum(flops_[sel].tolist())
-        call_bytes = bytes_[sel].tolist()
-        nbytes = sum(call_bytes)
+        nbytes = sum(bytes_[sel].tolist())
         known = bool(known_[sel].astype(bool).all())
         keys: Counter = Counter()
         distinct, first, counts = np.unique(pair_code[sel], return_index=True, return_counts=True)
@@ -837,7 +861,7 @@ def op_rows(
         if known and ceilings is not None and device_us > 0 and (flops or nbytes):
             p = place(
                 flops, nbytes, device_us / 1e6, ceilings, compute,
-                call_bytes=call_bytes, family=families[sel[0]],
+                call_bytes=bytes_[sel], family=families[sel[0]], call_reads=reads_[sel],
             )  # fmt: skip
             row.bound = p.bound
             row.memory_roof = p.memory_roof

@@ -1,10 +1,11 @@
 """Placing work on the roofline: is it memory- or compute-bound, and how close to its roof?
 
 `place(flops, bytes, seconds, ceilings, compute)` is the arithmetic for one piece of work;
-`memory_roof` picks the slanted roof it is held to (HBM's copy rate; L2's for calls whose
-bytes fit in L2; the write rate for fills), `call_compute_key` the flat roof an op call is
-held to (its dtype, TF32 for fp32 matmuls where TF32 was on); `chart_points` turns op rows
-into the points a roofline chart draws. `analysis.ops.op_rows` places every op of a trace with these, and so does
+`memory_roof` picks the slanted roof it is held to (HBM's rate for its mix of reads and
+writes, `hbm_rate`; L2's for calls whose bytes fit in L2; the write rate for fills),
+`call_compute_key` the flat roof an op call is held to (its dtype, TF32 for fp32 matmuls
+where TF32 was on); `chart_points` turns op rows into the points a roofline chart draws.
+`analysis.ops.op_rows` places every op of a trace with these, and so does
 `membound.roofline.measure` for one function.
 """
 
@@ -14,6 +15,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from membound.cost.formulas.inductor import parse_name
 from membound.dtypes import COMPUTE_KEY_NAMES, canonical, compute_key
@@ -25,7 +28,8 @@ TF32_FAMILIES = frozenset(
 )
 
 
-#: the memory roofs work can be held to: "dram" (the HBM copy rate, `Ceilings.memory_bandwidth`),
+#: the memory roofs work can be held to: "dram" (HBM's rate for the work's read share,
+#: `hbm_rate`: the copy rate `Ceilings.memory_bandwidth` unless other passes were measured),
 #: "l2" (`Ceilings.l2_bandwidth`), "write" (`Ceilings.write_bandwidth`), and "mixed" for an
 #: op whose calls are held to different ones (some fit in L2, some do not)
 MEMORY_ROOFS = ("dram", "l2", "write", "mixed")
@@ -37,11 +41,84 @@ L2_FIT = 1.0
 WRITE_FAMILIES = frozenset({"fill"})
 
 
-def call_memory_roof(ceilings, nbytes: float, family: str | None = None) -> tuple[str, float]:
-    """(roof name, bytes/s) of one call moving `nbytes` minimal bytes: L2's when its bytes fit
-    (`L2_FIT` of `l2_bytes`) and the ceilings have an L2 rate, the write rate for a
-    `WRITE_FAMILIES` op when they have one, else the HBM copy rate. A roof is used only where
-    it is above the HBM copy's (a measurement below it did not see what it meant to)."""
+#: the HBM passes `device.measure` times, at the share of their bytes that are read: fill_
+#: (writes only), copy (1 read : 1 write), `out = a + b` (2 : 1) and sum (reads only)
+HBM_PASSES = (
+    ("write_bandwidth", 0.0),
+    ("memory_bandwidth", 0.5),
+    ("read_mix_bandwidth", 2 / 3),
+    ("read_bandwidth", 1.0),
+)
+#: the read share of the copy: below it, work writes more than it reads
+COPY_SHARE = 0.5
+
+
+def hbm_rate(ceilings, read_share: float | None) -> float:
+    """Bytes/s HBM attains for traffic whose share of bytes read is `read_share` (0..1):
+    piecewise linear between the measured passes of `HBM_PASSES`, holding the nearest
+    measured one beyond them. From the copy up (`read_share` ≥ 0.5) a pass measured below
+    the copy is not used, so the rate is never below the copy's (a measurement below it did
+    not see what it meant to, as for the L2 and write roofs); below it the rate runs from the
+    copy's to the write's only where the write is the faster. `read_share` None (or NaN:
+    the split is unknown): the best rate measured for traffic that reads and writes, the
+    copy's or the 2 : 1 mix's.
+
+    Ceilings without the 2 : 1 pass (`read_mix_bandwidth`: files measured before it) give
+    the copy rate for any share, so an older file places every op as it did when measured
+    (their write pass still holds fills, `call_memory_roof`); `membound roofline --refresh`
+    measures the mix."""
+    copy = float(ceilings.memory_bandwidth)
+    mix = getattr(ceilings, "read_mix_bandwidth", None)
+    if not mix:
+        return copy
+    if read_share is None or math.isnan(read_share):
+        return max(copy, float(mix))
+    if read_share < COPY_SHARE:
+        write = getattr(ceilings, "write_bandwidth", None)
+        if not write or write <= copy:
+            return copy
+        return _between(0.0, float(write), COPY_SHARE, copy, max(read_share, 0.0))
+    points = [(COPY_SHARE, copy)]
+    for attr, share in HBM_PASSES:
+        rate = getattr(ceilings, attr, None)
+        if share > COPY_SHARE and rate and rate >= copy:
+            points.append((share, float(rate)))
+    for (s0, r0), (s1, r1) in zip(points, points[1:], strict=False):
+        if read_share <= s1:
+            return _between(s0, r0, s1, r1, read_share)
+    return points[-1][1]
+
+
+def _between(s0: float, r0: float, s1: float, r1: float, share: float) -> float:
+    """The rate at `share` on the line from (s0, r0) to (s1, r1): r0 and r1 exactly at the
+    ends."""
+    t = (share - s0) / (s1 - s0)
+    return r0 * (1.0 - t) + r1 * t
+
+
+def copy_rate_only(ceilings) -> bool:
+    """Whether every call is held to the HBM copy rate on `ceilings`: no L2 roof, and no
+    other HBM pass above the copy that `call_memory_roof` uses (the common case: no per-call
+    work)."""
+    dram = ceilings.memory_bandwidth
+    if getattr(ceilings, "l2_bandwidth", None) and getattr(ceilings, "l2_bytes", None):
+        if ceilings.l2_bandwidth > dram:
+            return False
+    if (getattr(ceilings, "write_bandwidth", None) or 0.0) > dram:
+        return False  # the fills' roof
+    if not getattr(ceilings, "read_mix_bandwidth", None):
+        return True  # `hbm_rate` follows no mix
+    return not any((getattr(ceilings, attr, None) or 0.0) > dram for attr, _ in HBM_PASSES)
+
+
+def call_memory_roof(
+    ceilings, nbytes: float, family: str | None = None, read_share: float | None = None
+) -> tuple[str, float]:
+    """(roof name, bytes/s) of one call moving `nbytes` minimal bytes, `read_share` of them
+    read (None: unknown): L2's when its bytes fit (`L2_FIT` of `l2_bytes`) and the ceilings
+    have an L2 rate, the write rate for a `WRITE_FAMILIES` op when they have one, else HBM's
+    for its mix of reads and writes (`hbm_rate`). The L2 and write roofs are used only where
+    they are above the HBM copy's (a measurement below it did not see what it meant to)."""
     dram = float(ceilings.memory_bandwidth)
     l2 = getattr(ceilings, "l2_bandwidth", None)
     l2_bytes = getattr(ceilings, "l2_bytes", None)
@@ -50,34 +127,69 @@ def call_memory_roof(ceilings, nbytes: float, family: str | None = None) -> tupl
     write = getattr(ceilings, "write_bandwidth", None)
     if write and family in WRITE_FAMILIES and write > dram:
         return "write", float(write)
-    return "dram", dram
+    return "dram", hbm_rate(ceilings, read_share)
+
+
+def call_rates(
+    ceilings, nbytes: np.ndarray, reads: np.ndarray, family: str | None = None
+) -> tuple[set[str], np.ndarray]:
+    """(the roof names used, bytes/s of each call's roof) of calls of one cost `family` moving
+    `nbytes` minimal bytes each, `reads` of them read (NaN: unknown): `call_memory_roof` of
+    each, found once per distinct (bytes, read share), so millions of calls cost a few sorts."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = reads / nbytes
+    # an unknown share keyed as -1: each column's distinct values, then the distinct pairs of
+    # their codes (sorting numbers, not rows)
+    sizes, size_code = np.unique(nbytes, return_inverse=True)
+    shares, share_code = np.unique(np.where(np.isnan(share), -1.0, share), return_inverse=True)
+    width = len(shares)
+    pairs, inverse = np.unique(
+        size_code.reshape(-1) * width + share_code.reshape(-1), return_inverse=True
+    )
+    roofs = []
+    for pair in pairs.tolist():
+        s = float(shares[pair % width])
+        roofs.append(call_memory_roof(ceilings, float(sizes[pair // width]), family,
+                                      s if s >= 0 else None))  # fmt: skip
+    rates = np.array([r for _, r in roofs], dtype=np.float64)
+    return {name for name, _ in roofs}, rates[inverse.reshape(-1)]
 
 
 def memory_roof(
-    ceilings, call_bytes: Iterable[float], family: str | None = None
+    ceilings,
+    call_bytes: Iterable[float],
+    family: str | None = None,
+    call_reads: Iterable[float] | None = None,
 ) -> tuple[str, float]:
-    """(roof name, bytes/s) of work done as calls of `call_bytes` minimal bytes each (one op's
-    calls: `call_memory_roof` for each). Calls held to different roofs: "mixed", at the rate
-    Σ bytes ÷ Σ (bytes ÷ each call's roof), so the time at the roof is each call's own. Work
-    without bytes is held to HBM's."""
+    """(roof name, bytes/s) of work done as calls of `call_bytes` minimal bytes each, of which
+    `call_reads` were read (one op's calls, in the same order; NaN or None: unknown, the
+    default): `call_memory_roof` for each (`call_rates`). Calls held to different roofs:
+    "mixed"; calls held to different rates (of one roof, or of several), the rate Σ bytes ÷
+    Σ (bytes ÷ each call's rate), so the time at the roof is each call's own. Work without
+    bytes is held to HBM's copy rate."""
     dram = float(ceilings.memory_bandwidth)
-    if not getattr(ceilings, "l2_bandwidth", None) and not getattr(
-        ceilings, "write_bandwidth", None
-    ):
+    if copy_rate_only(ceilings):
         return "dram", dram  # the common case: no per-call work
-    total = seconds = 0.0
-    rates: dict[str, float] = {}
-    for nbytes in call_bytes:
-        if nbytes <= 0:
-            continue
-        name, rates[name] = call_memory_roof(ceilings, nbytes, family)
-        total += nbytes
-        seconds += nbytes / rates[name]
-    if not total:
+    nbytes = np.asarray(_listed(call_bytes), dtype=np.float64)
+    if call_reads is None:
+        reads = np.full(len(nbytes), np.nan)
+    else:
+        reads = np.asarray(_listed(call_reads), dtype=np.float64)
+    moved = ~(nbytes <= 0)
+    nbytes, reads = nbytes[moved], reads[moved]
+    if not len(nbytes):
         return "dram", dram
-    if len(rates) == 1:
-        return next(iter(rates.items()))
-    return "mixed", total / seconds
+    names, rates = call_rates(ceilings, nbytes, reads, family)
+    if len(names) == 1 and bool(np.all(rates == rates[0])):
+        return names.pop(), float(rates[0])
+    # summed in call order, one call at a time (as a loop over the calls adds them)
+    rate = sum(nbytes.tolist()) / sum((nbytes / rates).tolist())
+    return ("mixed" if len(names) > 1 else names.pop()), rate
+
+
+def _listed(values: Iterable[float]):
+    """`values` as numpy can read them (an array or a list stays; an iterator is listed)."""
+    return values if isinstance(values, (np.ndarray, list, tuple)) else list(values)
 
 
 @dataclass
@@ -107,14 +219,16 @@ def place(
     *,
     call_bytes: Iterable[float] | None = None,
     family: str | None = None,
+    call_reads: Iterable[float] | None = None,
 ) -> Placement:
     """Place `flops` FLOPs and `bytes` bytes done in `seconds` on `ceilings`' roofline.
 
     `compute` is a `COMPUTE_KEYS` entry ("bf16", "tf32", "fp32_vector", ...) choosing the flat
     roof; see `matmul_compute_key` for fp32 matmuls with TF32 on. The memory roof is
-    `memory_roof(ceilings, call_bytes, family)`: `call_bytes` are the bytes of each call the
-    work was done in (default: one call of `bytes`), `family` its cost family (fills are
-    held to the write rate).
+    `memory_roof(ceilings, call_bytes, family, call_reads)`: `call_bytes` are the bytes of
+    each call the work was done in (default: one call of `bytes`), `call_reads` the bytes
+    each read (default: unknown; HBM's rate follows the share read, `hbm_rate`), `family`
+    its cost family (fills are held to the write rate).
     """
     if not seconds or seconds <= 0 or math.isnan(seconds):
         raise BadInput(
@@ -123,7 +237,9 @@ def place(
     if flops < 0 or bytes < 0:
         raise BadInput(f"FLOPs and bytes must be non-negative (got {flops}, {bytes})")
     peak = ceilings.peak_flops(compute)
-    roof, bandwidth = memory_roof(ceilings, [bytes] if call_bytes is None else call_bytes, family)
+    roof, bandwidth = memory_roof(
+        ceilings, [bytes] if call_bytes is None else call_bytes, family, call_reads
+    )
     ridge = peak / bandwidth
     if bytes > 0:
         intensity = flops / bytes

@@ -13,6 +13,8 @@ Conventions:
   Each formula module's docstring lists its counts.
 - Bytes are minimal: each distinct input tensor read once (a broadcast input at its real
   storage extent), each output written once. Attention never counts the L×L scores.
+  `Cost.read_bytes` says how many of them are read where a formula counts reads and writes
+  apart (all but the inductor kernels' and unknown ops'); None where the split is unknown.
 - `Cost.compute`: "fp64"/"fp32"/"fp16"/"bf16"/"fp8" for matmul, conv and attention (fp32
   matmul stays "fp32"; the roofline maps it to "tf32" when TF32 is enabled), "fp32_vector"
   for everything else, None for views and unknown ops.

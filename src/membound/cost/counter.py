@@ -118,4 +118,6 @@ class CostCounter(TorchDispatchMode):
         flops = sum(r.cost.flops for r in self.records)
         moved = sum(r.cost.bytes for r in self.records)
         exact = all(r.cost.exact for r in self.records)
-        return Cost(flops, moved, None, exact, "total")
+        split = [r.cost.read_bytes for r in self.records]
+        reads = sum(split) if None not in split else None  # known when each call's is
+        return Cost(flops, moved, None, exact, "total", reads)

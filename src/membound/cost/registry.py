@@ -9,7 +9,8 @@ raises `ValueError` unless `replace=True` — that is how a user overrides a for
 Conventions every formula follows (see `membound.cost` for the per-family FLOP counts):
 - bytes are *minimal* bytes: each distinct input tensor read once (a broadcast input counts
   its real storage extent), each output written once; intermediates a perfect kernel keeps
-  on chip are not counted.
+  on chip are not counted. `read_bytes` says how many of them are read where the formula
+  counts reads and writes apart (`simple` does); the rest are written.
 - `compute` names the ceiling (`membound.device.ceilings.COMPUTE_KEYS`) the op's arithmetic
   runs on: matmul/conv/attention -> the dtype key ("fp32", "bf16", ...), the rest ->
   "fp32_vector"; views and unknown ops -> None.
@@ -36,6 +37,9 @@ class Cost:
     compute: str | None
     exact: bool = True  # False: unknown op, bytes guessed as inputs + outputs
     family: str = ""
+    # bytes read, of `bytes` (the rest are written); None: the split is unknown. The HBM
+    # roof of a call follows its share of reads (`analysis.roofline.hbm_rate`)
+    read_bytes: float | None = None
 
     @property
     def intensity(self) -> float:
@@ -47,12 +51,17 @@ class Cost:
     def __add__(self, other: Cost) -> Cost:
         compute = self.compute if self.compute == other.compute else None
         family = self.family if self.family == other.family else ""
+        # a sum knows its split of reads only where every part knows its own
+        reads = None
+        if self.read_bytes is not None and other.read_bytes is not None:
+            reads = self.read_bytes + other.read_bytes
         return Cost(
             self.flops + other.flops,
             self.bytes + other.bytes,
             compute,
             self.exact and other.exact,
             family,
+            reads,
         )
 
 
@@ -186,6 +195,11 @@ def out_bytes(call: OpCall, inferred: list[TensorMeta]) -> int:
     return sum(o.nbytes for o in outs if isinstance(o, TensorMeta))
 
 
+def read_write(flops: float, read: float, written: float, compute: str | None) -> Cost:
+    """A formula's cost from the bytes it reads and the bytes it writes, counted apart."""
+    return Cost(float(flops), float(read + written), compute, read_bytes=float(read))
+
+
 def simple(call: OpCall, flops: float, inferred: list[TensorMeta], compute: str | None) -> Cost:
     """The usual case: all tensor inputs read once, all outputs written once."""
-    return Cost(float(flops), float(call.read_bytes() + out_bytes(call, inferred)), compute)
+    return read_write(flops, call.read_bytes(), out_bytes(call, inferred), compute)

@@ -12,7 +12,7 @@ import numpy as np
 from membound.analysis.findings import rule
 from membound.analysis.fixes import NORMS, chain_fix, host_limited, memory_bound_fix, op_family
 from membound.analysis.ops import call_column, first_input_bytes, value_codes
-from membound.analysis.roofline import call_memory_roof
+from membound.analysis.roofline import call_memory_roof, call_rates, copy_rate_only
 from membound.analysis.rules import norm_written
 from membound.analysis.rules.memory_gap import LATENCY_US, attainable_ms, memory_ops_below_roof
 
@@ -61,20 +61,20 @@ def _bandwidth(ctx) -> float | None:
 
 def _call_roofs(ctx, cols: _Columns, idx: np.ndarray) -> np.ndarray | None:
     """Bytes/s of the memory roof each call of `idx` is held to, as its op row was placed
-    (`analysis.roofline.call_memory_roof`: L2's for calls whose bytes fit in L2, the write
-    rate for fills), found once per distinct (bytes, family); None when the ceilings have
-    only the HBM copy rate (every call's)."""
+    (`analysis.roofline.call_rates`: L2's for calls whose bytes fit in L2, the write rate for
+    fills, else HBM's for the share of its bytes the call reads), found once per distinct
+    (family, bytes, read share); None when every call is held to the HBM copy rate
+    (`roofline.copy_rate_only`)."""
     c = ctx.ceilings
-    if c is None or not (getattr(c, "l2_bandwidth", None) or getattr(c, "write_bandwidth", None)):
+    if c is None or copy_rate_only(c):
         return None
-    seen: dict[tuple, float] = {}
-    out = []
-    for key in zip(cols.bytes[idx].tolist(), [cols.families[i] for i in idx.tolist()], strict=True):
-        rate = seen.get(key)
-        if rate is None:
-            rate = seen[key] = call_memory_roof(c, *key)[1]
-        out.append(rate)
-    return np.array(out, dtype=np.float64)
+    nbytes, reads = cols.bytes[idx], cols.reads[idx]
+    family_code, families = value_codes([cols.families[i] for i in idx.tolist()])
+    out = np.empty(len(idx), dtype=np.float64)
+    for k, family in enumerate(families):
+        of = family_code == k
+        out[of] = call_rates(c, nbytes[of], reads[of], family)[1]
+    return out
 
 
 def _rows_by_name(ctx):
@@ -177,6 +177,8 @@ class _Columns:
         self.names = call_column(calls, "name").tolist()
         self.families = call_column(calls, "family").tolist()
         self.bytes = call_column(calls, "bytes")
+        #: bytes read of those (NaN: unknown), for the roof each call is held to
+        self.reads = call_column(calls, "read_bytes")
         self.device_us = call_column(calls, "device_us")
         #: bytes of the first tensor input (`_out_bytes`), as `join_calls` found them
         first = call_column(calls, "first_input_bytes")

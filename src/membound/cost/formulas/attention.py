@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from membound.cost.call import OpCall, TensorMeta
 from membound.cost.formulas._torch_flops import sdpa_backward_flops, sdpa_flops
-from membound.cost.registry import Cost, register
+from membound.cost.registry import Cost, read_write, register
 from membound.dtypes import compute_key
 
 
@@ -88,8 +88,7 @@ def _sdpa_forward(call: OpCall) -> Cost:
         isinstance(spec.lse, int) and not isinstance(spec.lse, bool) and bool(call.arg(spec.lse))
     )
     lse = TensorMeta((qs[0], qs[1], qs[2]), "float32") if writes_lse else None
-    moved = _bytes([q, k, v, extra, out, lse])
-    return Cost(float(flops), float(moved), compute_key(q.dtype))
+    return read_write(flops, _bytes([q, k, v, extra]), _bytes([out, lse]), compute_key(q.dtype))
 
 
 @register(*_BWD, family="attention")
@@ -101,4 +100,4 @@ def _sdpa_backward(call: OpCall) -> Cost:
     extra = call.tensor(spec.extra) if spec.extra is not None else None
     reads = [go, q, k, v, call.tensor(spec.out), call.tensor(spec.lse), extra]
     writes = [TensorMeta(t.shape, t.dtype) for t in (q, k, v)]
-    return Cost(float(flops), float(_bytes(reads) + _bytes(writes)), compute_key(q.dtype))
+    return read_write(flops, _bytes(reads), _bytes(writes), compute_key(q.dtype))

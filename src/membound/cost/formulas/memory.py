@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.registry import VECTOR, Cost, out_bytes, register
+from membound.cost.registry import VECTOR, Cost, out_bytes, read_write, register
 from membound.dtypes import as_dtype
 
 VIEWS = (
@@ -42,18 +42,18 @@ NEW = "new_zeros new_ones new_full".split()
 
 @register(*VIEWS, family="view")
 def _view(call: OpCall) -> Cost:
-    return Cost(0.0, 0.0, None)
+    return Cost(0.0, 0.0, None, read_bytes=0.0)
 
 
 def _written(call: OpCall, inferred: list[TensorMeta]) -> Cost:
-    return Cost(0.0, float(out_bytes(call, inferred)), VECTOR)
+    return read_write(0, 0, out_bytes(call, inferred), VECTOR)
 
 
 @register(*FILLS_INPLACE, family="fill")
 def _fill_inplace(call: OpCall) -> Cost:
     # only self is written; a tensor fill value (fill_.Tensor) is one element, ignored
     x = call.tensor(0)
-    return Cost(0.0, float(x.numel * x.itemsize), VECTOR)
+    return read_write(0, 0, x.numel * x.itemsize, VECTOR)
 
 
 @register(*FACTORIES, family="fill")
@@ -95,7 +95,7 @@ def _copy(call: OpCall) -> Cost:
         dst, src = call.tensor(0), call.tensor(1)
     else:
         src, dst = call.tensor(0), call.tensor(1)
-    return Cost(0.0, float(src.nbytes + dst.numel * dst.itemsize), VECTOR)
+    return read_write(0, src.nbytes, dst.numel * dst.itemsize, VECTOR)
 
 
 @register("aten::_to_copy", "aten::clone", "aten::_to_dtype", family="copy")
@@ -103,7 +103,7 @@ def _to_copy(call: OpCall) -> Cost:
     # _to_copy(self, dtype?, layout?, device?, pin_memory?, non_blocking, memory_format?)
     x = call.tensor(0)
     dtype = as_dtype(call.arg(1), x.dtype) if call.name != "aten::clone" else x.dtype
-    return Cost(0.0, float(x.nbytes + out_bytes(call, [TensorMeta(x.shape, dtype)])), VECTOR)
+    return read_write(0, x.nbytes, out_bytes(call, [TensorMeta(x.shape, dtype)]), VECTOR)
 
 
 @register("aten::cat", "aten::concat", "aten::concatenate", "aten::stack", family="copy")
@@ -112,7 +112,7 @@ def _cat(call: OpCall) -> Cost:
     read = sum(t.nbytes for t in parts)
     total = sum(t.numel for t in parts)
     dtype = parts[0].dtype if parts else "float32"
-    return Cost(0.0, float(read + out_bytes(call, [TensorMeta((total,), dtype)])), VECTOR)
+    return read_write(0, read, out_bytes(call, [TensorMeta((total,), dtype)]), VECTOR)
 
 
 def _rows_read(table: TensorMeta, dim: int, n_index: int) -> int:
@@ -127,8 +127,8 @@ def _embedding(call: OpCall) -> Cost:
     # (weight [V, D], indices, padding_idx, scale_grad_by_freq, sparse)
     w, idx = call.tensor(0), call.tensor(1)
     out = TensorMeta((*idx.shape, *w.shape[1:]), w.dtype)
-    moved = _rows_read(w, 0, idx.numel) + idx.nbytes + out_bytes(call, [out])
-    return Cost(0.0, float(moved), VECTOR)
+    read = _rows_read(w, 0, idx.numel) + idx.nbytes
+    return read_write(0, read, out_bytes(call, [out]), VECTOR)
 
 
 @register("aten::index_select", family="embedding")
@@ -140,8 +140,8 @@ def _index_select(call: OpCall) -> Cost:
     if shape:
         shape[dim] = idx.numel
     out = TensorMeta(tuple(shape), x.dtype)
-    moved = _rows_read(x, dim, idx.numel) + idx.nbytes + out_bytes(call, [out])
-    return Cost(0.0, float(moved), VECTOR)
+    read = _rows_read(x, dim, idx.numel) + idx.nbytes
+    return read_write(0, read, out_bytes(call, [out]), VECTOR)
 
 
 @register("aten::gather", family="embedding")
@@ -150,7 +150,7 @@ def _gather(call: OpCall) -> Cost:
     x, idx = call.tensor(0), call.tensor(2)
     out = TensorMeta(idx.shape, x.dtype)
     read = min(idx.numel, x.numel) * x.itemsize + idx.nbytes
-    return Cost(0.0, float(read + out_bytes(call, [out])), VECTOR)
+    return read_write(0, read, out_bytes(call, [out]), VECTOR)
 
 
 @register("aten::embedding_dense_backward", "aten::embedding_backward", family="embedding")
@@ -159,8 +159,7 @@ def _embedding_backward(call: OpCall) -> Cost:
     gy, idx = call.tensor(0), call.tensor(1)
     num_weights = int(call.arg(2, 0))
     out = TensorMeta((num_weights, gy.shape[-1]), gy.dtype)
-    moved = gy.nbytes + idx.nbytes + out_bytes(call, [out])
-    return Cost(float(gy.numel), float(moved), VECTOR)
+    return read_write(gy.numel, gy.nbytes + idx.nbytes, out_bytes(call, [out]), VECTOR)
 
 
 @register("aten::arange", "aten::linspace", "aten::logspace", family="fill")

@@ -16,7 +16,7 @@ Post hoc, saved statistics are fp32 for 16-bit inputs (acc type) and one per row
 from __future__ import annotations
 
 from membound.cost.call import OpCall, TensorMeta, distinct_bytes
-from membound.cost.registry import VECTOR, Cost, out_bytes, register, simple
+from membound.cost.registry import VECTOR, Cost, out_bytes, read_write, register, simple
 
 NORM_FWD = 5
 AFFINE = 1  # per element, for each of weight and bias
@@ -93,7 +93,7 @@ def _layer_norm_backward(call: OpCall) -> Cost:
     reads = distinct_bytes(
         t for i, t in enumerate(call.inputs) if i != 6 and isinstance(t, TensorMeta)
     )
-    return Cost(float(flops), float(reads + out_bytes(call, outs)), VECTOR)
+    return read_write(flops, reads, out_bytes(call, outs), VECTOR)
 
 
 @register("aten::_fused_rms_norm", "aten::rms_norm", family="norm")
@@ -189,8 +189,9 @@ def _batch_norm(call: OpCall) -> Cost:
     if call.outputs is not None:  # live: real outputs plus in-place running-stat updates
         inplace = [rm, rv] if training and rm is not None and rv is not None else []
         written = sum(o.nbytes for o in call.outputs) + sum(t.nbytes for t in inplace)
-        return Cost(float(flops), float(call.read_bytes() + written), VECTOR)
-    return Cost(float(flops), float(call.read_bytes() + sum(o.nbytes for o in outs)), VECTOR)
+    else:
+        written = sum(o.nbytes for o in outs)
+    return read_write(flops, call.read_bytes(), written, VECTOR)
 
 
 @register(

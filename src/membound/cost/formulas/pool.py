@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.registry import VECTOR, Cost, register
+from membound.cost.registry import VECTOR, Cost, read_write, register
 
 
 def _window(
@@ -61,7 +61,7 @@ def _max_pool(call: OpCall) -> Cost:
     out = TensorMeta(pooled_shape(x, kernel, stride, padding, dilation, ceil_mode), x.dtype)
     window = math.prod(kernel)
     indices = TensorMeta(out.shape, "int64")
-    return Cost(float(out.numel * window), float(x.nbytes + out.nbytes + indices.nbytes), VECTOR)
+    return read_write(out.numel * window, x.nbytes, out.nbytes + indices.nbytes, VECTOR)
 
 
 @register(
@@ -74,7 +74,7 @@ def _max_pool_backward(call: OpCall) -> Cost:
     grad, x, indices = call.tensor(0), call.tensor(1), call.tensor(7)
     grad_in = TensorMeta(x.shape, grad.dtype)
     idx = indices.nbytes if indices is not None else TensorMeta(grad.shape, "int64").nbytes
-    return Cost(float(grad.numel), float(grad.nbytes + idx + grad_in.nbytes), VECTOR)
+    return read_write(grad.numel, grad.nbytes + idx, grad_in.nbytes, VECTOR)
 
 
 @register("aten::avg_pool2d", "aten::avg_pool3d", family="pool")
@@ -85,7 +85,7 @@ def _avg_pool(call: OpCall) -> Cost:
     dilation = [1] * spatial  # avg_pool's next arguments are ceil_mode, count_include_pad
     ceil_mode = bool(call.arg(4, False))
     out = TensorMeta(pooled_shape(x, kernel, stride, padding, dilation, ceil_mode), x.dtype)
-    return Cost(float(out.numel * math.prod(kernel)), float(x.nbytes + out.nbytes), VECTOR)
+    return read_write(out.numel * math.prod(kernel), x.nbytes, out.nbytes, VECTOR)
 
 
 @register("aten::avg_pool2d_backward", "aten::avg_pool3d_backward", family="pool")
@@ -95,4 +95,4 @@ def _avg_pool_backward(call: OpCall) -> Cost:
     kernel = call.int_list(2, [1]) or [1]
     window = math.prod(kernel) if len(kernel) > 1 else kernel[0] ** (x.ndim - 2)
     grad_in = TensorMeta(x.shape, grad.dtype)
-    return Cost(float(grad.numel * window), float(grad.nbytes + grad_in.nbytes), VECTOR)
+    return read_write(grad.numel * window, grad.nbytes, grad_in.nbytes, VECTOR)

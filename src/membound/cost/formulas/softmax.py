@@ -16,7 +16,7 @@ weights and writes the full dx (N×C, mostly zeros). Cross-entropy reads the log
 from __future__ import annotations
 
 from membound.cost.call import OpCall, TensorMeta
-from membound.cost.registry import VECTOR, Cost, register, simple
+from membound.cost.registry import VECTOR, Cost, read_write, register, simple
 from membound.dtypes import as_dtype
 
 SOFTMAX_FWD = 5
@@ -95,7 +95,7 @@ def _nll_loss(call: OpCall) -> Cost:
         outs.append(TensorMeta((), x.dtype))  # total_weight
     written = sum(o.nbytes for o in (call.outputs if call.outputs is not None else outs))
     flops = rows * (NLL_PER_ROW + (1 if weight is not None else 0))
-    return Cost(float(flops), float(gathered + target.nbytes + w_bytes + written), VECTOR)
+    return read_write(flops, gathered + target.nbytes + w_bytes, written, VECTOR)
 
 
 @register("aten::nll_loss_backward", "aten::nll_loss2d_backward", family="loss")
@@ -111,7 +111,7 @@ def _nll_loss_backward(call: OpCall) -> Cost:
     # GPT-2's nll_loss_backward at 3987% of the memory roof on the H200 (2026-12-01)
     written = rows * x.itemsize
     flops = rows * (NLL_PER_ROW + (1 if weight is not None else 0))
-    return Cost(float(flops), float(reads + written), VECTOR)
+    return read_write(flops, reads, written, VECTOR)
 
 
 @register("aten::cross_entropy_loss", family="loss")
