@@ -110,25 +110,61 @@ def test_plan_takes_the_sweep_order():
         plan_for("cpu", True, "backwards")
 
 
-def test_write_bandwidth_counts_the_bytes_written(monkeypatch):
-    """`_write` fills an fp32 buffer of the plan's size: bytes written ÷ the median time."""
+@pytest.mark.parametrize(
+    ("figure", "moves"),
+    [
+        # bytes each kernel moves per byte of one buffer (reads + writes)
+        ("write_bandwidth", {"fill_ fp32": 1, "fill_ bf16": 1}),
+        ("memory_bandwidth", {"copy_ fp32": 2, "copy_ bf16": 2, "clamp_min fp32": 2,
+                              "clamp_min bf16": 2}),
+        ("read_mix_bandwidth", {"add fp32": 3, "add bf16": 3, "threshold_backward fp32": 3,
+                                "threshold_backward bf16": 3}),
+        ("read_bandwidth", {"sum fp32": 1, "sum bf16": 1}),
+    ],
+)  # fmt: skip
+def test_each_hbm_pass_is_the_best_of_its_kernels(monkeypatch, figure, moves):
+    """Every kernel of a pass runs on buffers of the plan's size and is timed; its rate is
+    the bytes it reads and writes ÷ the median time. The figure is the fastest kernel's
+    (here the third timed: 1 ms against 2), with that kernel's spread; every rate is kept."""
     from membound.device import measure
     from membound.device.ceilings import Ceilings
     from membound.device.timing import Timed
 
-    filled = []
+    ran = []
 
     def fake_timed(fn, device, **kw):
-        out = fn()
-        filled.append((out.dtype, out.numel(), float(out[0])))
-        return Timed(2.0, 1.5, 4.0, 9)
+        fn()
+        ms = 1.0 if len(ran) == 2 else 2.0
+        ran.append(ms)
+        return Timed(ms, ms * 0.75, ms * 2, 9)
 
     monkeypatch.setattr(measure, "timed", fake_timed)
     c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
-    measure._write(c, _plan())
-    assert filled == [(torch.float32, (1 << 20) // 4, 1.0)]
-    assert c.write_bandwidth == pytest.approx((1 << 20) / 2e-3)
-    assert c.spread["write_bandwidth"] == pytest.approx([(1 << 20) / 4e-3, (1 << 20) / 1.5e-3])
+    measure._hbm_pass(figure)(c, _plan())
+    buf = 1 << 20
+    names = list(measure.HBM_KERNELS[figure])
+    assert list(c.memory_sweep[figure]) == names == list(moves)
+    for i, name in enumerate(names):
+        assert c.memory_sweep[figure][name] == pytest.approx(moves[name] * buf / (ran[i] * 1e-3))
+    best = names[2] if len(names) > 2 else names[0]
+    assert getattr(c, figure) == pytest.approx(c.memory_sweep[figure][best])
+    assert getattr(c, figure) == max(c.memory_sweep[figure].values())
+    t = ran[names.index(best)]
+    assert c.spread[figure] == pytest.approx([moves[best] * buf / (2 * t * 1e-3),
+                                              moves[best] * buf / (0.75 * t * 1e-3)])  # fmt: skip
+
+
+def test_the_hbm_kernels_compute_what_they_say():
+    from membound.device import measure
+
+    for name in [k for ks in measure.HBM_KERNELS.values() for k in ks]:
+        fn, moved = measure._hbm_kernel(name, 4096, "cpu")
+        out = fn()
+        assert moved in (4096, 2 * 4096, 3 * 4096), name
+        if name.startswith("fill_"):
+            assert bool((out == 1).all())
+        if name.startswith("clamp_min"):
+            assert float(out.min()) >= 0.5
 
 
 def test_l2_bandwidth_is_the_rate_between_two_sizes_inside_l2(monkeypatch):

@@ -75,10 +75,13 @@ class Ceilings:
     l2_bandwidth: float | None = None
     l2_bytes: int | None = None  # the L2 cache size (bytes) the L2 roof holds for
     # bytes/s, all three buffers counted: `out = a + b` on buffers far larger than L2, two
-    # reads to one write (`device.measure._read_mix`); with the copy (1:1), the read (sum)
+    # reads to one write (`device.measure.HBM_KERNELS`); with the copy (1:1), the read (sum)
     # and the write (fill) passes, the HBM roof of a call follows its read share
     # (`analysis.roofline.hbm_rate`)
     read_mix_bandwidth: float | None = None
+    # the HBM passes' kernels (`device.measure.HBM_KERNELS`): figure -> {"<op> <dtype>": rate};
+    # each figure above is the best of its kernels. Files written before hold none.
+    memory_sweep: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def spread_of(self, figure: str) -> tuple[float, float] | None:
         """(slow, fast) rates of `figure` over its repeated runs, when it was measured so."""

@@ -53,20 +53,21 @@ def ceiling_rows(c: Ceilings) -> list[tuple[str, float | None, float | None]]:
 def _rows(c: Ceilings) -> list[tuple[str, str, float | None, float | None]]:
     sheet = c.datasheet or {}
     rows: list[tuple[str, str, float | None, float | None]] = [
-        ("memory bandwidth: copy (read+write)", "memory_bandwidth", c.memory_bandwidth,
-         sheet.get("memory_bandwidth")),
-        ("memory bandwidth: read (sum)", "read_bandwidth", c.read_bandwidth,
-         sheet.get("memory_bandwidth")),
+        (_hbm_label(c, "memory_bandwidth", "copy (read+write)", "1 read : 1 write"),
+         "memory_bandwidth", c.memory_bandwidth, sheet.get("memory_bandwidth")),
+        (_hbm_label(c, "read_bandwidth", "read (sum)", "read"), "read_bandwidth",
+         c.read_bandwidth, sheet.get("memory_bandwidth")),
     ]  # fmt: skip
     # measured since issue 16: rows only where the ceilings have them (older files do not)
     mix = getattr(c, "read_mix_bandwidth", None)
     if mix is not None:
-        rows.append(("memory bandwidth: 2 reads : 1 write (add)", "read_mix_bandwidth", mix,
+        rows.append((_hbm_label(c, "read_mix_bandwidth", "2 reads : 1 write (add)",
+                                "2 reads : 1 write"), "read_mix_bandwidth", mix,
                      sheet.get("memory_bandwidth")))  # fmt: skip
     write = getattr(c, "write_bandwidth", None)
     if write is not None:
-        rows.append(("memory bandwidth: write (fill_)", "write_bandwidth", write,
-                     sheet.get("memory_bandwidth")))  # fmt: skip
+        rows.append((_hbm_label(c, "write_bandwidth", "write (fill_)", "write"),
+                     "write_bandwidth", write, sheet.get("memory_bandwidth")))  # fmt: skip
     l2 = getattr(c, "l2_bandwidth", None)
     if l2 is not None:
         size = getattr(c, "l2_bytes", None)
@@ -76,6 +77,16 @@ def _rows(c: Ceilings) -> list[tuple[str, str, float | None, float | None]]:
         if key in c.flops:
             rows.append((_FLOP_LABELS.get(key, key), f"flops.{key}", c.flops[key], sheet.get(key)))
     return rows
+
+
+def _hbm_label(c: Ceilings, figure: str, single: str, mix: str) -> str:
+    """An HBM pass's row label: the kernel that set it where several were timed
+    (`Ceilings.memory_sweep`, "1 read : 1 write (best: clamp_min bf16)"), else the one kernel
+    files written before timed."""
+    rates = (getattr(c, "memory_sweep", None) or {}).get(figure)
+    if not rates:
+        return f"memory bandwidth: {single}"
+    return f"memory bandwidth: {mix} (best: {max(rates, key=rates.__getitem__)})"
 
 
 def spread_text(measured: float | None, spread: tuple[float, float] | None) -> str:
