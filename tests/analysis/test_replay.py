@@ -107,7 +107,8 @@ def _saved(truth, fix):
         ("gpt2", "log-every-100", 1.4354),
         ("gpt2_run3", "log-every-100", 2.3666),
         ("gpt2_compiled", "log-every-100", 3.6795),  # 2.09 measured
-        ("lightning_fit_run2", "refresh-rate-100", 2.9204),  # 2.45 measured
+        # run 4: predicted by this code before the fix was measured (2026-12-02 05:43 UTC)
+        ("gpt2_run4", "log-every-100", 1.9183),  # 2.24 measured
     ],
 )
 def test_replayed_host_sync_predicts_the_measured_fix(name, fix, predicted):
@@ -122,31 +123,32 @@ def test_replayed_host_sync_predicts_the_measured_fix(name, fix, predicted):
         assert r["step_ms"] == pytest.approx(unprofiled, rel=0.02)
     measured = _saved(truth, fix)
     assert abs(predicted - measured) <= max(0.25 * abs(measured), 2.0)
-    # the sync the loop waits on: after the optimizer step's kernel
-    site = next(iter(r["sites_ms_per_step"]))
-    assert "multi_tensor_apply_kernel" in site
+    # the sync the loop waits on: the loss.item() after the optimizer step's kernel (on run 4
+    # the first step's, whose optimizer step ran before the trace began, saves the most: the
+    # GPU's backlog at the window's start; the later ones are replayed at ~0)
+    assert set(r["sites_ms_per_step"]) <= {
+        "multi_tensor_apply_kernel (FusedAdamMathFunctor)",
+        "work launched before the trace",
+    }
 
 
-def test_hf_trainer_syncs_replayed_the_known_miss():
-    """The HF Trainer syncs 5.6 times a step (its NaN/inf filter, the logged loss, the
-    input copies). Removing every one is replayed at 3.33 ms/step; each measured fix removes
-    some of them: the NaN filter 0.70, logging less 0.72. The finding predicts the whole, not
-    one fix's share, so both miss by ~2.6 ms (the baselines of that run were 17% apart). Its
-    sites come closer: the syncs after the filter's `isinf` comparisons (CompareEqFunctor)
-    are replayed at 1.45 (0.70 measured without the filter), the one after the optimizer
-    step at 0.40 (0.72 measured logging less)."""
-    f, truth, _ = _host_sync("hf_trainer_llama")
-    assert f.time_lost_ms_per_step == pytest.approx(3.3316, abs=1e-3)
-    assert f.evidence["replay"]["step_ms_as_profiled"] == pytest.approx(41.99, abs=0.01)
-    assert _saved(truth, "no-nan-inf-filter") == pytest.approx(0.70, abs=0.01)
-    sites = f.evidence["replay"]["sites_ms_per_step"]
-    assert sites["vectorized_elementwise_kernel (CompareEqFunctor)"] == pytest.approx(
-        1.4508, abs=1e-3
-    )
-    assert sites["multi_tensor_apply_kernel (FusedAdamMathFunctor)"] == pytest.approx(
-        0.401, abs=1e-3
-    )
-    for site, fix in (("vectorized_elementwise_kernel (CompareEqFunctor)", "no-nan-inf-filter"),
-                      ("multi_tensor_apply_kernel (FusedAdamMathFunctor)", "logging-steps-1000")):  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "idle", "fixes"),
+    [
+        ("hf_trainer_llama", 0.5344, ("no-nan-inf-filter", "logging-steps-1000")),  # 0.70, 0.72
+        ("hf_trainer_llama_run4", 0.0, ("no-nan-inf-filter", "logging-steps-1000")),  # -0.76, 0.75
+        ("lightning_fit_run4", 0.6690, ("refresh-rate-100",)),  # 0.81
+    ],
+)
+def test_host_bound_loops_keep_the_idle_after_their_syncs(name, idle, fixes):
+    """Where the host sets the pace (GPU busy 85% on HF run 1, 75% on run 4, 60% on
+    Lightning: below `GPU_BOUND_SHARE`) the replay is not used: it said 3.33 and 4.18 ms/step
+    for the HF Trainer's syncs and 3.16 for Lightning's, against -0.76 to 0.81 measured.
+    The idle after the syncs stands, within tolerance of every fix."""
+    f, truth, _ = _host_sync(name)
+    lost = f.time_lost_ms_per_step if f else 0.0
+    assert lost == pytest.approx(idle, abs=1e-3)
+    assert f is None or "replay" not in f.evidence
+    for fix in fixes:
         measured = _saved(truth, fix)
-        assert abs(sites[site] - measured) <= max(0.25 * abs(measured), 2.0)
+        assert abs(lost - measured) <= max(0.25 * abs(measured), 2.0), fix

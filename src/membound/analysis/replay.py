@@ -76,6 +76,7 @@ class Replay:
     free0: np.ndarray  # per stream slot: when it finishes the work launched before `begin`
     latency: float  # µs from a launch call to the start of its work on an idle stream
     profiled_ms: float  # the recorded step (`Step.wall_ms` mean) the replay should give at c=0
+    before: int = -1  # row of `trace.gpu`: the last kernel launched before the window (-1 none)
     cost_per_call: float = 0.0  # µs: the calibrated profiler cost per call
 
     @classmethod
@@ -175,12 +176,16 @@ class Replay:
         lat = lat[lat >= 0]
         latency = float(np.median(lat)) if len(lat) else 0.0
 
+        # the kernel a sync at the window's start waits for was launched before it
+        k_prior = others[(gpu.kind[others] == KERNEL) & (gpu.ts[others] < lo)]
+        before = int(k_prior[np.argmax(gpu.ts[k_prior])]) if len(k_prior) else -1
+
         tail = max(hi - float(ends[-1]), 0.0)
         profiled = float(np.mean([s.wall_ms for s in steps]))
         return cls(
             steps=len(steps), begin=float(lo), tail=tail, gap=gap, own=own, wait=wait,
             sync_copy=small, act_start=act_start, act_stream=a_stream.astype(np.int64),
-            act_dur=a_dur, act_row=a_idx, free0=free0, latency=latency, profiled_ms=profiled,
+            act_dur=a_dur, act_row=a_idx, before=before, free0=free0, latency=latency, profiled_ms=profiled,
         )  # fmt: skip
 
     def sync_sites(self, trace) -> dict[str, np.ndarray]:
@@ -199,10 +204,11 @@ class Replay:
         last = np.maximum.accumulate(last)
         sites: dict[str, np.ndarray] = {}
         for i in np.flatnonzero((self.wait == 1) | self.sync_copy).tolist():
+            row = int(self.act_row[last[i]]) if last[i] >= 0 else self.before
             name = (
-                kernel_label(trace.names[int(gpu.name[self.act_row[last[i]]])])
-                if last[i] >= 0
-                else "the step's start"
+                kernel_label(trace.names[int(gpu.name[row])])
+                if row >= 0
+                else "work launched before the trace"
             )
             mask = sites.setdefault(name, np.zeros(len(self.gap), dtype=bool))
             mask[i] = True
