@@ -368,3 +368,19 @@ def test_compiled_gpt2_truth_small_fixes_and_no_large_finding():
                (got["reduce-overhead"], got["log-every-100"]))  # fmt: skip
     assert got["reduce-overhead"] == (pytest.approx(0.80, abs=0.01), pytest.approx(3.12, abs=0.01))
     assert got["swap-norms"] == (pytest.approx(-46.40, abs=0.01), 0.0)
+
+
+def test_resnet50_fp32_compile_measured_on_a_fresh_run():
+    """Run 3's call had no budget left for compile; run 4 (2026-12-02 05:55 UTC) measured it:
+    22.06 ms/step saved (62.12 -> 40.06), predicted 23.91 by the compile remedy (the memory-
+    bound ops, the unfused chains, fp32 storage and the launch gaps, each kernel once), the
+    top remedy."""
+    got = _truth_check("resnet50_fp32_run4")
+    measured, predicted = got["compile"]
+    assert measured == pytest.approx(22.06, abs=0.01)
+    assert _within(measured, predicted) and predicted == pytest.approx(23.91, abs=0.05)
+    a = analyze(
+        [FIXTURES / "h200_real_resnet50_fp32_run4" / "trace.json.gz"],
+        Ceilings.load(FIXTURES / "h200_ceilings.json"),
+    )
+    assert remedies(a.findings, a.reference_step_ms)[0].key == "compile"
