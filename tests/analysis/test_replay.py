@@ -109,6 +109,7 @@ def _saved(truth, fix):
         ("gpt2_compiled", "log-every-100", 3.6795),  # 2.09 measured
         # run 4: predicted by this code before the fix was measured (2026-12-02 05:43 UTC)
         ("gpt2_run4", "log-every-100", 1.9183),  # 2.24 measured
+        ("gpt2_compiled_run2", "log-every-100", 2.0346),  # 0.85 measured (06:09 UTC)
     ],
 )
 def test_replayed_host_sync_predicts_the_measured_fix(name, fix, predicted):
