@@ -101,7 +101,7 @@ def test_measure_aggregates_per_op_per_call(monkeypatch):
 
     seen = []
 
-    def fake_cost(name, dims, types, concrete):
+    def fake_cost(name, dims, types, concrete, strides=None):
         seen.append((name, dims, types))
         if name not in costs:
             return None

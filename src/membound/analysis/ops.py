@@ -195,25 +195,32 @@ def _cost_fn():
 
 
 class _Costs:
-    """cost_of(name, shapes...) memoised by (name id, shape id): traces repeat calls."""
+    """cost_of(name, shapes..., strides) memoised by (name id, shape id, strides id): traces
+    repeat calls. The strides give each input's real extent (an expanded index, stride 0
+    along a dim, is stored once: `cost.call.storage_extent`)."""
 
     def __init__(self, trace: Trace):
         self.trace = trace
         self.fn = _cost_fn()
-        self.cache: dict[tuple[int, int], Any] = {}
+        self.cache: dict[tuple[int, int, int], Any] = {}
 
-    def __call__(self, name_id: int, shape_id: int):
-        key = (name_id, shape_id)
+    def __call__(self, name_id: int, shape_id: int, strides_id: int = -1):
+        key = (name_id, shape_id, strides_id)
         if key not in self.cache:
-            self.cache[key] = self._compute(name_id, shape_id)
+            self.cache[key] = self._compute(name_id, shape_id, strides_id)
         return self.cache[key]
 
-    def _compute(self, name_id: int, shape_id: int):
+    def _compute(self, name_id: int, shape_id: int, strides_id: int):
         if shape_id < 0:
             return None
         dims, types, concrete = self.trace.shapes[shape_id]
+        name = self.trace.names[name_id]
         try:
-            cost = self.fn(self.trace.names[name_id], list(dims or []), list(types or []), concrete)
+            if strides_id >= 0:
+                strides = list(self.trace.strides[strides_id])
+                cost = self.fn(name, list(dims or []), list(types or []), concrete, strides)
+            else:
+                cost = self.fn(name, list(dims or []), list(types or []), concrete)
         except Exception:  # a formula that cannot read these shapes: no cost, not a crash
             return None
         if (
@@ -368,15 +375,12 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     # a big trace has millions of activities and calls: each array over them is let go
     # (`del`) once used, so they are not all held at the end (1.8M calls: ~0.3 GB)
     parent, per_tid = _parents(trace)
-    # which CPU ops the cost model knows: evaluated once per distinct (name, shapes)
+    # which CPU ops the cost model knows: evaluated once per distinct (name, shapes, strides)
     costs = _Costs(trace)
-    key = cpu.name.astype(np.int64) * (len(trace.shapes) + 1) + (cpu.shape.astype(np.int64) + 1)
+    key = _op_keys(trace)
     uniq, inv = iv.distinct_inverse(key)
     del key
-    ucost = [
-        costs(int(k // (len(trace.shapes) + 1)), int(k % (len(trace.shapes) + 1)) - 1)
-        for k in uniq.tolist()
-    ]
+    ucost = [costs(*_op_key_parts(trace, k)) for k in uniq.tolist()]
     known = (
         np.array([c is not None for c in ucost], dtype=bool)[inv]
         if len(uniq)
@@ -665,15 +669,31 @@ def _objects(values: list) -> np.ndarray:
     return out
 
 
+def _op_keys(trace: Trace) -> np.ndarray:
+    """One int64 per CPU op naming its (name, shapes, strides): (name id × (shapes + 1) +
+    shape id + 1) × (strides + 1) + strides id + 1 (`_op_key_parts` takes it apart)."""
+    cpu = trace.cpu
+    width = len(trace.strides) + 1
+    base = cpu.name.astype(np.int64) * (len(trace.shapes) + 1) + (cpu.shape.astype(np.int64) + 1)
+    return base * width + (cpu.strides.astype(np.int64) + 1)
+
+
+def _op_key_parts(trace: Trace, key: int) -> tuple[int, int, int]:
+    """(name id, shape id, strides id) of an `_op_keys` key (-1: none recorded)."""
+    rest, strides_id = divmod(int(key), len(trace.strides) + 1)
+    name_id, shape_id = divmod(rest, len(trace.shapes) + 1)
+    return name_id, shape_id - 1, strides_id - 1
+
+
 def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarray]:
-    """OpCall's fields that depend on its (name, shapes) alone, one entry per key of `keys`
-    (name id × (shapes + 1) + shape id + 1, as `join_calls` keys them) with its `costs`."""
+    """OpCall's fields that depend on its (name, shapes, strides) alone, one entry per key of
+    `keys` (`_op_keys`, as `join_calls` keys them) with its `costs`."""
     names, shapes = trace.names, trace.shapes
-    width = len(shapes) + 1
     per_shape: dict[int, tuple] = {}  # what each distinct shape gives, computed once
     rows = []
     for cost, k in zip(costs, keys.tolist(), strict=True):
-        name, sid = names[k // width], k % width - 1
+        name_id, sid, _ = _op_key_parts(trace, k)
+        name = names[name_id]
         got = per_shape.get(sid)
         if got is None:
             shape = shapes[sid] if sid >= 0 else (None, None, None)
@@ -733,7 +753,10 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
     parent, _ = _parents(trace)
     ops = np.flatnonzero(cpu.kind == CPU_OP)
     costs = _Costs(trace)
-    cost = {int(i): costs(int(cpu.name[i]), int(cpu.shape[i])) for i in ops.tolist()}
+    cost = {
+        int(i): costs(int(cpu.name[i]), int(cpu.shape[i]), int(cpu.strides[i]))
+        for i in ops.tolist()
+    }
     known = {i: c is not None for i, c in cost.items()}
     # children before parents: deeper ops start later or end earlier within one thread
     depth = {}
