@@ -15,12 +15,12 @@ from membound.trace.model import SYNC, SYNC_OP
 MAX_SITES = 5
 #: the replay predicts a loop whose GPU is busy at least this share of the unprofiled step.
 #: Measured by intervention on the H200 (benchmarks/results/truth.csv): where the GPU was
-#: busy 95-97% of the step (eager GPT-2 in three runs, compiled GPT-2, the fp32 ResNet-50)
-#: its predictions came within issue 15's tolerance in all 5 runs it predicted; where the
-#: host set more of the pace (the HF Trainer, 73-85% busy; Lightning, 58-66%) it missed 6 of
-#: the 8 fixes measured, over-predicting (3.35 ms/step for the NaN filter's syncs against
-#: -0.76 measured): where a host-bound loop's slack lies decides what a sync costs, and one
-#: cost per call taken off evenly does not locate it.
+#: busy 95-97% of the step (eager GPT-2 in three runs, compiled GPT-2 in two, the fp32
+#: ResNet-50) its predictions came within issue 15's tolerance in all 6 runs it predicted;
+#: where the host set more of the pace (the HF Trainer, 73-85% busy; Lightning, 58-66%) it
+#: missed 7 of the 9 fixes measured, 6 of them over-predicted (3.35 ms/step for the NaN
+#: filter's syncs against -0.76 measured): where a host-bound loop's slack lies decides what
+#: a sync costs, and one cost per call taken off evenly does not locate it.
 GPU_BOUND_SHARE = 0.9
 
 
