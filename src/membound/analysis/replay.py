@@ -136,12 +136,13 @@ class Replay:
             if m.any():
                 free0[k] = float(o_end[m].max())
 
-        # the GPU's done-time at each call, as recorded: for a sync's own time
+        # per call, when the work it launched ended (as recorded); the GPU's done-time at
+        # each call: a sync's own time is its duration less the wait for that
         a_end = a_ts + a_dur
-        done_by_call = np.full(len(sel), -np.inf)
+        last_end = np.full(len(sel), -np.inf)
         if len(a_call):
-            np.maximum.at(done_by_call, a_call, a_end)
-        done_before = np.maximum.accumulate(np.r_[free0.max(), done_by_call[:-1]])
+            np.maximum.at(last_end, a_call, a_end)
+        done_before = np.maximum.accumulate(np.r_[free0.max(), last_end[:-1]])
         wait = np.zeros(len(sel), dtype=np.int8)
         own = dur.copy()
         is_sync = call == SYNC
@@ -152,9 +153,6 @@ class Replay:
         first = act_start[:-1]
         has = act_start[1:] > first
         copy_call = (call == MEMCPY_CALL) & has
-        last_end = np.full(len(sel), -np.inf)
-        if len(a_call):
-            np.maximum.at(last_end, a_call, a_end)
         blocking = copy_call & (ts + dur >= last_end - 1.0)
         wait[blocking] = 2
         waited = np.clip(np.minimum(last_end, ts + dur) - ts, 0.0, None)
