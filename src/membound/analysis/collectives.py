@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis.timeline import launch_times
 from membound.device.interconnect import bus_factor
 from membound.trace.distributed import read_comm_records
 from membound.trace.model import COLLECTIVE_KINDS, HOST_COLLECTIVE, KERNEL, Trace
@@ -79,7 +80,7 @@ def collectives(trace: Trace, steps, records=None) -> list[Collective]:
         busy = iv.union(gpu.ts[compute], gpu.ts[compute] + gpu.dur[compute])
         idx = np.flatnonzero(comm)
         idx = idx[np.argsort(gpu.ts[idx], kind="stable")]
-        issued = _launch_times(trace, gpu.correlation[idx])
+        issued = launch_times(trace.runtime, gpu.correlation[idx])
         for i, t in zip(idx, issued, strict=True):
             s, d = float(gpu.ts[i]), float(gpu.dur[i])
             span = (np.array([s]), np.array([s + d]))
@@ -113,26 +114,6 @@ def _records(trace: Trace) -> list:
     if _CACHE_KEY not in meta:
         meta[_CACHE_KEY] = read_comm_records(trace.path) if trace.path else []
     return meta[_CACHE_KEY]
-
-
-def _launch_times(trace: Trace, corr: np.ndarray) -> np.ndarray:
-    """Host time of each kernel's launch call (by correlation id); NaN where the trace holds
-    no launch with that id."""
-    out = np.full(len(corr), np.nan)
-    rt = trace.runtime
-    if not len(rt) or not len(corr):
-        return out
-    ok = rt.correlation >= 0
-    ids, ts = rt.correlation[ok], rt.ts[ok]
-    order = np.argsort(ids, kind="stable")
-    ids, ts = ids[order], ts[order]
-    pos = np.searchsorted(ids, corr)
-    pos = np.minimum(pos, max(len(ids) - 1, 0))
-    hit = (corr >= 0) & (len(ids) > 0)
-    if len(ids):
-        hit &= ids[pos] == corr
-    out[hit] = ts[pos[hit]]
-    return out
 
 
 def _by_issue(cols: list[Collective]) -> bool:

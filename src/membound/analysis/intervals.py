@@ -89,6 +89,23 @@ def inside(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return (j >= 0) & (ts < ends[np.maximum(j, 0)])
 
 
+def lookup(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """For each of `query`, the index into `keys` of the entry equal to it (the first, in
+    `keys`' order, where several are), -1 where none is or the query is negative (ids: -1
+    is "none"). What joins GPU activity to the runtime call that launched it, by
+    correlation id."""
+    keys, query = np.asarray(keys), np.asarray(query)
+    out = np.full(len(query), -1, dtype=np.int64)
+    if not len(keys) or not len(query):
+        return out
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    pos = np.minimum(np.searchsorted(sorted_keys, query), len(keys) - 1)
+    hit = (sorted_keys[pos] == query) & (query >= 0)
+    out[hit] = order[pos[hit]]
+    return out
+
+
 def distinct(values: np.ndarray) -> np.ndarray:
     """The distinct values of an integer array (ids, indices), ascending: `np.unique`'s
     answer, found by a sort. NumPy 2.3+ finds them by hashing when no inverse or counts are

@@ -216,11 +216,8 @@ class _Costs:
         dims, types, concrete = self.trace.shapes[shape_id]
         name = self.trace.names[name_id]
         try:
-            if strides_id >= 0:
-                strides = list(self.trace.strides[strides_id])
-                cost = self.fn(name, list(dims or []), list(types or []), concrete, strides)
-            else:
-                cost = self.fn(name, list(dims or []), list(types or []), concrete)
+            strides = list(self.trace.strides[strides_id]) if strides_id >= 0 else None
+            cost = self.fn(name, list(dims or []), list(types or []), concrete, strides)
         except Exception:  # a formula that cannot read these shapes: no cost, not a crash
             return None
         if (
@@ -550,11 +547,7 @@ def _owners(trace: Trace, parent: np.ndarray, per_tid, known: np.ndarray) -> np.
     op), else the innermost op. Host<->device copies are charged to none."""
     gpu, rt = trace.gpu, trace.runtime
     # GPU activity -> its launching runtime call (by correlation id)
-    order = np.argsort(rt.correlation, kind="stable")
-    rt_corr = rt.correlation[order]
-    pos = np.minimum(np.searchsorted(rt_corr, gpu.correlation), len(rt_corr) - 1)
-    launch = np.where((rt_corr[pos] == gpu.correlation) & (gpu.correlation >= 0), order[pos], -1)
-    del order, rt_corr, pos
+    launch = iv.lookup(rt.correlation, gpu.correlation)
     # host<->device copies stay out of the roofline; kernels, memsets and D2D copies join
     has = (launch >= 0) & on_device(gpu)
     launches = iv.distinct(launch[has])

@@ -125,7 +125,7 @@ def gpu_clock(trace: Trace, host_starts: np.ndarray, host_end: float) -> tuple[n
     # profiler records GPU work still running when it starts): launched before every mark;
     # activity whose correlation id names no single call (`analysis.clean`) places no mark
     corr = gpu.correlation[on]
-    launched = _launch_times(rt, corr)
+    launched = launch_times(rt, corr)
     unmatched = np.isnan(launched)
     # ... but only the backlog a stream runs before the first work launched inside the
     # capture (streams run in order): later activity without a launch record (a trace that
@@ -194,18 +194,11 @@ def _out_of_order(stream: np.ndarray, start: np.ndarray, launched: np.ndarray) -
     return bad
 
 
-def _launch_times(rt, correlation: np.ndarray) -> np.ndarray:
+def launch_times(rt, correlation: np.ndarray) -> np.ndarray:
     """Host time of the runtime call that launched each GPU activity (NaN: not in the trace)."""
+    call = iv.lookup(rt.correlation, correlation)
     out = np.full(len(correlation), np.nan)
-    keep = rt.correlation >= 0
-    ids, ts = rt.correlation[keep], rt.ts[keep]
-    if not len(ids) or not len(correlation):
-        return out
-    order = np.argsort(ids, kind="stable")
-    ids, ts = ids[order], ts[order]
-    pos = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
-    hit = (ids[pos] == correlation) & (correlation >= 0)
-    out[hit] = ts[pos[hit]]
+    out[call >= 0] = rt.ts[call[call >= 0]]
     return out
 
 
