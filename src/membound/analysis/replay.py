@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from membound.analysis import intervals as iv
 from membound.trace.model import D2H, KERNEL, LAUNCH_CALLS, MEMCPY_CALL, SYNC
 
 #: a blocking D2H copy up to this size is a host sync's (`.item()`, `.cpu()` of a scalar or
@@ -112,13 +114,9 @@ class Replay:
         corr, call = rt.correlation[sel], rt.call[sel]
 
         on = np.flatnonzero(gpu.device == trace.main_device)
-        g_corr = gpu.correlation[on]
-        order = np.argsort(corr, kind="stable")
-        pos = np.searchsorted(corr[order], g_corr)
-        pos = np.minimum(pos, len(order) - 1)
-        hit = (corr[order][pos] == g_corr) & (g_corr >= 0)
-        a_idx = on[hit]  # activities launched by a replayed call
-        a_call = order[pos[hit]]
+        launched_by = iv.lookup(corr, gpu.correlation[on])
+        a_idx = on[launched_by >= 0]  # activities launched by a replayed call
+        a_call = launched_by[launched_by >= 0]
         a_order = np.lexsort((gpu.ts[a_idx], a_call))
         a_idx, a_call = a_idx[a_order], a_call[a_order]
         streams, a_stream = np.unique(gpu.stream[a_idx], return_inverse=True)
@@ -191,15 +189,12 @@ class Replay:
         of the op whose result the host waits for), as masks over the calls for
         `step_ms(drop_syncs=)`."""
         gpu = trace.gpu
-        kernel = gpu.kind[self.act_row] == KERNEL
-        # per call: its last activity that is a kernel, carried forward over the calls
-        last = np.full(len(self.gap), -1, dtype=np.int64)
-        ends = self.act_start[1:]
-        for i in np.flatnonzero(ends > self.act_start[:-1]).tolist():
-            ks = np.flatnonzero(kernel[self.act_start[i] : ends[i]])
-            if len(ks):
-                last[i] = self.act_start[i] + int(ks[-1])
-        last = np.maximum.accumulate(last)
+        # per call: the last kernel among the activities launched up to it (-1: none)
+        kernels = np.flatnonzero(gpu.kind[self.act_row] == KERNEL)
+        j = np.searchsorted(kernels, self.act_start[1:]) - 1
+        last = (
+            np.where(j >= 0, kernels[np.maximum(j, 0)], -1) if len(kernels) else np.full(len(j), -1)
+        )
         sites: dict[str, np.ndarray] = {}
         for i in np.flatnonzero((self.wait == 1) | self.sync_copy).tolist():
             row = int(self.act_row[last[i]]) if last[i] >= 0 else self.before
@@ -259,11 +254,17 @@ class Replay:
         begin = max(self.begin, float(self.free0.max()))
         return (max(h, max(free)) - begin) / self.steps / 1e3
 
+    @cached_property
+    def as_profiled_ms(self) -> float:
+        """The replayed step with the profiler's cost kept (`step_ms(0.0)`), played once: what
+        `faithful` checks, and where `calibrate` starts."""
+        return self.step_ms(0.0)
+
     def faithful(self) -> bool:
         """Whether the replay, with the profiler's cost kept, gives the recorded step (within
         `MODEL_TOLERANCE`): what the model leaves out (dependencies between streams, work of
         threads it does not replay) did not shape this loop."""
-        return abs(self.step_ms(0.0) - self.profiled_ms) <= MODEL_TOLERANCE * self.profiled_ms
+        return abs(self.as_profiled_ms - self.profiled_ms) <= MODEL_TOLERANCE * self.profiled_ms
 
     def calibrate(self, unprofiled_ms: float) -> bool:
         """Set `cost_per_call` so that the replayed step is `unprofiled_ms`; False (and 0)
@@ -271,8 +272,7 @@ class Replay:
         or below it with the profiler's cost kept takes none off (True, 0): the profiler
         cost no step time there."""
         lo, hi = 0.0, float(np.quantile(self.own + self.gap, 0.9)) if len(self.own) else 0.0
-        f_lo = self.step_ms(lo)
-        if f_lo <= unprofiled_ms * (1 + CALIBRATION_TOLERANCE):
+        if self.as_profiled_ms <= unprofiled_ms * (1 + CALIBRATION_TOLERANCE):
             self.cost_per_call = 0.0
             return True
         if self.step_ms(hi) > unprofiled_ms:

@@ -43,8 +43,10 @@ class Ceilings:
 
     device: str  # "cuda" | "cpu"
     name: str  # e.g. "NVIDIA H200"
-    memory_bandwidth: float  # bytes/s, large device copy, read + write counted
-    read_bandwidth: float | None = None  # bytes/s, read-dominated pass (sum)
+    # bytes/s, 1 read : 1 write on buffers far larger than L2 (read + write counted): the best
+    # of `device.measure.HBM_KERNELS`' copies (files written before: `copy_` alone)
+    memory_bandwidth: float
+    read_bandwidth: float | None = None  # bytes/s, read-only pass (the best of its sums)
     flops: dict[str, float] = field(default_factory=dict)  # COMPUTE_KEYS -> FLOP/s
     transfers: list[Transfer] = field(default_factory=list)
     source: str = "measured"  # "measured" | "datasheet"
@@ -67,16 +69,16 @@ class Ceilings:
     # written before layouts were timed hold A@B rows without "layout" and "order".
     matmul_sweep: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # (added last: positional construction of the fields above stays valid)
-    # bytes/s, write-only pass (`fill_` of a buffer far larger than L2): the roof of fills
+    # bytes/s, write-only pass (the best `fill_` of a buffer far larger than L2): the roof of fills
     write_bandwidth: float | None = None
     # bytes/s, read + write counted: a copy whose source and destination sit in L2 (a
     # quarter of it), the rate between two such sizes so the fixed cost of a launch drops out
     # (`device.measure._l2`); the roof of work whose bytes fit in `l2_bytes`
     l2_bandwidth: float | None = None
     l2_bytes: int | None = None  # the L2 cache size (bytes) the L2 roof holds for
-    # bytes/s, all three buffers counted: `out = a + b` on buffers far larger than L2, two
-    # reads to one write (`device.measure.HBM_KERNELS`); with the copy (1:1), the read (sum)
-    # and the write (fill) passes, the HBM roof of a call follows its read share
+    # bytes/s, all three buffers counted: two reads to one write on buffers far larger than
+    # L2 (the best of `device.measure.HBM_KERNELS`' `add` and `threshold_backward`); with the
+    # 1:1, read and write passes, the HBM roof of a call follows its read share
     # (`analysis.roofline.hbm_rate`)
     read_mix_bandwidth: float | None = None
     # the HBM passes' kernels (`device.measure.HBM_KERNELS`): figure -> {"<op> <dtype>": rate};

@@ -87,7 +87,6 @@ def _replayed(ctx) -> dict[str, Any] | None:
     r = Replay.from_trace(ctx.trace, ctx.steps)
     if r is None or not ((r.wait == 1) | r.sync_copy).any():
         return None
-    as_profiled = r.step_ms(0.0)  # checks the model: the recorded step, replayed
     if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms):
         return None
     base = r.step_ms()
@@ -95,7 +94,7 @@ def _replayed(ctx) -> dict[str, Any] | None:
     sites = {name: base - r.step_ms(drop_syncs=m) for name, m in r.sync_sites(ctx.trace).items()}
     top = sorted(sites.items(), key=lambda kv: kv[1], reverse=True)[:MAX_SITES]
     return {
-        "step_ms_as_profiled": round(as_profiled, 4),
+        "step_ms_as_profiled": round(r.as_profiled_ms, 4),
         "profiled_step_ms": round(r.profiled_ms, 4),
         "step_ms": round(base, 4),
         "step_ms_without_syncs": round(without, 4),
