@@ -99,11 +99,13 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms: fused LayerNorm kernels", membound=True, remedies=("swap_norms",)),
         Fix("fused-add-norm", ("--fused-add-norm",), GPU_WORK, "membound FusedAddLayerNorm: the residual add inside the norm", membound=True, core=False, remedies=("fused_add_norm",)),
         Fix("swap-norms-adaptive", ("--swap-norms", "--norm-dispatch", "adaptive"), GPU_WORK, "membound.swap_norms with the adaptive dispatch (eager ops when the stream is idle)", membound=True, core=False, remedies=("swap_norms",)),
+        Fix("bf16-weights", ("--bf16-weights",), ("fp32-storage",), "bf16 storage with fp32 master weights (the fp32-storage finding's fix)", core=False, remedies=("bf16_storage",)),
     ), steps=20, warmup=3, diag_steps=3, timeout_s=180),
     Script("gpt2_compiled", REAL / "gpt2_compiled.py", (
         Fix("reduce-overhead", ("--mode", "reduce-overhead"), ("launch-bound",), "CUDA graphs: one launch per graph", remedies=("cuda_graphs",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", remedies=("sync_less",)),
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms before compiling", membound=True, core=False, remedies=("swap_norms",)),
+        Fix("bf16-weights", ("--bf16-weights",), ("fp32-storage",), "bf16 storage with fp32 master weights (the fp32-storage finding's fix)", core=False, remedies=("bf16_storage",)),
     ), steps=20, warmup=5, diag_steps=3, timeout_s=240, diag_timeout_s=300),
     Script("resnet50_fp32", REAL / "resnet50_fp32.py", (
         Fix("amp", ("--amp",), _AMP, "bf16 autocast: half the bytes, tensor-core math", remedies=("bf16",)),

@@ -13,6 +13,8 @@ Fixes, one flag each:
   --log-every N      read the loss (.item(), a host<->GPU sync) every N steps, not every step
   --swap-norms       membound.swap_norms(model): LayerNorms become membound's fused kernels
   --fused-add-norm   blocks add the residual inside the next norm (membound FusedAddLayerNorm)
+  --bf16-weights     bf16 storage: the model in bf16 (no autocast), fp32 master weights and
+                     AdamW state, the updated weights copied back to bf16 after each step
 
     python examples/real/gpt2.py --steps 20
     membound diagnose -- python examples/real/gpt2.py
@@ -193,6 +195,40 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
 
 
+class MasterWeights:
+    """fp32 master copies of a bf16 model's parameters (mixed-precision training's classic
+    layout): AdamW steps the fp32 copies; the model keeps bf16 weights and gradients."""
+
+    def __init__(self, model: nn.Module):
+        self.model_params = [p for p in model.parameters() if p.requires_grad]
+        for p in self.model_params:
+            p.data = p.data.to(torch.bfloat16)
+        for b in model.buffers():
+            if b.is_floating_point():
+                b.data = b.data.to(torch.bfloat16)
+        self.master = [p.detach().float().requires_grad_(True) for p in self.model_params]
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        decay = [m for p, m in zip(self.model_params, self.master) if p.dim() >= 2]
+        no_decay = [m for p, m in zip(self.model_params, self.master) if p.dim() < 2]
+        groups = [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        extra = {"fused": True} if device_type == "cuda" else {}
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
+
+    def take_grads(self) -> None:
+        for p, m in zip(self.model_params, self.master):
+            m.grad = None if p.grad is None else p.grad.float()
+
+    @torch.no_grad()
+    def write_back(self) -> None:
+        torch._foreach_copy_(self.model_params, self.master)
+        for p in self.model_params:
+            p.grad = None
+
+
 class TokenBatches:
     """Random windows of one long token array, as nanoGPT's get_batch reads its memmap."""
 
@@ -242,6 +278,11 @@ def build_parser(compiled: bool) -> argparse.ArgumentParser:
         help="blocks fuse each residual add into the next norm (membound.nn.FusedAddLayerNorm)",
     )
     p.add_argument(
+        "--bf16-weights",
+        action="store_true",
+        help="bf16 storage: model.to(bfloat16) without autocast, fp32 master weights in AdamW",
+    )
+    p.add_argument(
         "--norm-dispatch",
         choices=["adaptive", "kernels"],
         default=None,
@@ -283,6 +324,8 @@ def main(argv: list[str] | None = None, *, compiled: bool = False) -> dict:
     torch.backends.cudnn.allow_tf32 = True
     # bf16 autocast on the GPU; the CPU smoke test runs in fp32
     ctx = torch.autocast("cuda", dtype=torch.bfloat16) if args.cuda else nullcontext()
+    if args.bf16_weights:  # everything is bf16 already: autocast would only add casts
+        ctx = nullcontext()
 
     if args.norm_dispatch is not None:
         import membound.nn
@@ -298,7 +341,15 @@ def main(argv: list[str] | None = None, *, compiled: bool = False) -> dict:
         left = sum(isinstance(m, nn.LayerNorm) for m in model.modules())
         extra.update(norms=before, norms_swapped=before - left)
         print(f"swap_norms: {before - left} of {before} LayerNorms swapped")
-    optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), device_type)
+    masters = None
+    if args.bf16_weights:
+        # bf16 storage with fp32 master weights: the optimizer updates fp32 copies; each step
+        # takes the bf16 gradients into them and writes the new weights back to the model
+        masters = MasterWeights(model)
+        optimizer = masters.configure_optimizers(0.1, 6e-4, (0.9, 0.95), device_type)
+        extra.update(bf16_weights=True)
+    else:
+        optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), device_type)
     if use_compile:
         model = torch.compile(model, mode=args.mode, backend=args.backend)
     cudagraphs = use_compile and args.mode == "reduce-overhead"
@@ -335,8 +386,12 @@ def main(argv: list[str] | None = None, *, compiled: bool = False) -> dict:
             X, Y = batches.get()  # the next micro-batch, while the GPU runs this one
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if masters is not None:
+            masters.take_grads()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if masters is not None:
+            masters.write_back()
         if it % args.log_every == 0:
             lossf = loss.item() * accum  # the loop's sync: waits for the GPU to finish
             print(f"iter {it}: loss {lossf:.4f}, lr {lr:.2e}", flush=True)

@@ -79,6 +79,47 @@ def test_sweep_takes_the_best_shape_and_keeps_every_rate():
     assert [w for _, _, w in seen] == [307] + [7] * 5
 
 
+def test_a_burst_rate_above_the_sustained_one_is_the_ceiling():
+    """A shape timed in bursts on an idle GPU (clocks not yet power-capped) that runs faster
+    than any sustained timing sets the ceiling; both rates stay in the sweep's rows."""
+    from membound.device.ceilings import Ceilings
+    from membound.device.measure import _sweep
+    from membound.device.timing import Timed
+    from membound.report.ceilings import sweep_table
+
+    sustained = {(64, 64, 64): 1.0, (128, 128, 128): 8.0}  # the same rate
+    burst = {(64, 64, 64): 0.9, (128, 128, 128): 6.4}  # 128³ 25% faster in bursts
+
+    def fake(m, n, k, layout, warmup_ms):
+        t, b = sustained[(m, n, k)], burst[(m, n, k)]
+        return Timed(t, t, t, 5), Timed(b, b * 0.95, b * 1.1, 10)
+
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    _sweep(c, "bf16", tuple(sustained), fake, _plan())
+    rows = c.matmul_sweep["bf16"]
+    assert [r["flops"] for r in rows] == pytest.approx([2 * 64**3 / 1e-3, 2 * 128**3 / 8e-3])
+    assert [r["burst_flops"] for r in rows] == pytest.approx([2 * 64**3 / 0.9e-3, 2 * 128**3 / 6.4e-3])
+    assert c.flops["bf16"] == pytest.approx(2 * 128**3 / 6.4e-3)
+    slow, fast = c.spread_of("flops.bf16")  # the burst timing's spread
+    assert slow == pytest.approx(c.flops["bf16"] / 1.1)
+    # the table shows the burst rates as a row of their own
+    table = {(key, layout): rates for key, layout, rates in sweep_table(c)}
+    assert set(table) == {("bf16", "A@B"), ("bf16", "A@B burst")}
+    assert table[("bf16", "A@B burst")][(128, 128, 128)] == pytest.approx(c.flops["bf16"])
+    # a timing without bursts (CPU, or bursts off) is the sustained one alone
+    c2 = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    _sweep(c2, "bf16", tuple(sustained), lambda m, n, k, lay, w: (fake(m, n, k, lay, w)[0], None), _plan())
+    assert "burst_flops" not in c2.matmul_sweep["bf16"][0]
+    assert c2.flops["bf16"] == pytest.approx(2 * 64**3 / 1e-3)
+
+
+def test_gpu_plans_time_bursts_and_the_deep_k_shape():
+    from membound.device.measure import GPU_MATMUL_SHAPES, _plan
+
+    assert (4096, 4096, 16384) in GPU_MATMUL_SHAPES
+    assert _plan("cpu", False).matmul_bursts == 0  # bursts are a GPU timing
+
+
 def test_sweep_in_reverse_order_times_the_last_shape_first():
     from membound.device.ceilings import Ceilings
     from membound.device.measure import _sweep

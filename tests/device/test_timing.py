@@ -37,6 +37,21 @@ def test_cuda_graph_median_ms_scales_with_bytes_and_drops_host_time():
     assert slept < full * 1.5  # 1 ms of host sleep per call would dominate a ~0.1 ms copy
 
 
+@pytest.mark.gpu
+def test_cuda_burst_timed_is_device_time_without_launch_latency():
+    """Bursts time the calls themselves: a copy twice as large takes about twice as long,
+    and a small one is not inflated by the launch (the spin queued before hides it)."""
+    from membound.device.timing import cuda_burst_timed
+
+    src = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    full = cuda_burst_timed(lambda: dst.copy_(src), bursts=5, idle_ms=5).median_ms
+    half = cuda_burst_timed(lambda: dst[: 256 << 20].copy_(src[: 256 << 20]), bursts=5, idle_ms=5).median_ms
+    assert 1.6 <= full / half <= 2.4
+    tiny = cuda_burst_timed(lambda: dst[:4096].copy_(src[:4096]), bursts=5, idle_ms=5).median_ms
+    assert tiny < 0.02  # ms: a 4 KiB copy; a launch's latency in it would be 5-20 us more
+
+
 def test_timed_keeps_the_spread_of_its_runs():
     """The 10th/90th percentile runs bracket the median; rates invert the order."""
     from membound.device.timing import Timed

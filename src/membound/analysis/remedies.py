@@ -21,7 +21,8 @@ saving *is*, not by what the fix text mentions:
   on a norm that is already one ATen kernel, swap_norms alone fuses nothing); where the
   host has no headroom (the capture's overhead on the step >= 10%, `fixes.host_limited`),
   membound's norm kernels are no remedy of one ATen norm: they cost more host time per call;
-- `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs;
+- `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs (CUDA graphs
+  alone where the step is compiled code already: `rules.launch_bound.COMPILED_SHARE`);
 - `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
   membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
 
@@ -82,6 +83,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         if norm_chain and not ev.get("host_limited"):
             return ("compile", "fused_add_norm")
         return ("compile",)
+    if code == "launch-bound" and ev.get("compiled"):
+        return ("cuda_graphs",)  # compiled already: what is left is the launches
     if code == "fp32-storage" and ev.get("autocast_on"):
         return ("bf16_storage",)  # autocast is on already: what is left is 16-bit storage
     return {
@@ -125,6 +128,7 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
     """Every remedy some finding names, ranked by predicted saving (ties: fewer findings
     first, then the one a finding names first, then the key). `findings` are `Finding`s (code, evidence,
     time_lost_ms_per_step); `step_ms` the step the savings refer to (None: no cap, no share)."""
+    findings = list(findings)
     by_key: dict[str, Remedy] = {}
     place: dict[str, int] = {}  # best place a remedy holds in a finding's list (ties)
     for i, f in enumerate(findings):
@@ -140,6 +144,15 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
                 r.codes.append(f.code)
     out = []
     for r in by_key.values():
+        # a remedy whose finding states what it saves applied alone (bf16 storage also
+        # shrinks time other findings own: `rules.memory._bf16_storage_alone_ms`)
+        alone = [
+            float(findings[i].evidence["saving_alone_ms_per_step"])
+            for i in r.findings
+            if (findings[i].evidence or {}).get("saving_alone_ms_per_step") is not None
+        ]
+        if alone and r.key == "bf16_storage":
+            r.saving_ms_per_step = max(r.saving_ms_per_step, *alone)
         if step_ms and step_ms > 0:
             r.saving_ms_per_step = min(r.saving_ms_per_step, step_ms)
             r.share_of_step = r.saving_ms_per_step / step_ms

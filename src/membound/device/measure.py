@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from membound.device import datasheet
 from membound.device.ceilings import Ceilings
-from membound.device.timing import Timed, cuda_graph_replays_ms, timed
+from membound.device.timing import Timed, cuda_burst_timed, cuda_graph_replays_ms, timed
 
 
 class Skip(Exception):
@@ -52,6 +52,10 @@ class Plan:
     l2_bytes: int = 0  # the L2 cache size; 0: unknown, the L2 step is skipped
     l2_reps: int = 100  # back-to-back copies per CUDA graph of the L2 step
     l2_samples: int = 15  # replays of each graph
+    #: each matmul shape is also timed in this many short bursts on an idle GPU (0: not);
+    #: a ceiling is the best of the sustained and the burst rates (`device.timing.
+    #: cuda_burst_timed`: a step's matmuls run at the clocks of bursts, not of a long run)
+    matmul_bursts: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,11 @@ def step(device: str, key: str, label: str):
 
 
 #: the matmul sweep on a GPU: a matmul ceiling is the best sustained rate over these shapes
-#: (m, n, k): square mid-size and large, a wide one with a short k, and a tall-skinny one
+#: (m, n, k): square mid-size and large, a wide one with a short k, a tall-skinny one, and a
+#: deep-k one (a weight gradient's: `h200_healthy`'s 4096 x 4096 x 16384 ran at 887 TFLOP/s
+#: bf16 in a step, above every other shape's rate)
 GPU_MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096),
-                     (65536, 1024, 4096))  # fmt: skip
+                     (65536, 1024, 4096), (4096, 4096, 16384))  # fmt: skip
 
 
 def plan_for(device: str, quick: bool, sweep_order: str = "forward") -> Plan:
@@ -122,7 +128,7 @@ def _plan(device: str, quick: bool) -> Plan:
         # 300 ms more before each sweep's first: 2 layouts x 4 shapes x 5 dtypes in ~11 s
         return Plan(
             mem, shapes, 256 << 20, 1 << 24, 200,
-            matmul_warmup_ms=50, sweep_warmup_ms=300, l2_bytes=l2_known,
+            matmul_warmup_ms=50, sweep_warmup_ms=300, l2_bytes=l2_known, matmul_bursts=10,
         )  # fmt: skip
     if quick:
         return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
@@ -276,7 +282,10 @@ def _matmul(key: str):
             else:  # nn.Linear's: the weight stored (n, k), used transposed
                 b = torch.randn(n, k, device=c.device).to(dtype).t()
             with _tf32(key == "tf32"):
-                return timed(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms, warmup_ms=warmup_ms)
+                t = timed(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms, warmup_ms=warmup_ms)
+                if not (p.matmul_bursts and c.device == "cuda"):
+                    return t, None
+                return t, cuda_burst_timed(lambda: torch.mm(a, b), bursts=p.matmul_bursts)
 
         _sweep(c, key, p.matmul_shapes[key], timed_shape, p, p.matmul_layouts)
 
@@ -286,9 +295,10 @@ def _matmul(key: str):
 def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)) -> None:
     """Time each (m, n, k) of `shapes` in each of `layouts`, in `p.sweep_order`, with
     `timed_shape(m, n, k, layout, warmup_ms)`; the first timing gets `p.sweep_warmup_ms` of
-    untimed runs more than the others. The ceiling of `key` is the best sustained rate, its
-    spread that timing's, and every rate is kept in `c.matmul_sweep[key]` with its layout
-    and its place in the order. Each timing's buffers are freed before the next one."""
+    untimed runs more than the others. `timed_shape` returns a `Timed` of the sustained runs,
+    or (that, a `Timed` of bursts or None). The ceiling of `key` is the best rate, sustained or
+    in bursts, its spread that timing's, and every rate is kept in `c.matmul_sweep[key]` with
+    its layout and its place in the order (`burst_flops` where bursts were timed). Each timing's buffers are freed before the next one."""
     if p.sweep_order not in SWEEP_ORDERS:
         raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, not {p.sweep_order!r}")
     ordered = list(shapes) if p.sweep_order == "forward" else list(shapes)[::-1]
@@ -297,10 +307,16 @@ def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)
     for i, ((m, n, k), layout) in enumerate((s, lay) for s in ordered for lay in layouts):
         warmup = p.matmul_warmup_ms + (p.sweep_warmup_ms if i == 0 else 0.0)
         t = timed_shape(m, n, k, layout, warmup)
+        t, burst = t if isinstance(t, tuple) else (t, None)
         rate = 2 * m * n * k / (t.median_ms / 1e3)
-        rows.append({"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": i})
+        row = {"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": i}
         if best is None or rate > best[0]:
             best = (rate, t, 2 * m * n * k)
+        if burst is not None:
+            row["burst_flops"] = b_rate = 2 * m * n * k / (burst.median_ms / 1e3)
+            if b_rate > best[0]:
+                best = (b_rate, burst, 2 * m * n * k)
+        rows.append(row)
         if c.device == "cuda":
             import torch
 
@@ -349,7 +365,8 @@ def _fp8(c: Ceilings, p: Plan) -> None:
             mm()
         except Exception as exc:  # kernels missing from this build
             raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
-        return timed(mm, "cuda", rep_ms=p.rep_ms, warmup_ms=warmup_ms)
+        t = timed(mm, "cuda", rep_ms=p.rep_ms, warmup_ms=warmup_ms)
+        return t, cuda_burst_timed(mm, bursts=p.matmul_bursts) if p.matmul_bursts else None
 
     # cuBLASLt's fp8 matmul takes B column-major only: nn.Linear's layout, A @ W.T
     _sweep(c, "fp8", p.matmul_shapes["fp8"], timed_shape, p, ("A@B.T",))

@@ -97,6 +97,51 @@ def _cuda_events_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float
     return Timed.of([s.elapsed_time(e) for s, e in events])
 
 
+def cuda_burst_timed(
+    fn: Callable[[], object], *, bursts: int = 10, idle_ms: float = 20.0, calls: int = 3,
+    queue_ms: float = 1.0,
+) -> Timed:
+    """Device milliseconds of `fn()` run in short bursts on a GPU that was idle before each:
+    the clocks a training step's matmuls see, between memory-bound ops, rather than the
+    power-capped ones of a long back-to-back run (H200, bf16 4096^3: 1980 MHz and 793 TFLOP/s
+    in bursts, 1515 MHz and 685 sustained; `benchmarks/probe_matmul_roof.py`).
+
+    Each burst: the host sleeps `idle_ms` with nothing queued, queues a spin of `queue_ms`
+    on the GPU (`torch.cuda._sleep`, long enough for the host to queue every call behind it:
+    with 0.05 ms a 4 KiB copy timed 39 us on the H200 host, the launches' latency) so that
+    the calls start back to back, then `calls` calls, each between two events. The sample
+    of a burst is its fastest call; the result is over the bursts' samples."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    cycles = int(queue_ms * 1e-3 * max(torch.cuda.clock_rate() if _nvml() else 1_500, 1) * 1e6)
+    samples = []
+    for _ in range(bursts):
+        torch.cuda.synchronize()
+        time.sleep(idle_ms / 1e3)
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
+        torch.cuda._sleep(cycles)
+        ev[0].record()
+        for e in ev[1:]:
+            fn()
+            e.record()
+        ev[-1].synchronize()
+        samples.append(min(ev[i].elapsed_time(ev[i + 1]) for i in range(calls)))
+    return Timed.of(samples)
+
+
+def _nvml() -> bool:
+    """Whether torch can read the SM clock (NVML)."""
+    import torch
+
+    try:
+        torch.cuda.clock_rate()
+    except Exception:  # noqa: BLE001 - no NVML: a nominal clock is enough for a spin
+        return False
+    return True
+
+
 def _warm_up_for_capture(fns: Sequence[Callable[[], object]]) -> None:
     """Run each fn 3 times on a side stream (CUDA-graph capture wants its first calls, and
     their allocations, off the default stream), then wait for them."""

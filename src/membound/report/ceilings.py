@@ -260,6 +260,9 @@ def sweep_table(c: Ceilings) -> list[tuple[str, str, dict[tuple[int, int, int], 
         for r in runs:
             shape = (int(r["m"]), int(r["n"]), int(r["k"]))
             by_layout.setdefault(str(r.get("layout", "A@B")), {})[shape] = float(r["flops"])
+            if r.get("burst_flops") is not None:  # the same shape in bursts on an idle GPU
+                burst = f"{r.get('layout', 'A@B')} burst"
+                by_layout.setdefault(burst, {})[shape] = float(r["burst_flops"])
         rows += [(key, layout, rates) for layout, rates in sorted(by_layout.items())]
     timings = {}
     for key, _, rates in rows:

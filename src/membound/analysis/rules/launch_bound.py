@@ -18,6 +18,30 @@ PROFILER_NOTE = (
 )
 
 
+#: the step is compiled code when at least this share of its kernels are inductor's own
+#: (`triton_poi_*`, `triton_red_*`, `triton_per_*`, ...): torch.compile is then no remedy
+COMPILED_SHARE = 0.2
+#: inductor's generated kernels are named `triton_<kind>_fused_...` (`kind`: poi, red, per,
+#: tem for templates)
+INDUCTOR_PREFIXES = ("triton_poi", "triton_red", "triton_per", "triton_tem")
+COMPILED_FIX = (
+    "The model is already compiled (inductor wrote most of its kernels), so what is left is "
+    "the launches themselves: replay them as CUDA graphs with "
+    "torch.compile(model, mode='reduce-overhead') (mark each optimizer step with "
+    "torch.compiler.cudagraph_mark_step_begin() under gradient accumulation), or raise the "
+    "batch size so each kernel does more."
+)
+
+
+def inductor_share(trace, kernels: np.ndarray) -> float:
+    """Share of the kernels selected by the mask `kernels` that inductor generated."""
+    n = int(kernels.sum())
+    if not n:
+        return 0.0
+    names = np.array([nm.startswith(INDUCTOR_PREFIXES) for nm in trace.names], dtype=bool)
+    return float(names[trace.gpu.name[kernels]].sum()) / n
+
+
 @rule("launch-bound")
 def launch_bound(ctx):
     """GPU idle while the host is issuing the next kernels slower than the GPU runs them.
@@ -51,6 +75,7 @@ def launch_bound(ctx):
     # it is capped at that: the split never shows a negative part
     in_calls_ms = min(ctx.per_step(in_calls / 1e3), lost)
     host_per_kernel = (hi - lo) / kernels if kernels else 0.0
+    compiled = inductor_share(ctx.trace, k)
     evidence = {
         "kernels_per_step": kernels / ctx.n_steps,
         "median_kernel_us": float(np.median(gpu.dur[k])) if k.any() else 0.0,
@@ -63,14 +88,19 @@ def launch_bound(ctx):
         "short_gap_threshold_us": LAUNCH_GAP_US,
         "left_to_written_out_norms_ms_per_step": to_norms,
         "note": PROFILER_NOTE,
+        "inductor_kernel_share": compiled,
     }
+    if compiled >= COMPILED_SHARE:
+        evidence["compiled"] = True
     return [
         ctx.finding(
             code="launch-bound",
             title="many short kernels: the GPU idles while the host issues the next ones",
             lost_ms=lost,
             evidence=evidence,
-            fix=(
+            fix=COMPILED_FIX
+            if compiled >= COMPILED_SHARE
+            else (
                 "Issue fewer, larger kernels: torch.compile(model) (fuses elementwise ops and "
                 "can use CUDA graphs with mode='reduce-overhead'), capture the step in a CUDA "
                 "graph (torch.cuda.graphs), replace ops written out one by one with one module "
