@@ -34,6 +34,9 @@ class AnalysedTrace:
     #: steps the op calls and rows cover: the ops pass's when membound captured one (its
     #: calls come from that trace), else the timeline's
     op_steps: int | None = None
+    #: membound's norm kernels' measured host and GPU cost here (capture meta
+    #: `norm_host_cost`, `nn.host_cost`), for `analysis.norm_whatif`; None when not measured
+    norm_host_cost: dict | None = None
 
     @property
     def n_steps(self) -> int:

@@ -52,13 +52,38 @@ HOST_LIMITED_NORMS = (
 )
 
 
+#: said instead where the loop's replay with the measured cost predicted a loss
+#: (`analysis.norm_whatif`)
+HOST_LIMITED_NORMS_REPLAYED = (
+    "membound's fused norm kernels would move fewer bytes here, but each call costs more host "
+    "time than ATen's; replayed with their cost measured on this machine, they would change "
+    "the step by {saving:+.2f} ms"
+)
+
+
+def _host_limited_text(host_limited) -> str:
+    """`host_limited` as a clause: a float is the profiler's overhead (`host_limited`), a
+    `Replayed` the what-if's predicted saving."""
+    if isinstance(host_limited, Replayed):
+        return HOST_LIMITED_NORMS_REPLAYED.format(saving=host_limited.saving_ms)
+    return HOST_LIMITED_NORMS.format(overhead=host_limited)
+
+
+class Replayed:
+    """membound's norm kernels predicted to lose `saving_ms` (<= 0) per step by the loop's
+    replay (`analysis.norm_whatif`): passed as `host_limited` instead of the overhead."""
+
+    def __init__(self, saving_ms: float):
+        self.saving_ms = float(saving_ms)
+
+
 def memory_bound_fix(name: str, after_residual_add: bool = False, host_limited=None) -> str:
     """What makes this memory-bound op move fewer bytes (or move them faster). `host_limited`:
-    the profiler's overhead on the step when the host has no headroom (`host_limited`), else
-    None: membound's norm kernels are then not offered as the fix."""
+    the profiler's overhead on the step when the host has no headroom (`host_limited`), or a
+    `Replayed` loss, else None: membound's norm kernels are then not offered as the fix."""
     family = op_family(name)
     if family in NORMS and host_limited is not None:
-        return f"{COMPILE}; {BF16}; {HOST_LIMITED_NORMS.format(overhead=host_limited)}."
+        return f"{COMPILE}; {BF16}; {_host_limited_text(host_limited)}."
     if family == "batch_norm":
         return (
             f"BatchNorm moves its activations twice: {BF16} and use channels_last "
@@ -110,7 +135,7 @@ def chain_fix(names: Iterable[str], after_residual_add: bool, host_limited=None)
     parts = []
     norm = next((f for f in ("layer_norm", "rms_norm") if f in families), None)
     if norm and after_residual_add and host_limited is not None:
-        parts.append(HOST_LIMITED_NORMS.format(overhead=host_limited))
+        parts.append(_host_limited_text(host_limited))
     elif norm and after_residual_add:
         kind = "LayerNorm" if norm == "layer_norm" else "RMSNorm"
         parts.append(

@@ -9,6 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from membound.analysis import norm_whatif
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
@@ -204,10 +205,15 @@ def analyze_trace(
         notes.append(over)
     if trace.has_gpu and calls and not any(r.exact_cost for r in rows):
         notes.append("no op recorded shapes the cost model knows: record with record_shapes=True")
+    norm_cost = meta.get("norm_host_cost") if isinstance(meta, dict) else None
     ctx = AnalysedTrace(
-        trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks, op_steps
-    )
+        trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks, op_steps,
+        norm_host_cost=norm_cost if isinstance(norm_cost, dict) else None,
+    )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
+    replayed = norm_whatif.of(ctx) if findings else None
+    if replayed is not None:
+        notes.append(norm_whatif.note(replayed))
     if isinstance(meta, dict) and "step_source" in meta:  # what membound's capture said
         notes.extend(notes_from_meta(meta))
     n = max(len(steps), 1)

@@ -103,6 +103,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="analyse in this process once the script ends, instead of in the background as "
         "soon as the capture is written",
     )
+    parser.add_argument(
+        "--no-norm-probe",
+        action="store_true",
+        help="do not measure membound's norm kernels' host cost after the script (on a GPU, "
+        "the report then comes as soon as the capture is timed, not after the script)",
+    )
     # [distributed] re-launch under torchrun; each rank captures, rank 0 merges
     parser.add_argument(
         "--nproc-per-node",
@@ -168,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
         if info.rank == 0 and not args.no_analyze:
             _report_ranks(capture, args, ceilings, info.world_size, started)
         return outcome.exit_code
+    if capture.written and capture.steps_captured and norm_probe_wanted(args):
+        _probe_norms(capture)
+    if background is not None and background.deferred and not background.started:
+        background.start(capture, now=True)  # the meta now holds the norm probe's result
     if background is not None and background.started:
         background.wait()
     elif capture.written and not args.no_analyze:
@@ -295,6 +305,8 @@ class _Progress:
                 self.background.start(capture)
         elif event == "os_exit":  # the last thing this process does: say what is on disk
             code = capture.exit_code
+            if getattr(self.background, "deferred", False):
+                self.background.start(capture, now=True)  # no norm probe: the script ends here
             if capture.written and capture.steps_captured:
                 _log(
                     f"{who}{self.target.label} called os._exit({code}); the capture kept "
@@ -347,8 +359,18 @@ class _Background:
         self.args = args
         self.proc = None
         self.started = False
+        #: waiting for the script's end and the norm probe (`norm_probe_wanted`)
+        self.deferred = False
 
-    def start(self, capture) -> None:
+    def start(self, capture, now: bool = False) -> None:
+        """Start the analysis; on the capture's events (`now` False) it waits instead for
+        the script's end where the norm probe will run then (`norm_probe_wanted`: its result
+        is in the meta the analysis reads)."""
+        if not now and norm_probe_wanted(self.args):
+            if not self.deferred:
+                _log("the report follows the script's end (membound's norm probe runs first)")
+            self.deferred = True
+            return
         import subprocess
 
         a = self.args
@@ -375,6 +397,32 @@ class _Background:
                 f"the analysis exited with code {code}; the trace is kept: try "
                 f"`membound analyze {self.proc.args[4]}`."
             )
+
+
+def norm_probe_wanted(args: argparse.Namespace) -> bool:
+    """Whether membound's norm kernels are measured after the script (`trace.norm_probe`):
+    on a CUDA machine, for a single process that analyses, unless --no-norm-probe. torch is
+    the script's: a script that never imported it has no norms on a GPU."""
+    if getattr(args, "no_norm_probe", True) or getattr(args, "no_analyze", False):
+        return False
+    from membound.trace.distributed import rank_info
+
+    torch = sys.modules.get("torch")
+    try:
+        return torch is not None and bool(torch.cuda.is_available()) and not rank_info().distributed
+    except Exception:  # a broken CUDA setup costs the probe, not diagnose
+        return False
+
+
+def _probe_norms(capture) -> None:
+    """Measure membound's norm kernels at the trace's norm shape into the capture meta; any
+    failure is one line (and a note in the meta), never diagnose's."""
+    from membound.trace.norm_probe import probe
+
+    try:
+        _log(probe(capture.meta_path))
+    except Exception as exc:
+        _log(f"norm host cost not measured ({type(exc).__name__}: {exc}).")
 
 
 # [distributed] ------------------------------------------------------------------------

@@ -9,8 +9,16 @@ from collections import Counter
 
 import numpy as np
 
+from membound.analysis import norm_whatif
 from membound.analysis.findings import rule
-from membound.analysis.fixes import NORMS, chain_fix, host_limited, memory_bound_fix, op_family
+from membound.analysis.fixes import (
+    NORMS,
+    Replayed,
+    chain_fix,
+    host_limited,
+    memory_bound_fix,
+    op_family,
+)
 from membound.analysis.ops import call_column, first_input_bytes, value_codes
 from membound.analysis.roofline import call_memory_roof, call_rates, copy_rate_only
 from membound.analysis.rules import norm_written
@@ -106,6 +114,7 @@ def memory_bound_op(ctx):
     after_add = _after_residual_add(cols)
     claimed = _claimed_by_name(ctx, cols, bw)
     limited = host_limited(ctx.timing)
+    replayed = norm_whatif.of(ctx)
     out = []
     for r in ctx.rows:
         if r.bound != "memory" or r.share_of_gpu_time < MEMORY_OP_SHARE:
@@ -120,25 +129,33 @@ def memory_bound_op(ctx):
         lost = ctx.per_op_step(max((r.device_ms - taken_ms) - (at_roof_ms - taken_roof_ms), 0.0))
         if not lost > 0.0 and r.name in claimed:
             continue
+        norm = op_family(r.name) in NORMS
+        what = limited
+        if norm and replayed is not None:  # the replay decides (this remedy is swap_norms)
+            saving = replayed["swap_norms_ms_per_step"]
+            what = Replayed(saving) if saving <= 0 else None
+        evidence = {
+            "op": r.name,
+            "calls_per_step": ctx.per_op_step(r.calls),
+            "device_ms_per_step": ctx.per_op_step(r.device_ms),
+            "bytes_per_step": ctx.per_op_step(r.bytes),
+            "arithmetic_intensity": r.arithmetic_intensity,
+            "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
+            "memory_roof": r.memory_roof,
+            "share_of_gpu_time": r.share_of_gpu_time,
+            "attainable_ms_per_step": ctx.per_op_step(at_roof_ms),
+            "dtypes": r.dtypes,
+            "host_limited": what is not None,
+        }
+        if norm and replayed is not None:
+            evidence["norm_whatif"] = replayed
         out.append(
             ctx.finding(
                 code="memory-bound-op",
                 title=f"{r.name} is memory-bound and takes {r.share_of_gpu_time:.0%} of GPU time",
                 lost_ms=lost,
-                evidence={
-                    "op": r.name,
-                    "calls_per_step": ctx.per_op_step(r.calls),
-                    "device_ms_per_step": ctx.per_op_step(r.device_ms),
-                    "bytes_per_step": ctx.per_op_step(r.bytes),
-                    "arithmetic_intensity": r.arithmetic_intensity,
-                    "achieved_bandwidth_fraction": r.achieved_bandwidth_fraction,
-                    "memory_roof": r.memory_roof,
-                    "share_of_gpu_time": r.share_of_gpu_time,
-                    "attainable_ms_per_step": ctx.per_op_step(at_roof_ms),
-                    "dtypes": r.dtypes,
-                    "host_limited": limited is not None,
-                },
-                fix=memory_bound_fix(r.name, r.name in after_add, limited),
+                evidence=evidence,
+                fix=memory_bound_fix(r.name, r.name in after_add, what),
             )
         )
     return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out}, claimed)
@@ -297,25 +314,30 @@ def unfused_chain(ctx):
     patterns = Counter(" → ".join(names[s:e]) for s, e in bounds)
     top, count = patterns.most_common(1)[0]
     calls = cols.calls
+    members = {names[i] for i in np.flatnonzero(cols.member).tolist()}
+    evidence = {
+        "chains_per_step": ctx.per_op_step(len(bounds)),
+        "top_chain": top,
+        "top_chain_per_step": ctx.per_op_step(count),
+        "intermediate_bytes_per_step": ctx.per_op_step(inter_bytes),
+        "bandwidth_gb_s": bw / 1e9,
+        # no headroom on the host: membound's norm kernels are not the remedy
+        "host_limited": limited is not None,
+    }
+    replayed = norm_whatif.of(ctx)
+    if replayed is not None and any(op_family(n) in NORMS for n in members):
+        # the replay decides (this chain's remedy is fused_add_norm), not the overhead rule
+        saving = replayed["fused_add_norm_ms_per_step"]
+        limited = Replayed(saving) if saving <= 0 else None
+        evidence["host_limited"] = limited is not None
+        evidence["norm_whatif"] = replayed
     return [
         ctx.finding(
             code="unfused-chain",
             title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
             lost_ms=lost,
-            evidence={
-                "chains_per_step": ctx.per_op_step(len(bounds)),
-                "top_chain": top,
-                "top_chain_per_step": ctx.per_op_step(count),
-                "intermediate_bytes_per_step": ctx.per_op_step(inter_bytes),
-                "bandwidth_gb_s": bw / 1e9,
-                # no headroom on the host: membound's norm kernels are not the remedy
-                "host_limited": limited is not None,
-            },
-            fix=chain_fix(
-                {names[i] for i in np.flatnonzero(cols.member).tolist()},
-                bool((cols.link & cols.follows_add).any()),
-                limited,
-            ),
+            evidence=evidence,
+            fix=chain_fix(members, bool((cols.link & cols.follows_add).any()), limited),
             spans=[
                 (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
                 for s, e in bounds[:2000]

@@ -1,0 +1,55 @@
+"""`membound.nn.host_cost`: what a norm call costs the host and the GPU, ATen's and membound's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def test_the_cli_fails_cleanly_without_cuda():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": SRC}
+    done = subprocess.run(
+        [sys.executable, "-m", "membound.nn.host_cost", "--rows", "64", "--hidden", "32"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA device" in lines[0]
+    assert "Traceback" not in done.stderr and not done.stdout.strip()
+
+
+def test_bad_arguments_are_refused_before_any_gpu_work():
+    from membound.errors import BadInput
+    from membound.nn.host_cost import measure
+
+    with pytest.raises(BadInput, match="kind"):
+        measure(8, 8, kind="group")
+    with pytest.raises(BadInput, match="positive"):
+        measure(0, 8)
+
+
+@pytest.mark.gpu
+def test_measures_every_variant_on_a_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    done = subprocess.run(
+        [sys.executable, "-m", "membound.nn.host_cost", "--rows", "12288", "--hidden", "768",
+         "--kind", "layer", "--dtype", "float32", "--autocast"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    for v in ("aten", "aten_add", "membound", "membound_add"):
+        assert out[v]["host_us"] > 0 and out[v]["gpu_us"] > 0
+    # membound's kernels move fewer bytes: less GPU time than ATen's at GPT-2's shape
+    assert out["membound"]["gpu_us"] < out["aten"]["gpu_us"]
+    # the residual add costs ATen a kernel each way that membound fuses
+    assert out["aten_add"]["gpu_us"] > out["aten"]["gpu_us"]
