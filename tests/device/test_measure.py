@@ -98,7 +98,9 @@ def test_a_burst_rate_above_the_sustained_one_is_the_ceiling():
     _sweep(c, "bf16", tuple(sustained), fake, _plan())
     rows = c.matmul_sweep["bf16"]
     assert [r["flops"] for r in rows] == pytest.approx([2 * 64**3 / 1e-3, 2 * 128**3 / 8e-3])
-    assert [r["burst_flops"] for r in rows] == pytest.approx([2 * 64**3 / 0.9e-3, 2 * 128**3 / 6.4e-3])
+    assert [r["burst_flops"] for r in rows] == pytest.approx(
+        [2 * 64**3 / 0.9e-3, 2 * 128**3 / 6.4e-3]
+    )
     assert c.flops["bf16"] == pytest.approx(2 * 128**3 / 6.4e-3)
     slow, fast = c.spread_of("flops.bf16")  # the burst timing's spread
     assert slow == pytest.approx(c.flops["bf16"] / 1.1)
@@ -108,7 +110,13 @@ def test_a_burst_rate_above_the_sustained_one_is_the_ceiling():
     assert table[("bf16", "A@B burst")][(128, 128, 128)] == pytest.approx(c.flops["bf16"])
     # a timing without bursts (CPU, or bursts off) is the sustained one alone
     c2 = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
-    _sweep(c2, "bf16", tuple(sustained), lambda m, n, k, lay, w: (fake(m, n, k, lay, w)[0], None), _plan())
+    _sweep(
+        c2,
+        "bf16",
+        tuple(sustained),
+        lambda m, n, k, lay, w: (fake(m, n, k, lay, w)[0], None),
+        _plan(),
+    )
     assert "burst_flops" not in c2.matmul_sweep["bf16"][0]
     assert c2.flops["bf16"] == pytest.approx(2 * 64**3 / 1e-3)
 

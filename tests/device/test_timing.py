@@ -46,7 +46,9 @@ def test_cuda_burst_timed_is_device_time_without_launch_latency():
     src = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     full = cuda_burst_timed(lambda: dst.copy_(src), bursts=5, idle_ms=5).median_ms
-    half = cuda_burst_timed(lambda: dst[: 256 << 20].copy_(src[: 256 << 20]), bursts=5, idle_ms=5).median_ms
+    half = cuda_burst_timed(
+        lambda: dst[: 256 << 20].copy_(src[: 256 << 20]), bursts=5, idle_ms=5
+    ).median_ms
     assert 1.6 <= full / half <= 2.4
     tiny = cuda_burst_timed(lambda: dst[:4096].copy_(src[:4096]), bursts=5, idle_ms=5).median_ms
     assert tiny < 0.02  # ms: a 4 KiB copy; a launch's latency in it would be 5-20 us more

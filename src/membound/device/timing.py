@@ -98,7 +98,11 @@ def _cuda_events_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float
 
 
 def cuda_burst_timed(
-    fn: Callable[[], object], *, bursts: int = 10, idle_ms: float = 20.0, calls: int = 3,
+    fn: Callable[[], object],
+    *,
+    bursts: int = 10,
+    idle_ms: float = 20.0,
+    calls: int = 3,
     queue_ms: float = 1.0,
 ) -> Timed:
     """Device milliseconds of `fn()` run in short bursts on a GPU that was idle before each:
