@@ -131,3 +131,13 @@ def test_every_fixture_report_is_sane(name):
     # before the shares were cut to the analysed steps, 11 of these failed (ops' shares of GPU
     # time adding up to 1.004-1.036, aten::mm of h200_healthy_bf16 at 1.0007)
     assert check_report(to_dict(analyze([FIXTURES / name / "trace.json.gz"]))) == []
+
+
+def test_a_predicted_loss_of_the_norm_what_if_is_not_a_negative_time():
+    """`norm_whatif` predicts the step's change with membound's norm kernels: a loss is
+    negative, and sane (`h200_real_gpt2_run7`: -19.10 and -2.23); a negative time next to
+    it is still flagged."""
+    r = copy.deepcopy(SANE)
+    w = {"swap_norms_ms_per_step": -19.1, "fused_add_norm_ms_per_step": -2.2, "step_ms": -1.0}
+    r["findings"][0]["evidence"]["norm_whatif"] = w
+    assert check_report(r) == ["findings[0].evidence.norm_whatif.step_ms: a negative time (-1.0)"]

@@ -35,6 +35,9 @@ RELATIVE = frozenset({"profiler_overhead_fraction"})
 TIMESTAMPS = frozenset(
     {"start_us", "end_us", "host_start_us", "host_end_us", "first_kernel_us", "last_kernel_us"}
 )
+#: predicted changes of the step, which a fix that costs time makes negative (the norm
+#: what-if's replayed savings: `analysis.norm_whatif`)
+SIGNED = frozenset({"swap_norms_ms_per_step", "fused_add_norm_ms_per_step"})
 COUNTS = frozenset({"count", "calls", "kernels", "steps", "world_size", "matched_steps"})
 #: figures a report must carry as numbers (path patterns: `[]` any list index)
 REQUIRED = (
@@ -99,7 +102,7 @@ def _problem(path: str, v: float) -> str | None:
         return None if v >= 0 else "a negative fraction of a ceiling"
     if key.endswith("_fraction") or "share" in key:
         return None if 0.0 <= v <= 1.0 + EPS else "a fraction outside 0..1"
-    if key in TIMESTAMPS:
+    if key in TIMESTAMPS or key in SIGNED:
         return None
     if key.endswith(("_ms", "_us", "_ms_per_step", "_us_per_kernel", "_per_step")):
         return None if v >= 0 else "a negative time"
