@@ -3,11 +3,7 @@
 # pass), the full ceilings with the read-mix pass, the host cost of membound's norm kernels,
 # then benchmarks/probe_cupti_kinds.py on the three launch-dense real scripts (which CUPTI
 # record kinds the timeline pass's overhead comes from). Products under $OUT.
-set +e
-cd "$(dirname "$0")/../.." || exit 1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-DEST="${OUT:-/tmp/gpu_out}"
-mkdir -p "$DEST"
+source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR="$DEST/cache"
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv; nproc; } >"$DEST/env.txt" 2>&1
 t0=$(date +%s)

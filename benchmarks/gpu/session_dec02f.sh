@@ -3,11 +3,7 @@
 # fixture), then truth by intervention on the sync fixes that host-sync now predicts by
 # replay (analysis/replay.py), on fresh runs: the predictions come from this code, before
 # the fixes are measured. Products under $OUT: ceilings.json, roofline.txt, and truth.sh's.
-set +e
-cd "$(dirname "$0")/../.." || exit 1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-DEST="${OUT:-/tmp/gpu_out}"
-mkdir -p "$DEST"
+source "$(dirname "$0")/_session.sh"
 MEMBOUND_CACHE_DIR=/tmp/mb-cache COLUMNS=120 timeout 90 python -m membound roofline --refresh \
   --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
 echo "roofline rc=$? $(grep -c . "$DEST/roofline.txt") lines"

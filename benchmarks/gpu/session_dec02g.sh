@@ -3,12 +3,7 @@
 # kernels (device.measure.HBM_KERNELS) as JSON (a CPU fixture), the GPU tests of device/,
 # then truth by intervention for torch.compile on the fp32 ResNet-50 (run 3 had no budget
 # left for it). Products under $OUT: ceilings.json, roofline.txt, tests.log, truth.sh's.
-set +e
-cd "$(dirname "$0")/../.." || exit 1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-DEST="${OUT:-/tmp/gpu_out}"
-mkdir -p "$DEST"
-t0=$(date +%s)
+source "$(dirname "$0")/_session.sh"
 MEMBOUND_CACHE_DIR=/tmp/mb-cache COLUMNS=130 timeout 120 python -m membound roofline --refresh \
   --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
 echo "roofline rc=$? in $(( $(date +%s) - t0 )) s"; head -16 "$DEST/roofline.txt"

@@ -4,12 +4,7 @@
 # truth by intervention for compiled GPT-2's top remedy, bf16 storage (--bf16-weights), never
 # measured before. Products under $OUT: probe_matmul_roof.jsonl, probe_norm_host.jsonl,
 # truth.sh's.
-set +e
-cd "$(dirname "$0")/../.." || exit 1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-DEST="${OUT:-/tmp/gpu_out}"
-mkdir -p "$DEST"
-t0=$(date +%s)
+source "$(dirname "$0")/_session.sh"
 timeout 150 python benchmarks/probe_matmul_roof.py --out "$DEST/probe_matmul_roof.jsonl" > "$DEST/probe_matmul_roof.log" 2>&1
 echo "matmul probe rc=$? in $(( $(date +%s) - t0 )) s"
 timeout 60 python benchmarks/probe_norm_host.py > "$DEST/probe_norm_host.jsonl" 2>&1

@@ -4,12 +4,7 @@
 # truth by intervention with those ceilings: eager GPT-2's bf16 storage and compile, and
 # compiled GPT-2's CUDA graphs (its top finding in call 1 was launch-bound).
 # Products under $OUT: ceilings.json, roofline.txt, tests.log, truth-*/ from truth.sh.
-set +e
-cd "$(dirname "$0")/../.." || exit 1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-DEST="${OUT:-/tmp/gpu_out}"
-mkdir -p "$DEST"
-t0=$(date +%s)
+source "$(dirname "$0")/_session.sh"
 MEMBOUND_CACHE_DIR=/tmp/mb-cache COLUMNS=130 timeout 150 python -m membound roofline --refresh \
   --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
 echo "roofline rc=$? in $(( $(date +%s) - t0 )) s"; head -20 "$DEST/roofline.txt"

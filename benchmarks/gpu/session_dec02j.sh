@@ -4,13 +4,8 @@
 # with --bf16-weights; and the burst timer's GPU test after its queue spin grew to 1 ms.
 # Runs from benchmarks/gpu/clean_src.tgz (the committed tree) when present, so that work
 # in progress in the checkout does not run. Products under $OUT: tests.log, truth-{a,b}/.
-set +e
-cd "$(dirname "$0")/../.." || exit 1
+source "$(dirname "$0")/_session.sh"
 [ -f benchmarks/gpu/clean_src.tgz ] && tar xzf benchmarks/gpu/clean_src.tgz && echo "clean tree unpacked"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-DEST="${OUT:-/tmp/gpu_out}"
-mkdir -p "$DEST"
-t0=$(date +%s)
 timeout 60 python -m pytest -m gpu tests/device/test_timing.py -q -p no:cacheprovider > "$DEST/tests.log" 2>&1
 echo "tests rc=$?"; tail -3 "$DEST/tests.log"
 OUT="$DEST/truth-a" TRUTH_ARGS="--fixes bf16-weights" TRUTH_BUDGET_S=140 \

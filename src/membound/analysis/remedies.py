@@ -144,15 +144,8 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
                 r.codes.append(f.code)
     out = []
     for r in by_key.values():
-        # a remedy whose finding states what it saves applied alone (bf16 storage also
-        # shrinks time other findings own: `rules.memory._bf16_storage_alone_ms`)
-        alone = [
-            float(findings[i].evidence["saving_alone_ms_per_step"])
-            for i in r.findings
-            if (findings[i].evidence or {}).get("saving_alone_ms_per_step") is not None
-        ]
-        if alone and r.key == "bf16_storage":
-            r.saving_ms_per_step = max(r.saving_ms_per_step, *alone)
+        if r.key == "bf16_storage":
+            r.saving_ms_per_step = max(r.saving_ms_per_step, _alone(findings, r.findings))
         replayed = _norm_whatif(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
             r.saving_ms_per_step = replayed
@@ -166,6 +159,14 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
 
 #: remedies whose saving the norm what-if predicts (`analysis.norm_whatif`)
 NORM_REMEDIES = ("swap_norms", "fused_add_norm")
+
+
+def _alone(findings: list, indexes) -> float:
+    """The largest saving one of `findings[indexes]` states for its fix applied alone
+    (`saving_alone_ms_per_step`; 0 where none does): bf16 storage also shrinks time other
+    findings own (`rules.memory._bf16_storage_alone_ms`)."""
+    stated = ((findings[i].evidence or {}).get("saving_alone_ms_per_step") for i in indexes)
+    return max((float(v) for v in stated if v is not None), default=0.0)
 
 
 def _norm_whatif(findings: list, key: str, indexes) -> float | None:
@@ -193,12 +194,13 @@ def combined(findings: Iterable[Any], keys: Iterable[str], step_ms: float | None
         replayed = _norm_whatif(findings, next(iter(wanted)), range(len(findings)))
         if replayed is not None:
             return replayed
-    total = alone = 0.0
-    for f in findings:
+    total = 0.0
+    mine = []
+    for i, f in enumerate(findings):
         saving = float(f.time_lost_ms_per_step or 0.0)
         if saving > 0.0 and wanted.intersection(remedies_of(f.code, f.evidence)):
             total += saving
-            if "bf16_storage" in wanted:  # what it saves alone: a floor of any set holding it
-                alone = max(alone, float((f.evidence or {}).get("saving_alone_ms_per_step") or 0.0))
-    total = max(total, alone)
+            mine.append(i)
+    if "bf16_storage" in wanted:  # what it saves alone: a floor of any set holding it
+        total = max(total, _alone(findings, mine))
     return min(total, step_ms) if step_ms and step_ms > 0 else total

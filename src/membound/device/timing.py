@@ -119,7 +119,7 @@ def cuda_burst_timed(
 
     fn()
     torch.cuda.synchronize()
-    cycles = int(queue_ms * 1e-3 * max(torch.cuda.clock_rate() if _nvml() else 1_500, 1) * 1e6)
+    cycles = int(queue_ms * 1e-3 * _sm_mhz() * 1e6)
     samples = []
     for _ in range(bursts):
         torch.cuda.synchronize()
@@ -135,15 +135,15 @@ def cuda_burst_timed(
     return Timed.of(samples)
 
 
-def _nvml() -> bool:
-    """Whether torch can read the SM clock (NVML)."""
+def _sm_mhz() -> float:
+    """The SM clock torch reads through NVML (MHz), or a nominal 1500 without NVML: enough
+    to size a spin."""
     import torch
 
     try:
-        torch.cuda.clock_rate()
-    except Exception:  # noqa: BLE001 - no NVML: a nominal clock is enough for a spin
-        return False
-    return True
+        return max(float(torch.cuda.clock_rate()), 1.0)
+    except Exception:  # noqa: BLE001 - no NVML
+        return 1_500.0
 
 
 def _warm_up_for_capture(fns: Sequence[Callable[[], object]]) -> None:

@@ -8,6 +8,7 @@ from membound.analysis import intervals as iv
 from membound.analysis.findings import rule
 from membound.analysis.rules.memory import written_norm_launch_ms
 from membound.analysis.timeline import LAUNCH_GAP_US
+from membound.cost.formulas.inductor import parse_name
 from membound.trace.model import KERNEL
 
 #: what the evidence says about profiler overhead (an unprofiled run loses less)
@@ -21,9 +22,6 @@ PROFILER_NOTE = (
 #: the step is compiled code when at least this share of its kernels are inductor's own
 #: (`triton_poi_*`, `triton_red_*`, `triton_per_*`, ...): torch.compile is then no remedy
 COMPILED_SHARE = 0.2
-#: inductor's generated kernels are named `triton_<kind>_fused_...` (`kind`: poi, red, per,
-#: tem for templates)
-INDUCTOR_PREFIXES = ("triton_poi", "triton_red", "triton_per", "triton_tem")
 COMPILED_FIX = (
     "The model is already compiled (inductor wrote most of its kernels), so what is left is "
     "the launches themselves: replay them as CUDA graphs with "
@@ -34,12 +32,14 @@ COMPILED_FIX = (
 
 
 def inductor_share(trace, kernels: np.ndarray) -> float:
-    """Share of the kernels selected by the mask `kernels` that inductor generated."""
+    """Share of the kernels selected by the mask `kernels` that inductor generated (their
+    names parse as inductor's, `cost.formulas.inductor.parse_name`)."""
     n = int(kernels.sum())
     if not n:
         return 0.0
-    names = np.array([nm.startswith(INDUCTOR_PREFIXES) for nm in trace.names], dtype=bool)
-    return float(names[trace.gpu.name[kernels]].sum()) / n
+    codes, counts = np.unique(trace.gpu.name[kernels], return_counts=True)
+    mine = [parse_name(trace.names[int(c)]) is not None for c in codes.tolist()]
+    return float(counts[np.array(mine, dtype=bool)].sum()) / n
 
 
 @rule("launch-bound")

@@ -527,14 +527,12 @@ def _bf16_storage_alone_ms(ctx, cols, idx: np.ndarray, norm_ms: float) -> float:
     the `bf16_storage` remedy's figure (`remedies.py`), not the finding's. Eager GPT-2 on
     the H200 (2026-12-02, bench_truth --fixes bf16-weights): 12.3 + 19.6 ms/step of it;
     bf16 weights with fp32 master weights saved 27.78 (the finding: 6.78)."""
-    names = call_column(cols.calls, "name")
-    types = call_column(cols.calls, "dtypes")
-    copies = np.isin(names, ("aten::copy_", "aten::_to_copy"))
-    cast = np.zeros(len(names), dtype=bool)
-    for i in np.flatnonzero(copies).tolist():
-        d = [t for t in (types[i] or ())[:2] if t in _FLOAT_DTYPES]
-        cast[i] = len(d) == 2 and d[0] != d[1] if names[i] == "aten::copy_" else False
-    # _to_copy records only its input's dtype: a cast when its copy_ child is one (counted there)
+    # a copy_ between two float dtypes (its destination's and its source's); _to_copy records
+    # only its input's dtype: a cast when its copy_ child is one (counted there)
+    codes, distinct = value_codes(call_column(cols.calls, "dtypes"))
+    two = [[t for t in (d or ())[:2] if t in _FLOAT_DTYPES] for d in distinct]
+    mixed = np.array([len(d) == 2 and d[0] != d[1] for d in two], dtype=bool)
+    cast = (call_column(cols.calls, "name") == "aten::copy_") & mixed[codes]
     us = cols.device_us
     half = 0.5 * float(us[idx][~cast[idx]].sum()) / 1e3
     return ctx.per_op_step(half + float(us[cast].sum()) / 1e3 + 0.5 * norm_ms)
