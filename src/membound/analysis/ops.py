@@ -27,7 +27,7 @@ from membound.analysis import intervals as iv
 from membound.analysis.result import OpRow
 from membound.analysis.roofline import call_compute_key, place
 from membound.dtypes import itemsize, trace_dtype
-from membound.trace.model import CPU_OP, D2D, KERNEL, MEMCPY, Trace
+from membound.trace.model import CPU_OP, D2D, GRAPH_LAUNCH, KERNEL, MEMCPY, Trace
 
 
 @dataclass(slots=True)  # made by the million when a big trace's `OpCalls` are iterated
@@ -202,22 +202,25 @@ class _Costs:
     def __init__(self, trace: Trace):
         self.trace = trace
         self.fn = _cost_fn()
-        self.cache: dict[tuple[int, int, int], Any] = {}
+        self.cache: dict[tuple, Any] = {}
 
-    def __call__(self, name_id: int, shape_id: int, strides_id: int = -1):
-        key = (name_id, shape_id, strides_id)
+    def __call__(self, name_id: int, shape_id: int, strides_id: int = -1, list_dtypes=None):
+        key = (name_id, shape_id, strides_id, list_dtypes)
         if key not in self.cache:
-            self.cache[key] = self._compute(name_id, shape_id, strides_id)
+            self.cache[key] = self._compute(name_id, shape_id, strides_id, list_dtypes)
         return self.cache[key]
 
-    def _compute(self, name_id: int, shape_id: int, strides_id: int):
+    def _compute(self, name_id: int, shape_id: int, strides_id: int, list_dtypes=None):
         if shape_id < 0:
             return None
         dims, types, concrete = self.trace.shapes[shape_id]
         name = self.trace.names[name_id]
         try:
             strides = list(self.trace.strides[strides_id]) if strides_id >= 0 else None
-            cost = self.fn(name, list(dims or []), list(types or []), concrete, strides)
+            args = (name, list(dims or []), list(types or []), concrete, strides)
+            # the TensorLists' dtypes, where a kernel named them (`_list_dtypes`)
+            extra = {"list_dtypes": list_dtypes} if list_dtypes is not None else {}
+            cost = self.fn(*args, **extra)
         except Exception:  # a formula that cannot read these shapes: no cost, not a crash
             return None
         if (
@@ -362,6 +365,21 @@ def device_time_us(trace: Trace, windows=None) -> float:
     return float(np.sum((e - s)[inside]))
 
 
+def graph_replay_time_us(trace: Trace, windows=None) -> float:
+    """The part of `device_time_us` launched by CUDA-graph launches (`cudaGraphLaunch`):
+    device work no op is charged with, since a replay's kernels carry only the launch's
+    correlation, no op and no arguments."""
+    rt, gpu = trace.runtime, trace.gpu
+    if not len(rt) or not len(gpu):
+        return 0.0
+    ids = rt.correlation[(rt.call == GRAPH_LAUNCH) & (rt.correlation >= 0)]
+    m = on_device(gpu) & np.isin(gpu.correlation, ids)
+    if not m.any():
+        return 0.0
+    s, e, inside = _clipped(gpu.ts[m], gpu.dur[m], windows)
+    return float(np.sum((e - s)[inside]))
+
+
 def join_calls(trace: Trace, windows=None) -> OpCalls:
     """Op calls with their kernels, in order of their first kernel; with `windows` ((starts,
     ends) µs of the analysed steps), kernels are cut to them and those outside left out, so
@@ -378,6 +396,7 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     uniq, inv = iv.distinct_inverse(key)
     del key
     ucost = [costs(*_op_key_parts(trace, k)) for k in uniq.tolist()]
+    _list_dtypes(trace, parent, per_tid, costs, uniq, inv, ucost)
     known = (
         np.array([c is not None for c in ucost], dtype=bool)[inv]
         if len(uniq)
@@ -539,6 +558,47 @@ def _amsgrad(trace, sid: int) -> bool:
         return False
     concrete = trace.shapes[sid][2]
     return bool(concrete) and len(concrete) > _AMSGRAD_ARG and concrete[_AMSGRAD_ARG] == "True"
+
+
+#: the ops whose TensorList arguments' dtype a trace leaves out and their kernels name
+_FOREACH = "aten::_foreach_"
+
+
+def _list_dtypes(trace: Trace, parent, per_tid, costs: _Costs, uniq, inv, ucost: list) -> None:
+    """Cost the `_foreach_*` calls the trace alone could not (it records no dtype for a
+    TensorList) with the dtype their multi_tensor_apply kernels name
+    (`cost.formulas.foreach.list_dtypes_of`), in place in `ucost` (per distinct key `uniq`;
+    `inv`: each CPU op's key). A key whose calls' kernels name no dtype, or disagree, stays
+    uncosted."""
+    names = trace.names
+    cand = [
+        i
+        for i, k in enumerate(uniq.tolist())
+        if ucost[i] is None
+        and names[_op_key_parts(trace, k)[0]].startswith(_FOREACH)
+        and _op_key_parts(trace, k)[1] >= 0
+    ]
+    if not cand:
+        return
+    from membound.cost.formulas.foreach import list_dtypes_of
+
+    is_cand = np.zeros(len(uniq), dtype=bool)
+    is_cand[cand] = True
+    owner = _owners(trace, parent, per_tid, is_cand[inv])
+    g = np.flatnonzero(owner >= 0)
+    g = g[is_cand[inv[owner[g]]]]  # kernels a candidate launched (not its fallback owner)
+    if not len(g):
+        return
+    # the kernel names of each candidate key, judged once per distinct (key, kernel name)
+    pairs = np.unique(np.stack([inv[owner[g]], trace.gpu.name[g].astype(np.int64)]), axis=1)
+    kernels: dict[int, list[str]] = {}
+    for k, n in pairs.T.tolist():
+        kernels.setdefault(k, []).append(names[n])
+    for i, kernel_names in kernels.items():
+        parts = _op_key_parts(trace, int(uniq[i]))
+        dtypes = list_dtypes_of(names[parts[0]], kernel_names)
+        if dtypes is not None:
+            ucost[i] = costs(*parts, dtypes)
 
 
 def _owners(trace: Trace, parent: np.ndarray, per_tid, known: np.ndarray) -> np.ndarray:

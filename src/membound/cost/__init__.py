@@ -19,6 +19,10 @@ Conventions:
   matmul stays "fp32"; the roofline maps it to "tf32" when TF32 is enabled), "fp32_vector"
   for everything else, None for views and unknown ops.
 - Unknown ops: 0 FLOPs, bytes = inputs + outputs, `exact=False`.
+- A trace records no dtype for a TensorList (`_foreach_*`, cat): `cost_of(...,
+  list_dtypes=...)` takes it from the caller (`formulas.foreach.list_dtypes_of` reads it off
+  the op's multi_tensor_apply kernels); without it the `_foreach_*` formulas assume float32
+  and say so (`exact=False`, `Cost.assumed_dtype`).
 """
 
 from membound.cost import formulas as _formulas  # noqa: F401  (registers every formula)

@@ -72,6 +72,24 @@ class TensorMeta:
         return cls(shape, as_dtype(t.dtype, "float32"), storage_extent(shape, strides), id(t))
 
 
+class TensorList(list):
+    """A TensorList argument rebuilt from a trace: its tensors as `TensorMeta`, in order.
+
+    The profiler records each tensor's shape and strides but no dtype for a list, so unless
+    the caller knew it (`trace_args.parse_args`' `list_dtypes`, e.g. from the kernel the op
+    launched) `dtype_known` is False and the elements carry an assumed dtype, which a formula
+    must not pass off as exact. `readable` is False where the recorded shapes could not be
+    read (the list is then empty): the op cannot be costed. A live TensorList is a plain
+    list of the real tensors' metas."""
+
+    def __init__(
+        self, items: Iterable[Any] = (), *, dtype_known: bool = True, readable: bool = True
+    ):
+        super().__init__(items)
+        self.dtype_known = dtype_known
+        self.readable = readable
+
+
 def tensor_metas(items: Iterable[Any]) -> list[TensorMeta]:
     """Flatten TensorMeta and lists of TensorMeta out of an argument list."""
     out: list[TensorMeta] = []

@@ -35,11 +35,15 @@ class Cost:
     flops: float
     bytes: float
     compute: str | None
-    exact: bool = True  # False: unknown op, bytes guessed as inputs + outputs
+    # False: unknown op, bytes guessed as inputs + outputs; or an estimate (`assumed_dtype`)
+    exact: bool = True
     family: str = ""
     # bytes read, of `bytes` (the rest are written); None: the split is unknown. The HBM
     # roof of a call follows its share of reads (`analysis.roofline.hbm_rate`)
     read_bytes: float | None = None
+    # the dtype a formula assumed for tensors whose dtype was not recorded (a trace's
+    # TensorList elements), with exact=False; None when every dtype was known
+    assumed_dtype: str | None = None
 
     @property
     def intensity(self) -> float:
@@ -55,6 +59,9 @@ class Cost:
         reads = None
         if self.read_bytes is not None and other.read_bytes is not None:
             reads = self.read_bytes + other.read_bytes
+        # a sum rests on every assumption its parts made
+        parts = {d for a in (self.assumed_dtype, other.assumed_dtype) if a for d in a.split("/")}
+        assumed = "/".join(sorted(parts))
         return Cost(
             self.flops + other.flops,
             self.bytes + other.bytes,
@@ -62,6 +69,7 @@ class Cost:
             self.exact and other.exact,
             family,
             reads,
+            assumed or None,
         )
 
 

@@ -4,6 +4,7 @@ from membound.cost.formulas import (  # noqa: F401
     add_norm,
     attention,
     conv,
+    foreach,
     inductor,
     matmul,
     memory,
