@@ -56,3 +56,24 @@ def test_the_same_loop_eager_is_launch_bound(tmp_path, ceilings):
     """The control: the same kind of kernels launched one by one are launch-bound."""
     a = analyze([planted_launch_bound().write(tmp_path / "e.json")], ceilings)
     assert a.findings and a.findings[0].code == "launch-bound"
+
+
+def test_graph_replayed_kernels_count_as_uncosted(ceilings):
+    """examples/planted/launch_bound_graphed.py recorded on the H200: the replay's kernels
+    carry no op and no arguments, so they are GPU time the roofline cannot place. The costed
+    share is of the GPU's device time, not of the op rows (which held one `aten::sum` and
+    read 100% costed before), and a note says why."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "fixtures" / "h200_launch_bound_graphed" / "trace.json.gz"
+    a = analyze([path], ceilings)
+    # independent count: aten::sum's share of the device time (the only costed op)
+    rows = {r.name: r for r in a.ops}
+    assert set(rows) == {"aten::sum"}
+    assert a.ops_costed_fraction == pytest.approx(rows["aten::sum"].share_of_gpu_time)
+    assert a.ops_costed_fraction < 0.01
+    assert any("CUDA-graph replays" in n and "uncosted" in n for n in a.notes)
+    # pooled with itself, the share stays what it is
+    from membound.analysis.pipeline import merge
+
+    assert merge([a, a]).ops_costed_fraction == pytest.approx(a.ops_costed_fraction)

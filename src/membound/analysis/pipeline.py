@@ -14,7 +14,13 @@ from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers 
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
 from membound.analysis.findings import Finding, capped, ranked, run_rules
-from membound.analysis.ops import above_roof_note, device_time_us, join_calls, op_rows
+from membound.analysis.ops import (
+    above_roof_note,
+    device_time_us,
+    graph_replay_time_us,
+    join_calls,
+    op_rows,
+)
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle, warmup_note
 from membound.analysis.timeline import Timeline, step_windows
@@ -194,7 +200,16 @@ def analyze_trace(
     # with one step mark has GPU work outside it), against the device time of the same span
     span = ([w[1] for w in op_windows], [w[2] for w in op_windows])
     calls = join_calls(op_source, span) if trace.has_gpu and op_windows else []
-    rows = op_rows(calls, ceilings, device_time_us(op_source, span) if op_windows else 0.0)
+    device_us = device_time_us(op_source, span) if op_windows else 0.0
+    rows = op_rows(calls, ceilings, device_us)
+    replayed_us = graph_replay_time_us(op_source, span) if op_windows else 0.0
+    if device_us > 0 and replayed_us >= 0.01 * device_us:
+        notes.append(
+            f"{replayed_us / device_us:.0%} of the GPU's time ran in CUDA-graph replays: their "
+            "kernels carry no op and no arguments, so the roofline cannot place them and they "
+            "count as uncosted; `membound diagnose` on the loop without graphs (or "
+            "torch.compile's default mode) costs them"
+        )
     if trace.has_gpu and op_source is trace and not (trace.cpu.kind == CPU_OP).any():
         notes.append(
             "the trace recorded GPU activity only and no ops pass is beside it: kernels are "
@@ -262,6 +277,11 @@ def merge(results: list[Analysis]) -> Analysis:
                 m.device_ms += r.device_ms
                 m.flops += r.flops
                 m.bytes += r.bytes
+    # each trace's device time (what its rows' shares are of), pooled: the shares of the
+    # pooled rows are of that, so time no op was charged with stays uncosted
+    device = sum(_device_ms(a) for a in results)
+    for m in rows.values():
+        m.share_of_gpu_time = m.device_ms / device if device > 0 else 0.0
     by_code: dict[str, Finding] = {}
     for a in results:
         for f in a.findings:
@@ -301,6 +321,14 @@ def merge(results: list[Analysis]) -> Analysis:
         if len({a.samples_per_step for a in results}) == 1
         else None,
     )
+
+
+def _device_ms(a: Analysis) -> float:
+    """The device time an analysis's op rows are shares of (their `share_of_gpu_time`'s
+    denominator), from the rows themselves."""
+    ms = sum(r.device_ms for r in a.ops)
+    share = sum(r.share_of_gpu_time for r in a.ops)
+    return ms / share if share > 0 else ms
 
 
 def _samples(meta) -> float | None:
