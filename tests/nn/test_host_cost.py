@@ -53,3 +53,46 @@ def test_measures_every_variant_on_a_gpu():
     assert out["membound"]["gpu_us"] < out["aten"]["gpu_us"]
     # the residual add costs ATen a kernel each way that membound fuses
     assert out["aten_add"]["gpu_us"] > out["aten"]["gpu_us"]
+
+
+def test_the_probe_takes_variants_that_leave_an_input_unused(monkeypatch):
+    """The norm-alone variants never touch the residual `r`: returning gradients for it must
+    not fail (the H200 run of 2026-12-03 did, so the what-if had no host cost). On CPU with
+    the CUDA syncs stubbed out: the autograd path is the same."""
+    import warnings
+
+    import torch
+
+    from membound.nn import host_cost
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+
+    class NoKernels:  # a CPU-only build cannot trace CUDA activity
+        def __init__(self, **_):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def events(self):
+            return []
+
+    monkeypatch.setattr(torch.profiler, "profile", NoKernels)
+    monkeypatch.setattr(host_cost, "WARMUP", 1)
+    monkeypatch.setattr(host_cost, "BURSTS", 1)
+    monkeypatch.setattr(host_cost, "BURST", 2)
+    monkeypatch.setattr(host_cost, "PROFILED", 1)
+    norm = torch.nn.LayerNorm(16)
+    x = torch.randn(4, 16, requires_grad=True)
+    r = torch.randn(4, 16, requires_grad=True)
+    g = torch.randn(4, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # autocast("cuda") on a CPU-only build
+        alone = host_cost._probe(torch, norm, lambda: (norm(x),), (x, r), g, False)
+        added = host_cost._probe(torch, norm, lambda: (norm(x + r), x + r), (x, r), g, False)
+    assert alone["host_us"] > 0 and added["host_us"] > 0
+    # the probe returns gradients, never accumulates them
+    assert x.grad is None and r.grad is None and norm.weight.grad is None

@@ -17,8 +17,13 @@ machine the loop ran on, the way benchmarks/probe_norm_host.py does:
 Four variants: ATen's norm module (`aten`), ATen's residual add then the norm (`aten_add`),
 membound's module (`membound`, what `swap_norms` puts in) and membound's with the residual
 (`membound_add`, what `FusedAdd*` in the block does; prenorm, so the sum is returned and
-back-propagated too, as a residual stream is). Gradients are set to None before each
-backward, so no variant pays a gradient accumulation kernel that the other does not.
+back-propagated too, as a residual stream is). Gradients of the inputs and the norm's
+parameters are returned (`torch.autograd.grad`), never accumulated into `.grad`: the probe's
+inputs are leaf tensors where a loop's residual stream is not, and accumulating the gradient
+the residual add hands to both of its leaf inputs cloned it. With `.grad` accumulation the
+`aten_add` variant took 468 us of host time against `aten`'s 185 on the H200, and the
+what-if predicted -2.23 ms/step for `fused_add_norm` on eager GPT-2 where -17.32 was measured
+(tests/fixtures/h200_real_gpt2_run7/capture.json, truth_2026-12-02k.log).
 
     python -m membound.nn.host_cost --rows 12288 --hidden 768 --kind layer --dtype float32 --autocast
 
@@ -120,14 +125,16 @@ def _probe(torch, module, forward, inputs, g, autocast: bool) -> dict[str, float
         if autocast
         else (lambda: torch.autocast("cuda", enabled=False))
     )
-    params = list(module.parameters())
+    wrt = (*inputs, *module.parameters())
 
     def one():
-        for t in (*inputs, *params):
-            t.grad = None
         with ctx():
             outs = forward()
-        torch.autograd.backward(outs, [g.to(o.dtype) if o.dtype != g.dtype else g for o in outs])
+        # gradients returned, not accumulated into `.grad`: the probe's inputs are leaves, a
+        # residual stream's are not, and accumulating the one gradient the add hands to both
+        # of its leaf inputs clones it (host time and kernels no loop pays)
+        grads = [g.to(o.dtype) if o.dtype != g.dtype else g for o in outs]
+        torch.autograd.grad(outs, wrt, grads, allow_unused=True)  # aten, membound: no `r`
 
     for _ in range(WARMUP):
         one()
