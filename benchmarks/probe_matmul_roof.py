@@ -140,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
             spin(fn, 300)
             flop = 2 * m * n * k
             for way, run in (
-                ("sustained", lambda: sustained(fn, a.window_ms)),
-                ("kernel", lambda: kernel(fn, 20)),
-                ("interleaved", lambda: interleaved(fn, a.window_ms)),
-                ("burst", lambda: burst(fn, a.idle_ms, a.reps)),
+                ("sustained", lambda fn=fn: sustained(fn, a.window_ms)),
+                ("kernel", lambda fn=fn: kernel(fn, 20)),
+                ("interleaved", lambda fn=fn: interleaved(fn, a.window_ms)),
+                ("burst", lambda fn=fn: burst(fn, a.idle_ms, a.reps)),
             ):
                 c0 = sm_clock()
                 ms = run()
