@@ -384,6 +384,9 @@ def summarize(
                 findings[i]["time_lost_ms_per_step"] or 0.0 for i in idx if i < len(findings)
             )
             fr.predicted_code = "+".join(r["remedy"] for r in applied)
+        elif (whatif := _norm_whatif(findings, fr.fix.remedies)) is not None:
+            # a norm fix the report did not offer (it predicts a loss): its signed replay
+            fr.predicted_ms, fr.predicted_code = whatif
         elif "remedies" not in (res.report or {}):  # a report from before remedies
             matched = [
                 f for f in findings
@@ -397,6 +400,22 @@ def summarize(
             tolerance = max(TOLERANCE_FRACTION * abs(fr.saving_ms), TOLERANCE_MS)
             fr.within_tolerance = abs(predicted - fr.saving_ms) <= tolerance
     return res
+
+
+def _norm_whatif(findings: list, remedies: tuple[str, ...]) -> tuple[float, str] | None:
+    """(signed ms/step, code) the report's norm what-if (`analysis.norm_whatif`, in a
+    finding's evidence) predicts for the first of `remedies` it replayed; None when it has
+    none. The report offers a norm fix only where it saves, but its replay also says what a
+    fix that slows the step costs, and that is a prediction the intervention tests too."""
+    for f in findings:
+        whatif = (f.get("evidence") or {}).get("norm_whatif")
+        if not isinstance(whatif, dict):
+            continue
+        for remedy in remedies:
+            value = whatif.get(f"{remedy}_ms_per_step")
+            if isinstance(value, (int, float)):
+                return float(value), f"{remedy} (what-if)"
+    return None
 
 
 def verdicts(res: ScriptResult) -> list[str]:

@@ -329,3 +329,43 @@ def test_predictions_come_from_the_reports_remedies(bt, fake):
     assert any(
         v.startswith("top finding memory-bound-op vs best fix amp+cl") for v in bt.verdicts(res)
     )
+
+
+def test_a_norm_fix_not_offered_is_predicted_by_the_what_if(bt, fake):
+    """The report offers no norm remedy when its replay says the fix slows the step; the
+    signed replay is still the prediction the intervention is held to (H200, 2026-12-03:
+    swap_norms -23.15 predicted, -26.66 measured)."""
+
+    def run(kind, variant, step_ms):
+        return bt.Run("fake", kind, variant, ["x"], rc=0, truth={"step_ms": step_ms, "steps": 3})
+
+    whatif = {"swap_norms_ms_per_step": -23.15, "fused_add_norm_ms_per_step": -18.57}
+    report = {
+        "findings": [
+            {"code": "memory-bound-op", "time_lost_ms_per_step": 20.0, "share_of_step": 0.14},
+            {
+                "code": "unfused-chain",
+                "time_lost_ms_per_step": 5.0,
+                "evidence": {"norm_whatif": whatif},
+            },
+        ],
+        "remedies": [{"remedy": "compile", "findings": [0, 1]}],
+    }
+    diag = bt.Run("fake", "diagnose", "diagnose", ["x"], rc=0, report=report)
+    swap = bt.Fix("swap-norms", (), ("memory-bound-op",), remedies=("swap_norms",), membound=True)
+    fan = bt.Fix("fused-add-norm", (), ("memory-bound-op",), remedies=("fused_add_norm",))
+    other = bt.Fix("amp", (), ("fp32-storage",), remedies=("bf16",))
+    res = bt.summarize(
+        fake,
+        [run("baseline", "baseline-1", 136.9), run("baseline", "baseline-2", 136.9)],
+        diag,
+        [(swap, run("fix", "swap-norms", 163.56)), (fan, run("fix", "fused-add-norm", 164.58)),
+         (other, run("fix", "amp", 136.0))],
+    )  # fmt: skip
+    by = {fr.fix.name: fr for fr in res.fixes}
+    assert by["swap-norms"].predicted_ms == pytest.approx(-23.15)
+    assert by["swap-norms"].predicted_code == "swap_norms (what-if)"
+    assert by["swap-norms"].within_tolerance  # |-23.15 + 26.66| <= 25% of 26.66
+    assert by["fused-add-norm"].predicted_ms == pytest.approx(-18.57)
+    assert not by["fused-add-norm"].within_tolerance  # |-18.57 + 27.68| > 6.92
+    assert by["amp"].predicted_ms is None  # no what-if for it: no prediction

@@ -196,7 +196,9 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
     assert c.memory_sweep["write_bandwidth burst"] == pytest.approx(
         {"fill_ fp32": buf / 1.6e-3, "fill_ bf16": buf / 2.5e-3}
     )
-    assert c.memory_sweep["write_bandwidth sustained"] == pytest.approx({"fill_ fp32": buf / 2.0e-3, "fill_ bf16": buf / 2.0e-3})
+    assert c.memory_sweep["write_bandwidth sustained"] == pytest.approx(
+        {"fill_ fp32": buf / 2.0e-3, "fill_ bf16": buf / 2.0e-3}
+    )
     assert c.write_bandwidth == pytest.approx(buf / 1.6e-3)
     assert c.spread["write_bandwidth"] == pytest.approx([buf / 1.92e-3, buf / 1.44e-3])
     # without bursts in the plan (or off a GPU) only the sustained timing is made
@@ -212,12 +214,9 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
         # bytes each kernel moves per byte of one buffer (reads + writes)
         ("write_bandwidth", {"fill_ fp32": 1, "fill_ bf16": 1}),
         ("memory_bandwidth", {"copy_ fp32": 2, "copy_ bf16": 2, "clamp_min fp32": 2,
-                              "clamp_min bf16": 2, "clamp_min fp32 chained": 2,
-                              "clamp_min bf16 chained": 2}),
+                              "clamp_min bf16": 2}),
         ("read_mix_bandwidth", {"add fp32": 3, "add bf16": 3, "threshold_backward fp32": 3,
-                                "threshold_backward bf16": 3,
-                                "threshold_backward fp32 chained": 3,
-                                "threshold_backward bf16 chained": 3}),
+                                "threshold_backward bf16": 3}),
         ("read_bandwidth", {"sum fp32": 1, "sum bf16": 1}),
     ],
 )  # fmt: skip
@@ -264,32 +263,6 @@ def test_the_hbm_kernels_compute_what_they_say():
             assert bool((out == 1).all())
         if name.startswith("clamp_min"):
             assert float(out.min()) >= 0.5
-
-
-@pytest.mark.parametrize("op", ["clamp_min", "threshold_backward"])
-def test_a_chained_hbm_kernel_reads_what_it_wrote_last(op):
-    """The chained form ping-pongs two buffers: each call's output is the next call's input,
-    and the work is the same op's (clamp: every element ≥ 0.5; threshold_backward: the
-    gradient passed where the saved input is above the threshold, else 0)."""
-    import torch
-
-    from membound.device import measure
-
-    fn, moved = measure._hbm_kernel(f"{op} fp32 chained", 4096, "cpu")
-    assert moved == (2 if op == "clamp_min" else 3) * 4096
-    first = fn()
-    before = first.clone()
-    second = fn()
-    assert second.data_ptr() != first.data_ptr()
-    third = fn()
-    assert third.data_ptr() == first.data_ptr()  # the ping-pong: two buffers in turn
-    if op == "clamp_min":
-        assert torch.equal(second, torch.clamp_min(before, 0.5))
-    else:
-        assert bool(((second == 0) | (second == before)).all())
-        assert bool((second == 0).any()) and bool((second != 0).any())
-    with pytest.raises(ValueError, match="chained"):
-        measure._hbm_kernel("sum fp32 chained", 4096, "cpu")
 
 
 def test_l2_bandwidth_is_the_rate_between_two_sizes_inside_l2(monkeypatch):

@@ -173,11 +173,9 @@ def _record(c: Ceilings, figure: str, t, work: float) -> float:
 #: (clamp_min, 1 read : 1 write) ran 2% above `copy_`, GELU's backward (2 : 1) 3% above
 #: `add` (issue 16: ops above their roof). Names are "<op> <dtype>".
 HBM_KERNELS: dict[str, tuple[str, ...]] = {
-    "memory_bandwidth": ("copy_ fp32", "copy_ bf16", "clamp_min fp32", "clamp_min bf16",
-                         "clamp_min fp32 chained", "clamp_min bf16 chained"),
+    "memory_bandwidth": ("copy_ fp32", "copy_ bf16", "clamp_min fp32", "clamp_min bf16"),
     "read_mix_bandwidth": ("add fp32", "add bf16", "threshold_backward fp32",
-                           "threshold_backward bf16", "threshold_backward fp32 chained",
-                           "threshold_backward bf16 chained"),
+                           "threshold_backward bf16"),
     "read_bandwidth": ("sum fp32", "sum bf16"),
     "write_bandwidth": ("fill_ fp32", "fill_ bf16"),
 }  # fmt: skip
@@ -186,15 +184,13 @@ HBM_KERNELS: dict[str, tuple[str, ...]] = {
 def _hbm_kernel(name: str, n_bytes: int, device: str):
     """(fn, bytes it moves per call) of one `HBM_KERNELS` entry on buffers of `n_bytes`.
 
-    "<op> <dtype>" reads the same input on every call. "<op> <dtype> chained" reads what the
-    call before it wrote (two buffers, ping-pong), as a model's chain of ops does: the tail of
-    a just-written tensor can still be in L2. On the H200 ReLU's forward and backward in
-    recorded models ran 1-2.4% above the copy and 2 : 1 passes that re-read one input."""
+    Each call re-reads the same input. Reading what the call before wrote instead (two
+    buffers in turn, as a model's chain of ops does: could L2 still hold the tail?) measured
+    the same on the H200 (clamp_min and threshold_backward within 0.3%, 2026-12-03,
+    benchmarks/results/h200_ceilings_2026-12-03b.json), so only the one form is timed."""
     import torch
 
-    op, dt, *how = name.split()
-    if how == ["chained"]:
-        return _chained(op, dt, n_bytes, device)
+    op, dt = name.split()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dt]
     size = torch.empty((), dtype=dtype).element_size()
     n = n_bytes // size
@@ -216,40 +212,6 @@ def _hbm_kernel(name: str, n_bytes: int, device: str):
             lambda: torch.ops.aten.threshold_backward.grad_input(y, x, 0.5, grad_input=out)
         ), 3 * n * size
     raise ValueError(f"unknown HBM kernel {name!r}")
-
-
-def _chained(op: str, dt: str, n_bytes: int, device: str):
-    """`_hbm_kernel`'s chained form of `op`: each call's input is the previous call's output."""
-    import torch
-
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dt]
-    size = torch.empty((), dtype=dtype).element_size()
-    n = n_bytes // size
-    bufs = [torch.rand(n, device=device, dtype=dtype) + 0.5 for _ in range(2)]
-    turn = [0]
-    if op == "clamp_min":
-
-        def step(src, dst):
-            return torch.clamp_min(src, 0.5, out=dst)
-
-        moved = 2 * n * size
-    elif op == "threshold_backward":
-        # the gradient flows through the chain; the saved input (`self`) is read as well
-        saved = torch.rand(n, device=device, dtype=dtype)
-
-        def step(src, dst):
-            return torch.ops.aten.threshold_backward.grad_input(src, saved, 0.5, grad_input=dst)
-
-        moved = 3 * n * size
-    else:
-        raise ValueError(f"no chained form of HBM kernel {op!r}")
-
-    def fn():
-        i = turn[0]
-        turn[0] = 1 - i
-        return step(bufs[i], bufs[1 - i])
-
-    return fn, moved
 
 
 def _hbm_pass(figure: str):
