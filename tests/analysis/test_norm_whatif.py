@@ -159,3 +159,31 @@ def test_out_of_sample_run_with_the_cost_measured_by_diagnose(ceilings):
 
     keys = {r.key for r in remedies(a.findings, a.reference_step_ms)}
     assert not keys & {"swap_norms", "fused_add_norm"}
+
+
+def test_out_of_sample_run_with_the_gradients_returned(ceilings):
+    """h200_real_gpt2_run8 (H200, 2026-12-03 08:42 UTC, benchmarks/gpu/session_dec03b.sh):
+    the probe returns the gradients (`torch.autograd.grad`) instead of accumulating them into
+    leaf inputs, so ATen's add + norm no longer pays a clone no loop pays (capture.json
+    `norm_host_cost`: aten 140 us host, aten_add 262, membound 522, membound_add 597; run7's
+    probe had aten_add at 468). The report, made before the fixes were timed, predicted
+    swap_norms -23.15 and fused_add_norm -18.57 ms/step; measured -26.66 and -27.68 (this
+    host was slower than run7's: the same fixes measured -12.53 and -17.32 there). swap_norms
+    is within issue 15's tolerance (25% of 26.66), fused_add_norm is not (off by 9.1 ms,
+    against 15 in run7): the replay still under-counts what the fused kernel's host time
+    costs a loop whose host only just keeps ahead."""
+    name = "h200_real_gpt2_run8"
+    a = analyze([FIXTURES / name / "trace.json.gz"], ceilings)
+    w = _whatif(a)
+    assert w["swap_norms_ms_per_step"] == pytest.approx(-23.15, abs=0.5)
+    assert w["fused_add_norm_ms_per_step"] == pytest.approx(-18.57, abs=0.5)
+    swap, fused = _measured(name, "swap-norms"), _measured(name, "fused-add-norm")
+    assert swap == pytest.approx(-26.66, abs=0.02) and fused == pytest.approx(-27.68, abs=0.02)
+    assert abs(w["swap_norms_ms_per_step"] - swap) <= 0.25 * abs(swap)
+    assert abs(w["fused_add_norm_ms_per_step"] - fused) > 0.25 * abs(fused)
+    cost = json.loads((FIXTURES / name / "capture.json").read_text())["norm_host_cost"]
+    assert cost["aten_add"]["host_us"] < 2 * cost["aten"]["host_us"]  # no clone: 262 vs 140
+    from membound.analysis.remedies import remedies
+
+    keys = {r.key for r in remedies(a.findings, a.reference_step_ms)}
+    assert not keys & {"swap_norms", "fused_add_norm"}
