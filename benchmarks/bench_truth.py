@@ -403,18 +403,19 @@ def summarize(
 
 
 def _norm_whatif(findings: list, remedies: tuple[str, ...]) -> tuple[float, str] | None:
-    """(signed ms/step, code) the report's norm what-if (`analysis.norm_whatif`, in a
-    finding's evidence) predicts for the first of `remedies` it replayed; None when it has
-    none. The report offers a norm fix only where it saves, but its replay also says what a
-    fix that slows the step costs, and that is a prediction the intervention tests too."""
-    for f in findings:
-        whatif = (f.get("evidence") or {}).get("norm_whatif")
-        if not isinstance(whatif, dict):
-            continue
-        for remedy in remedies:
-            value = whatif.get(f"{remedy}_ms_per_step")
-            if isinstance(value, (int, float)):
-                return float(value), f"{remedy} (what-if)"
+    """(signed ms/step, code) the report's norm what-if (`analysis.remedies.norm_whatif_ms`
+    over the report's findings) predicts for the first of `remedies` it replayed; None when
+    it has none. The report offers a norm fix only where it saves, but its replay also says
+    what a fix that slows the step costs, and that is a prediction the intervention tests too."""
+    from types import SimpleNamespace
+
+    from membound.analysis.remedies import norm_whatif_ms
+
+    wrapped = [SimpleNamespace(evidence=f.get("evidence")) for f in findings]
+    for remedy in remedies:
+        value = norm_whatif_ms(wrapped, remedy)
+        if value is not None:
+            return value, f"{remedy} (what-if)"
     return None
 
 

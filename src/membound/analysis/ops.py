@@ -360,7 +360,11 @@ def device_time_us(trace: Trace, windows=None) -> float:
     gpu = trace.gpu
     if not len(gpu):
         return 0.0
-    m = on_device(gpu)
+    return _time_us(gpu, on_device(gpu), windows)
+
+
+def _time_us(gpu, m: np.ndarray, windows) -> float:
+    """Summed time of GPU activities `m` (a mask), cut to `windows`."""
     s, e, inside = _clipped(gpu.ts[m], gpu.dur[m], windows)
     return float(np.sum((e - s)[inside]))
 
@@ -374,10 +378,7 @@ def graph_replay_time_us(trace: Trace, windows=None) -> float:
         return 0.0
     ids = rt.correlation[(rt.call == GRAPH_LAUNCH) & (rt.correlation >= 0)]
     m = on_device(gpu) & np.isin(gpu.correlation, ids)
-    if not m.any():
-        return 0.0
-    s, e, inside = _clipped(gpu.ts[m], gpu.dur[m], windows)
-    return float(np.sum((e - s)[inside]))
+    return _time_us(gpu, m, windows) if m.any() else 0.0
 
 
 def join_calls(trace: Trace, windows=None) -> OpCalls:
@@ -395,8 +396,10 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     key = _op_keys(trace)
     uniq, inv = iv.distinct_inverse(key)
     del key
-    ucost = [costs(*_op_key_parts(trace, k)) for k in uniq.tolist()]
-    _list_dtypes(trace, parent, per_tid, costs, uniq, inv, ucost)
+    parts = [_op_key_parts(trace, k) for k in uniq.tolist()]
+    ucost = [costs(*p) for p in parts]
+    _list_dtypes(trace, parent, per_tid, costs, parts, inv, ucost)
+    del parts
     known = (
         np.array([c is not None for c in ucost], dtype=bool)[inv]
         if len(uniq)
@@ -564,25 +567,23 @@ def _amsgrad(trace, sid: int) -> bool:
 _FOREACH = "aten::_foreach_"
 
 
-def _list_dtypes(trace: Trace, parent, per_tid, costs: _Costs, uniq, inv, ucost: list) -> None:
+def _list_dtypes(trace: Trace, parent, per_tid, costs: _Costs, parts, inv, ucost: list) -> None:
     """Cost the `_foreach_*` calls the trace alone could not (it records no dtype for a
     TensorList) with the dtype their multi_tensor_apply kernels name
-    (`cost.formulas.foreach.list_dtypes_of`), in place in `ucost` (per distinct key `uniq`;
-    `inv`: each CPU op's key). A key whose calls' kernels name no dtype, or disagree, stays
-    uncosted."""
+    (`cost.formulas.foreach.list_dtypes_of`), in place in `ucost` (per distinct key, `parts`
+    its (name id, shape id, strides id); `inv`: each CPU op's key). A key whose calls'
+    kernels name no dtype, or disagree, stays uncosted."""
     names = trace.names
     cand = [
         i
-        for i, k in enumerate(uniq.tolist())
-        if ucost[i] is None
-        and names[_op_key_parts(trace, k)[0]].startswith(_FOREACH)
-        and _op_key_parts(trace, k)[1] >= 0
+        for i, (name_id, shape_id, _) in enumerate(parts)
+        if ucost[i] is None and shape_id >= 0 and names[name_id].startswith(_FOREACH)
     ]
     if not cand:
         return
     from membound.cost.formulas.foreach import list_dtypes_of
 
-    is_cand = np.zeros(len(uniq), dtype=bool)
+    is_cand = np.zeros(len(parts), dtype=bool)
     is_cand[cand] = True
     owner = _owners(trace, parent, per_tid, is_cand[inv])
     g = np.flatnonzero(owner >= 0)
@@ -595,10 +596,9 @@ def _list_dtypes(trace: Trace, parent, per_tid, costs: _Costs, uniq, inv, ucost:
     for k, n in pairs.T.tolist():
         kernels.setdefault(k, []).append(names[n])
     for i, kernel_names in kernels.items():
-        parts = _op_key_parts(trace, int(uniq[i]))
-        dtypes = list_dtypes_of(names[parts[0]], kernel_names)
+        dtypes = list_dtypes_of(names[parts[i][0]], kernel_names)
         if dtypes is not None:
-            ucost[i] = costs(*parts, dtypes)
+            ucost[i] = costs(*parts[i], dtypes)
 
 
 def _owners(trace: Trace, parent: np.ndarray, per_tid, known: np.ndarray) -> np.ndarray:

@@ -146,7 +146,7 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
     for r in by_key.values():
         if r.key == "bf16_storage":
             r.saving_ms_per_step = max(r.saving_ms_per_step, _alone(findings, r.findings))
-        replayed = _norm_whatif(findings, r.key, r.findings)
+        replayed = norm_whatif_ms(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
             r.saving_ms_per_step = replayed
         if step_ms and step_ms > 0:
@@ -169,13 +169,14 @@ def _alone(findings: list, indexes) -> float:
     return max((float(v) for v in stated if v is not None), default=0.0)
 
 
-def _norm_whatif(findings: list, key: str, indexes) -> float | None:
+def norm_whatif_ms(findings: list, key: str, indexes=None) -> float | None:
     """The norm what-if's predicted saving of `key` (`<key>_ms_per_step`) from the first of
-    `findings[indexes]` that carries one, or None: it is the whole step's change with
-    membound's kernels, so it replaces the findings' sum, which counts only GPU time."""
+    `findings[indexes]` (default: all) that carries one, or None: it is the whole step's
+    change with membound's kernels, so it replaces the findings' sum, which counts only GPU
+    time. Signed: a fix that slows the step has a negative saving."""
     if key not in NORM_REMEDIES:
         return None
-    for i in indexes:
+    for i in range(len(findings)) if indexes is None else indexes:
         w = (findings[i].evidence or {}).get("norm_whatif")
         if isinstance(w, dict) and w.get(f"{key}_ms_per_step") is not None:
             return float(w[f"{key}_ms_per_step"])
@@ -191,7 +192,7 @@ def combined(findings: Iterable[Any], keys: Iterable[str], step_ms: float | None
     if len(wanted) == 1 and wanted <= set(NORM_REMEDIES):
         # membound's norm kernels, replayed with their host cost measured here: the whole
         # step's change, a loss included (the report then does not offer them)
-        replayed = _norm_whatif(findings, next(iter(wanted)), range(len(findings)))
+        replayed = norm_whatif_ms(findings, next(iter(wanted)))
         if replayed is not None:
             return replayed
     total = 0.0

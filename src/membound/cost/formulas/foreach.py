@@ -125,11 +125,15 @@ def _scalar_operand(call: OpCall):
     return None
 
 
+def _dense_bytes(tensors) -> float:
+    """Bytes of `tensors` written in full (dense: every element once)."""
+    return float(sum(t.numel * t.itemsize for t in tensors if isinstance(t, TensorMeta)))
+
+
 def _written(call: OpCall, given: list[TensorMeta], inferred: list[TensorMeta]) -> float:
     """Bytes of the new tensors: the real outputs live, an out= list's shapes where recorded,
     else the formula's inferred ones (all dense)."""
-    outs = call.outputs if call.outputs else (given or inferred)
-    return float(sum(o.numel * o.itemsize for o in outs if isinstance(o, TensorMeta)))
+    return _dense_bytes(call.outputs if call.outputs else (given or inferred))
 
 
 def _finish(flops: float, read: float, written: float, lists: Iterable[list]) -> Cost:
@@ -161,7 +165,7 @@ def _pointwise(call: OpCall, per_element: int) -> Cost:
     flops = per_element * sum(r.numel for r in results)
     read = _reads(call, ins)
     if _inplace(call.name):
-        written = float(sum(t.numel * t.itemsize for t in self_))
+        written = _dense_bytes(self_)
     else:
         written = _written(call, [t for x in outs for t in x], results)
     return _finish(flops, read, written, ins + outs)
@@ -211,7 +215,7 @@ def _zero(call: OpCall) -> Cost:
     self_ = ins[0]
     inferred = [TensorMeta(t.shape, t.dtype) for t in self_]
     if _inplace(call.name):
-        written = float(sum(t.numel * t.itemsize for t in self_))
+        written = _dense_bytes(self_)
     else:
         written = _written(call, [t for x in outs for t in x], inferred)
     return _finish(0, 0.0, written, ins + outs)
@@ -228,7 +232,7 @@ def _copy(call: OpCall) -> Cost:
     inferred = [TensorMeta(t.shape, t.dtype) for t in self_]
     read = float(distinct_bytes(src))
     if _inplace(call.name):
-        written = float(sum(t.numel * t.itemsize for t in self_))
+        written = _dense_bytes(self_)
     else:
         written = _written(call, [t for x in outs for t in x], inferred)
     return _finish(0, read, written, [self_, src, *outs])
