@@ -68,6 +68,17 @@ def test_folder_argument_analyzes_each_trace(tmp_path):
     assert written == ["r.synthetic_input_pipeline.json", "r.synthetic_launch_bound.json"]
 
 
+def test_a_diagnose_folder_reads_its_timeline_not_its_companion_traces(tmp_path):
+    """The ops pass and the CUDA-graph captures are read with the timeline trace: a folder
+    of one capture is one report, not three."""
+    src = DATA / "synthetic_launch_bound" / "trace.json.gz"
+    for name in ("trace.json.gz", "trace.ops.json.gz", "trace.capture0.json.gz"):
+        (tmp_path / name).write_bytes(src.read_bytes())
+    rc = main(["analyze", str(tmp_path), "--json", str(tmp_path / "r.json"), "--quiet"])
+    assert rc == 0
+    assert (tmp_path / "r.json").exists() and not list(tmp_path.glob("r.*.json"))
+
+
 def test_cpu_only_and_no_steps_traces(capsys):
     assert main(["analyze", str(DATA / "cpu_only" / "trace.json.gz")]) == 0
     assert "CPU-only" in capsys.readouterr().out

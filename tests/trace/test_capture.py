@@ -357,3 +357,91 @@ def test_samples_per_step_from_the_loaders_batches(tmp_path):
     assert batch_size({"input_ids": torch.zeros(4, 7)}) == 4
     assert batch_size([[torch.zeros(())], torch.zeros(5, 2)]) == 5
     assert batch_size("text") is None and batch_size(None) is None
+
+
+def test_release_cupti_sets_teardown_only_where_nobody_chose():
+    env: dict = {}
+    assert cap.release_cupti(env) is True and env == {"TEARDOWN_CUPTI": "1"}
+    # the user's (or inductor's CUDA-graph) choice wins, whatever it is
+    for chosen in ("0", "1", ""):
+        env = {"TEARDOWN_CUPTI": chosen}
+        assert cap.release_cupti(env) is False and env == {"TEARDOWN_CUPTI": chosen}
+
+
+def test_cpu_capture_leaves_cupti_alone(tmp_path, model_opt, monkeypatch):
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    with membound.profile(steps=1, wait=1, warmup=0, out=tmp_path):
+        for _ in range(4):
+            train_iteration(*model_opt)
+    assert "TEARDOWN_CUPTI" not in __import__("os").environ
+    assert json.loads((tmp_path / "capture.json").read_text())["cupti_teardown"] is None
+
+
+class _FakeGraph:
+    """Stands in for torch.cuda.CUDAGraph on a CPU machine: what runs between its
+    capture_begin and capture_end is what a real capture would record."""
+
+    def capture_begin(self, *args, **kwargs):
+        self.began = True
+
+    def capture_end(self):
+        self.ended = True
+
+
+def _graph_capture(tmp_path, monkeypatch, wait=3):
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    c = cap.Capture(steps=1, wait=wait, warmup=0, out=tmp_path)
+    c._install_graph_hooks()
+    return c
+
+
+def test_a_graph_capture_before_the_timeline_pass_is_recorded_with_its_ops(tmp_path, monkeypatch):
+    c = _graph_capture(tmp_path, monkeypatch)
+    a = torch.randn(64, 64)
+    g = _FakeGraph()
+    g.capture_begin(pool=None)
+    torch.mm(a, a)  # launched inside the capture
+    g.capture_end()
+    assert g.began and g.ended
+    assert c.graph_captures == [{"trace": "trace.capture0.json.gz", "index": 0, "step": 0}]
+    events = json.load(gzip.open(tmp_path / "trace.capture0.json.gz"))["traceEvents"]
+    mm = [e for e in events if e.get("name") == "aten::mm"]
+    assert mm and mm[0]["args"]["Input Dims"] == [[64, 64], [64, 64]]  # shapes recorded
+    assert not torch.autograd.profiler._is_profiler_enabled  # stopped after the capture
+    # once the timeline pass may run (steps_taken >= wait), captures are left alone
+    c.steps_taken = 3
+    g.capture_begin()
+    g.capture_end()
+    assert len(c.graph_captures) == 1
+    c._remove_graph_hooks()
+    assert "__wrapped__" not in _FakeGraph.__dict__["capture_begin"].__dict__
+    assert _FakeGraph.capture_end.__name__ == "capture_end" and not hasattr(
+        _FakeGraph.capture_end, "__wrapped__"
+    )
+
+
+def test_graph_captures_stop_at_the_limit_and_a_failed_capture_writes_nothing(
+    tmp_path, monkeypatch
+):
+    c = _graph_capture(tmp_path, monkeypatch, wait=100)
+
+    for _ in range(cap.GRAPH_CAPTURES + 2):
+        g = _FakeGraph()
+        g.capture_begin()
+        g.capture_end()
+    assert len(c.graph_captures) == cap.GRAPH_CAPTURES
+    assert sorted(p.name for p in tmp_path.glob("trace.capture*.json.gz")) == sorted(
+        f"trace.capture{i}.json.gz" for i in range(cap.GRAPH_CAPTURES)
+    )
+    c._remove_graph_hooks()
+    c2 = _graph_capture(tmp_path / "b", monkeypatch)
+
+    def boom(self, *a, **k):
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(_FakeGraph, "capture_begin", boom)
+    c2._install_graph_hooks()  # wraps the failing begin
+    with pytest.raises(RuntimeError, match="capture failed"):
+        _FakeGraph().capture_begin()
+    assert c2.graph_captures == [] and not torch.autograd.profiler._is_profiler_enabled
+    c2._remove_graph_hooks()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from pathlib import Path
 
@@ -112,6 +113,7 @@ def _scan_folder(folder: Path) -> tuple[list[Path], list[str]]:
             not q.name.endswith(_SUFFIXES)
             or ".membound." in q.name
             or ".ops." in q.name  # membound's ops pass: read with its timeline trace
+            or re.search(r"\.capture\d+\.", q.name)  # a CUDA-graph capture's ops, likewise
             or q.name.startswith("capture.")  # diagnose's meta files, not traces
         ):
             continue

@@ -147,6 +147,11 @@ class Capture:
         self.listener = listener
         self._thread: int | None = None  # the loop's thread: its steps, its DataLoader waits
         self._after_left = 0
+        self.cupti_teardown: str | None = None
+        # [graphs] CUDA-graph captures recorded before the timeline pass (GRAPH_CAPTURES)
+        self.graph_captures: list[dict[str, Any]] = []
+        self._graph_prof: Any = None
+        self._graph_orig: Any = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -176,8 +181,9 @@ class Capture:
                 activities = [ProfilerActivity.CPU]
         self.clock.extra = 1 + self.ops_steps if self.two_pass else 0
         self.out.mkdir(parents=True, exist_ok=True)
-        for stale in (self.trace_path, self.ops_path):  # never report an earlier run's trace
-            if stale.exists():
+        stale_captures = self.out.glob(graph_capture_name(self.rank, 0).replace("0.", "*."))
+        for stale in (self.trace_path, self.ops_path, *stale_captures):
+            if stale.exists():  # never report an earlier run's trace
                 stale.unlink()
         self._prof = torch.profiler.profile(
             activities=activities,
@@ -188,6 +194,8 @@ class Capture:
         _ACTIVE = self
         self._thread = threading.get_ident()
         self._install_exit_hook()
+        if self.two_pass:
+            self._install_graph_hooks()
         if self.auto_steps:
             self._install_hooks()
         self._open_step_marks()
@@ -374,6 +382,9 @@ class Capture:
             prof = getattr(self, name)
             setattr(self, name, None)
             if prof is not None:
+                if self._query is not None:  # CUPTI traced this capture's GPU
+                    release_cupti()
+                    self.cupti_teardown = os.environ.get(CUPTI_TEARDOWN_ENV)
                 prof.stop()
         _profiling.timeline_pass = False
         self.clock.restart()
@@ -501,7 +512,96 @@ class Capture:
         if n:
             self._samples += n
 
+    # ---- CUDA-graph captures ----------------------------------------------------------------
+
+    def _install_graph_hooks(self) -> None:
+        """Wrap `torch.cuda.CUDAGraph.capture_begin/capture_end` (what `torch.cuda.graph` and
+        torch.compile's CUDA graphs call): a capture before the timeline pass is recorded
+        with CPU ops and shapes into its own trace, so the kernels its replays run can be
+        given the ops that launched them (their replays carry no op of their own)."""
+        import torch
+
+        cls = getattr(torch.cuda, "CUDAGraph", None)
+        if cls is None or "capture_begin" not in cls.__dict__ or "capture_end" not in cls.__dict__:
+            return
+        begin, end = cls.__dict__["capture_begin"], cls.__dict__["capture_end"]
+        capture = self
+
+        def capture_begin(graph, *args, **kwargs):
+            capture._graph_capture_start()
+            try:
+                return begin(graph, *args, **kwargs)
+            except BaseException:
+                capture._graph_capture_stop(failed=True)
+                raise
+
+        def capture_end(graph, *args, **kwargs):
+            try:
+                return end(graph, *args, **kwargs)
+            finally:
+                capture._graph_capture_stop()
+
+        capture_begin.__wrapped__ = begin  # type: ignore[attr-defined]
+        capture_end.__wrapped__ = end  # type: ignore[attr-defined]
+        self._graph_orig = (cls, begin, end)
+        cls.capture_begin, cls.capture_end = capture_begin, capture_end
+
+    def _remove_graph_hooks(self) -> None:
+        if self._graph_orig is None:
+            return
+        cls, begin, end = self._graph_orig
+        self._graph_orig = None
+        if getattr(cls.__dict__.get("capture_begin"), "__wrapped__", None) is begin:
+            cls.capture_begin = begin
+        if getattr(cls.__dict__.get("capture_end"), "__wrapped__", None) is end:
+            cls.capture_end = end
+
+    def _graph_capture_start(self) -> None:
+        """Start a CPU-ops profiler for the capture about to begin, where one may run: in
+        the unprofiled steps before the timeline pass (the capture's schedule is waiting, so
+        no kineto session is open), up to `GRAPH_CAPTURES`, and not under the user's own
+        profiler. Started before the capture: nothing may synchronize inside one."""
+        import torch
+
+        if (
+            self._graph_prof is not None
+            or len(self.graph_captures) >= GRAPH_CAPTURES
+            or self.steps_taken >= self.wait
+            or self.written
+            or torch.autograd.profiler._is_profiler_enabled
+        ):
+            return
+        from torch.profiler import ProfilerActivity
+
+        try:
+            gpu = [ProfilerActivity.CUDA] if torch.cuda.is_available() else []
+            prof = torch.profiler.profile(
+                activities=[ProfilerActivity.CPU, *gpu], record_shapes=True
+            )
+            prof.start()
+        except Exception as exc:  # noqa: BLE001 - the user's capture must go on regardless
+            self.notes.append(f"could not record a CUDA-graph capture ({exc})")
+            return
+        self._graph_prof = prof
+
+    def _graph_capture_stop(self, failed: bool = False) -> None:
+        prof, self._graph_prof = self._graph_prof, None
+        if prof is None:
+            return
+        n = len(self.graph_captures)
+        path = self.out / graph_capture_name(self.rank, n)
+        try:
+            prof.stop()
+            if not failed:
+                prof.export_chrome_trace(str(path))
+        except Exception as exc:  # noqa: BLE001 - a lost capture trace must not stop the run
+            self.notes.append(f"could not write CUDA-graph capture {n} ({exc})")
+            return
+        if not failed:
+            self.graph_captures.append({"trace": path.name, "index": n, "step": self.steps_taken})
+
     def _remove_hooks(self, keep_optimizer_hook: bool = False) -> None:
+        self._remove_graph_hooks()
         if self._real_exit is not None:
             if getattr(os._exit, "__wrapped__", None) is self._real_exit:
                 os._exit = self._real_exit
@@ -569,6 +669,10 @@ class Capture:
             "ops_trace": self.ops_path.name if self.ops_written else None,
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
+            # TEARDOWN_CUPTI when the last profiler stopped (None: not stopped yet)
+            "cupti_teardown": self.cupti_teardown,
+            # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
+            "graph_captures": self.graph_captures,
             "argv": list(sys.argv),
             "frameworks": frameworks(),
             "notes": self.notes,
@@ -603,6 +707,36 @@ FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "t
 def frameworks() -> list[str]:
     """The frameworks this process imported (the script's, seen from inside it)."""
     return [name for name in FRAMEWORKS if name in sys.modules]
+
+
+#: CUDA-graph captures recorded per run (each into `graph_capture_name`): torch.compile's
+#: CUDA graphs capture one graph per compiled region and shape (forward and backward)
+GRAPH_CAPTURES = 8
+
+
+def graph_capture_name(rank: int | None, index: int) -> str:
+    """The trace of the `index`-th recorded CUDA-graph capture, beside the timeline's."""
+    from membound.trace.distributed import trace_name
+
+    return trace_name(rank).replace(".json.gz", f".capture{index}.json.gz")
+
+
+#: set by membound before its last profiler stops, unless the user set it: kineto then
+#: finalizes CUPTI, whose callbacks otherwise stay subscribed and slow every later step
+#: (PyTorch issue 144455: 10-20% after profiling; on the H200 the steps after membound's
+#: capture ran 15-21% slower than before it). Set only at the last stop, not between the
+#: two passes, which start one right after the other (kineto PR 1554: a teardown race).
+CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
+
+
+def release_cupti(env: dict | None = None) -> bool:
+    """Ask kineto to tear CUPTI down when the profiler about to stop is the last one; a value
+    the user (or inductor, which keeps CUPTI for CUDA graphs) set wins. True if set here."""
+    env = os.environ if env is None else env
+    if CUPTI_TEARDOWN_ENV in env:
+        return False
+    env[CUPTI_TEARDOWN_ENV] = "1"
+    return True
 
 
 def _schedule(schedule, wait: int, warmup: int, active: int):
