@@ -171,7 +171,7 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
     burst = {"fill_ fp32": 1.6, "fill_ bf16": 2.5}  # fp32 25% faster in bursts, bf16 slower
     current = []
 
-    def fake_kernel(name, n_bytes, device, chained=False):
+    def fake_kernel(name, n_bytes, device):
         current.append(name)
         return (lambda: None), n_bytes
 
@@ -250,55 +250,6 @@ def test_each_hbm_pass_is_the_best_of_its_kernels(monkeypatch, figure, moves):
     t = ran[names.index(best)]
     assert c.spread[figure] == pytest.approx([moves[best] * buf / (2 * t * 1e-3),
                                               moves[best] * buf / (0.75 * t * 1e-3)])  # fmt: skip
-
-
-def test_chained_hbm_kernels_read_what_the_call_before_wrote():
-    """The chained form alternates two buffers: call 2 reads call 1's output (clamp_min of
-    clamp_min, ReLU's backward of its own gradient), at the plan's chain size, and is kept in
-    the pass beside the 2 GiB kernels under its own name."""
-    import torch
-
-    from membound.device import measure
-
-    fn, moved = measure._hbm_kernel("clamp_min fp32", 4096, "cpu", chained=True)
-    a = fn()
-    b = fn()
-    assert moved == 2 * 4096 and a.data_ptr() != b.data_ptr() and float(b.min()) >= 0.5
-    c = fn()  # back into the first buffer, computed from the second
-    assert c.data_ptr() == a.data_ptr() and torch.equal(c, torch.clamp_min(b, 0.5))
-    fn, moved = measure._hbm_kernel("threshold_backward bf16", 4096, "cpu", chained=True)
-    g1 = fn()
-    g2 = fn()
-    assert moved == 3 * 4096 and g2.data_ptr() != g1.data_ptr()
-    assert bool(((g2 == 0) | (g2 == g1)).all())  # the gradient passes through or is cut
-    with pytest.raises(ValueError, match="chained"):
-        measure._hbm_kernel("copy_ fp32", 4096, "cpu", chained=True)
-
-
-def test_a_plan_with_chain_bytes_times_the_chained_kernels(monkeypatch):
-    from membound.device import measure
-    from membound.device.ceilings import Ceilings
-    from membound.device.timing import Timed
-
-    seen = []
-
-    def fake_kernel(name, n_bytes, device, chained=False):
-        seen.append((name, n_bytes, chained))
-        return (lambda: None), n_bytes
-
-    monkeypatch.setattr(measure, "_hbm_kernel", fake_kernel)
-    # the chained kernel (last) is the fastest: it sets the figure
-    monkeypatch.setattr(
-        measure, "timed", lambda fn, device, **kw: Timed(*(0.5 if seen[-1][2] else 2.0,) * 3, 9)
-    )
-    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
-    measure._hbm_pass("memory_bandwidth")(c, _plan(chain_bytes=1 << 18))
-    assert seen[-2:] == [("clamp_min fp32", 1 << 18, True), ("clamp_min bf16", 1 << 18, True)]
-    assert "clamp_min bf16 chained 0 MiB" in c.memory_sweep["memory_bandwidth"]
-    assert c.memory_bandwidth == pytest.approx((1 << 18) / 0.5e-3)
-    seen.clear()
-    measure._hbm_pass("write_bandwidth")(c, _plan(chain_bytes=1 << 18))
-    assert not any(ch for _, _, ch in seen)  # fill_ has no chained form
 
 
 def test_the_hbm_kernels_compute_what_they_say():

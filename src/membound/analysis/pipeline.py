@@ -26,6 +26,7 @@ from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
+from membound.trace import graph_ops
 from membound.trace.capture import notes_from_meta, read_meta
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP
@@ -60,12 +61,30 @@ def _analyze_file(path, ceilings, progress) -> Analysis:
     name = meta.get("ops_trace") if isinstance(meta, dict) else None
     if isinstance(name, str) and (Path(path).parent / name).is_file():
         ops = load_trace(Path(path).parent / name)
+    captures = _graph_captures(Path(path).parent, meta) if ops is not None else []
     trace = load_trace(path, progress)
     origin = "given" if ceilings is not None else None
     if ceilings is None and trace.has_gpu:  # the ceilings the capture was made with, if kept
         ceilings, beside = ceilings_beside(Path(path).parent, trace.device_name)
         origin = f"{Path(beside).name} beside the trace" if beside else None
-    return analyze_trace(trace, ceilings, meta, ops, ceilings_origin=origin)
+    return analyze_trace(
+        trace, ceilings, meta, ops, ceilings_origin=origin, graph_captures=captures
+    )
+
+
+def _graph_captures(folder: Path, meta) -> list:
+    """The CUDA-graph captures the capture meta lists (`graph_captures`) and that are on
+    disk beside the trace, loaded; one that cannot be read is left out."""
+    listed = meta.get("graph_captures") if isinstance(meta, dict) else None
+    out = []
+    for entry in listed if isinstance(listed, list) else []:
+        name = entry.get("trace") if isinstance(entry, dict) else None
+        if isinstance(name, str) and (folder / name).is_file():
+            try:
+                out.append(load_trace(folder / name))
+            except BadInput:
+                continue
+    return out
 
 
 def _no_gpu_work(trace, window) -> bool:
@@ -76,20 +95,27 @@ def _no_gpu_work(trace, window) -> bool:
 
 
 def analyze_trace(
-    trace, ceilings=None, meta: dict | None = None, ops_trace=None, ceilings_origin=None
-) -> Analysis:
+    trace, ceilings=None, meta: dict | None = None, ops_trace=None, ceilings_origin=None,
+    graph_captures=None,
+) -> Analysis:  # fmt: skip
     """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
     membound wrote beside it (`trace.capture.read_meta`), with its own step timer (every ms/step
     then refers to the unprofiled step) and the frameworks the script imported (fix texts);
     `ops_trace`: membound's ops pass (CPU ops and shapes), which the op rows come from when
     the timeline trace recorded GPU activity alone; `ceilings_origin`: where given ceilings
-    came from (said in the report)."""
+    came from (said in the report); `graph_captures`: the CUDA-graph captures membound
+    recorded (traces with CPU ops), whose ops are given to the ops pass's replayed kernels
+    (`trace.graph_ops`)."""
     timing = StepTiming.from_meta(meta)
     frameworks = tuple(meta.get("frameworks") or ()) if isinstance(meta, dict) else ()
     # events no analysis can use (untimed, negative, absurd, ambiguous joins) are left out
     cleaned = clean_trace(trace)
     trace, notes = cleaned.trace, list(cleaned.notes)
     ops_cleaned = None
+    if ops_trace is not None and graph_captures:
+        ops_trace, attached = graph_ops.attach(ops_trace, list(graph_captures))
+        if attached.note():
+            notes.append(attached.note())
     if ops_trace is not None:
         ops_cleaned = clean_trace(ops_trace)
         ops_trace = ops_cleaned.trace
@@ -207,8 +233,8 @@ def analyze_trace(
         notes.append(
             f"{replayed_us / device_us:.0%} of the GPU's time ran in CUDA-graph replays: their "
             "kernels carry no op and no arguments, so the roofline cannot place them and they "
-            "count as uncosted; `membound diagnose` on the loop without graphs (or "
-            "torch.compile's default mode) costs them"
+            "count as uncosted; `membound diagnose` costs them from the graphs' captures "
+            "when they happen after it starts, before its recorded steps"
         )
     if trace.has_gpu and op_source is trace and not (trace.cpu.kind == CPU_OP).any():
         notes.append(

@@ -59,8 +59,6 @@ class Plan:
     #: each HBM kernel is also timed in this many bursts (0: not); its rate is the best of
     #: the two timings, as for the matmuls
     memory_bursts: int = 0
-    #: buffer size of the chained HBM kernels (`CHAINED_KERNELS`; 0: not timed)
-    chain_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,7 +132,7 @@ def _plan(device: str, quick: bool) -> Plan:
         return Plan(
             mem, shapes, 256 << 20, 1 << 24, 200,
             matmul_warmup_ms=50, sweep_warmup_ms=300, l2_bytes=l2_known, matmul_bursts=10,
-            memory_bursts=10, chain_bytes=min(4 * l2, mem),
+            memory_bursts=10,
         )  # fmt: skip
     if quick:
         return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
@@ -183,23 +181,17 @@ HBM_KERNELS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-#: kernels also timed chained, on buffers of `Plan.chain_bytes` (4 x L2): each call reads
-#: what the call before wrote, as a model's chain of ops does. The ops of the recorded H200
-#: traces that ran above the 2 GiB passes (ReLU's forward and backward, inductor's casts:
-#: 0.4-2.4%) moved 130-400 MB per call, a few times L2, where the tail of the producer's
-#: output can still be in L2 (60 MB). On 2 GiB buffers the chained form measured the same as
-#: the re-read one (within 0.3%, 2026-12-03), so it is timed at the ops' own sizes.
-CHAINED_KERNELS: dict[str, tuple[str, ...]] = {
-    "memory_bandwidth": ("clamp_min fp32", "clamp_min bf16"),
-    "read_mix_bandwidth": ("threshold_backward fp32", "threshold_backward bf16"),
-}
-
-
-def _hbm_kernel(name: str, n_bytes: int, device: str, chained: bool = False):
+def _hbm_kernel(name: str, n_bytes: int, device: str):
     """(fn, bytes it moves per call) of one `HBM_KERNELS` entry on buffers of `n_bytes`.
 
-    Each call re-reads the same input; `chained` (clamp_min and threshold_backward): two
-    buffers in turn, each call reading what the call before wrote."""
+    Each call re-reads the same input. Reading what the call before wrote instead (two
+    buffers in turn, as a model's chain of ops does: could L2 still hold the tail?) measured
+    the same on the H200 on these buffers (clamp_min and threshold_backward within 0.3%,
+    2026-12-03, benchmarks/results/h200_ceilings_2026-12-03b.json), and 1.4-2.5% slower on
+    buffers of 4 x L2 (240 MiB, the size of the ops that ran above their roof: clamp_min
+    4.14 / 4.19 TB/s fp32 / bf16 against 4.24 / 4.28 re-read, threshold_backward 4.34 / 4.35
+    against 4.40 / 4.41; benchmarks/results/h200_ceilings_2026-12-03d.json), so only the
+    re-read form is timed."""
     import torch
 
     op, dt = name.split()
@@ -207,8 +199,6 @@ def _hbm_kernel(name: str, n_bytes: int, device: str, chained: bool = False):
     size = torch.empty((), dtype=dtype).element_size()
     n = n_bytes // size
     x = torch.rand(n, device=device, dtype=dtype)
-    if chained and op not in ("clamp_min", "threshold_backward"):
-        raise ValueError(f"HBM kernel {name!r} has no chained form")
     if op == "fill_":
         return (lambda: x.fill_(1.0)), n * size
     if op == "sum":
@@ -216,32 +206,15 @@ def _hbm_kernel(name: str, n_bytes: int, device: str, chained: bool = False):
     out = torch.empty_like(x)
     if op == "copy_":
         return (lambda: out.copy_(x)), 2 * n * size
-    bufs = [x, out]  # chained: bufs[0] is the input, the output becomes the next input
-
-    def _turn():
-        src, dst = bufs
-        if chained:
-            bufs.reverse()
-        return src, dst
-
     if op == "clamp_min":
-
-        def clamp():
-            src, dst = _turn()
-            return torch.clamp_min(src, 0.5, out=dst)
-
-        return clamp, 2 * n * size
+        return (lambda: torch.clamp_min(x, 0.5, out=out)), 2 * n * size
     y = torch.rand_like(x)
     if op == "add":
         return (lambda: torch.add(x, y, out=out)), 3 * n * size
     if op == "threshold_backward":
-
-        def relu_bwd():  # chained: the gradient flows through, as in a chain of backward ops
-            src, dst = _turn()
-            grad, inp = (src, y) if chained else (y, src)
-            return torch.ops.aten.threshold_backward.grad_input(grad, inp, 0.5, grad_input=dst)
-
-        return relu_bwd, 3 * n * size
+        return (
+            lambda: torch.ops.aten.threshold_backward.grad_input(y, x, 0.5, grad_input=out)
+        ), 3 * n * size
     raise ValueError(f"unknown HBM kernel {name!r}")
 
 
@@ -259,22 +232,16 @@ def _hbm_pass(figure: str):
         sustained: dict[str, float] = {}
         bursts: dict[str, float] = {}
         spreads: dict[str, list[float]] = {}
-        kernels = [(name, name, p.mem_bytes, False) for name in HBM_KERNELS[figure]]
-        if p.chain_bytes:
-            kernels += [
-                (f"{name} chained {p.chain_bytes >> 20} MiB", name, p.chain_bytes, True)
-                for name in CHAINED_KERNELS.get(figure, ())
-            ]
-        for label, name, n_bytes, chained in kernels:
-            fn, work = _hbm_kernel(name, n_bytes, c.device, chained)
+        for name in HBM_KERNELS[figure]:
+            fn, work = _hbm_kernel(name, p.mem_bytes, c.device)
             rate, slow, fast = timed(fn, c.device, rep_ms=p.rep_ms).rates(work)
-            sustained[label] = rate
+            sustained[name] = rate
             if p.memory_bursts and c.device == "cuda":
                 b_rate, b_slow, b_fast = cuda_burst_timed(fn, bursts=p.memory_bursts).rates(work)
-                bursts[label] = b_rate
+                bursts[name] = b_rate
                 if b_rate > rate:
                     rate, slow, fast = b_rate, b_slow, b_fast
-            rates[label], spreads[label] = rate, [slow, fast]
+            rates[name], spreads[name] = rate, [slow, fast]
             del fn  # its buffers go before the next kernel's
         best = max(rates, key=rates.__getitem__)
         c.memory_sweep[figure] = rates

@@ -177,6 +177,8 @@ class Capture:
                     activities.insert(0, ProfilerActivity.CPU)
                 shapes = shapes and not self.two_pass
                 self._query = torch.cuda.current_stream().query
+                keep_cupti()
+                self.cupti_teardown = os.environ.get(CUPTI_TEARDOWN_ENV)
             else:
                 activities = [ProfilerActivity.CPU]
         self.clock.extra = 1 + self.ops_steps if self.two_pass else 0
@@ -382,9 +384,6 @@ class Capture:
             prof = getattr(self, name)
             setattr(self, name, None)
             if prof is not None:
-                if self._query is not None:  # CUPTI traced this capture's GPU
-                    release_cupti()
-                    self.cupti_teardown = os.environ.get(CUPTI_TEARDOWN_ENV)
                 prof.stop()
         _profiling.timeline_pass = False
         self.clock.restart()
@@ -669,7 +668,7 @@ class Capture:
             "ops_trace": self.ops_path.name if self.ops_written else None,
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
-            # TEARDOWN_CUPTI when the last profiler stopped (None: not stopped yet)
+            # TEARDOWN_CUPTI as the capture ran (None: no CUDA capture)
             "cupti_teardown": self.cupti_teardown,
             # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
             "graph_captures": self.graph_captures,
@@ -721,21 +720,24 @@ def graph_capture_name(rank: int | None, index: int) -> str:
     return trace_name(rank).replace(".json.gz", f".capture{index}.json.gz")
 
 
-#: set by membound before its last profiler stops, unless the user set it: kineto then
-#: finalizes CUPTI, whose callbacks otherwise stay subscribed and slow every later step
-#: (PyTorch issue 144455: 10-20% after profiling; on the H200 the steps after membound's
-#: capture ran 15-21% slower than before it). Set only at the last stop, not between the
-#: two passes, which start one right after the other (kineto PR 1554: a teardown race).
+#: kineto's switch for finalizing CUPTI when a profiler stops. membound sets it to "0" (keep
+#: CUPTI) for its captures unless it is set already. Measured on the H200 (2026-12-03, HF
+#: Trainer Llama, benchmarks/gpu/session_dec03d.sh, one diagnose each): with TEARDOWN_CUPTI=1
+#: at the last stop the steps after the capture ran 25% slower than those before it (56.9 vs
+#: 45.6 ms), with "0" 1% (41.4 vs 41.0); the earlier captures, with it unset (torch 2.11,
+#: CUDA 13), ran 5-15% slower after. Kept, CUPTI also never re-initializes between the two
+#: passes or after a CUDA-graph capture (PyTorch sets "0" itself for CUDA graphs: teardown
+#: and graphs crashed together; kineto PR 1554: a teardown race between two sessions).
 CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
 
 
-def release_cupti(env: dict | None = None) -> bool:
-    """Ask kineto to tear CUPTI down when the profiler about to stop is the last one; a value
-    the user (or inductor, which keeps CUPTI for CUDA graphs) set wins. True if set here."""
+def keep_cupti(env: dict | None = None) -> bool:
+    """Ask kineto to keep CUPTI when a profiler stops, unless the user (or inductor) chose;
+    True if set here."""
     env = os.environ if env is None else env
     if CUPTI_TEARDOWN_ENV in env:
         return False
-    env[CUPTI_TEARDOWN_ENV] = "1"
+    env[CUPTI_TEARDOWN_ENV] = "0"
     return True
 
 
