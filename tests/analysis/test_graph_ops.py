@@ -9,12 +9,19 @@ import numpy as np
 import pytest
 
 from membound.analysis import analyze
+from membound.device.ceilings import Ceilings
 from membound.trace.graph_ops import SYNTHETIC_TID, attach, captured
 from membound.trace.load import load_trace
 from membound.trace.model import GRAPH_LAUNCH
 from support.tracebuilder import TraceBuilder
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def h200():
+    """The ceilings measured on the H200 the fixtures' tests use (tests/fixtures/README.md)."""
+    return Ceilings.load(FIXTURES / "h200_ceilings.json")
 
 
 def _capture(tmp_path, names=("aten::tanh", "triton_poi_fused_add_0"), ran=1) -> Path:
@@ -83,14 +90,14 @@ def test_a_replay_no_capture_matches_stays_uncosted(tmp_path, kernels):
     assert "stay uncosted" in stats.note()
 
 
-def test_graphed_planted_loop_is_costed_and_not_launch_bound(ceilings):
+def test_graphed_planted_loop_is_costed_and_not_launch_bound(h200):
     """examples/planted/launch_bound_graphed.py under `membound diagnose` on the H200
     (2026-12-03, benchmarks/gpu/session_dec03d.sh): the capture recorded 293 launches, 2 of
     which ran outside the graph, and each of the ops pass's 3 replays ran 291 kernels. Costed
     from the capture, the GPU time is 99.7% costed (the same loop recorded without its
     capture: 0.35%, tests/analysis/test_cuda_graphs.py), tanh's bytes are the hand count, and
     the loop that is launch-bound eager (h200_launch_bound: 5.91 ms/step) is not."""
-    a = analyze([FIXTURES / "h200_launch_bound_graphed_run2" / "trace.json.gz"], ceilings)
+    a = analyze([FIXTURES / "h200_launch_bound_graphed_run2" / "trace.json.gz"], h200)
     assert any("3 of 3 CUDA-graph replays costed" in n and "873 kernels" in n for n in a.notes)
     assert a.ops_costed_fraction == pytest.approx(0.9971, abs=1e-4)
     assert not any("count as uncosted" in n for n in a.notes)
@@ -102,14 +109,14 @@ def test_graphed_planted_loop_is_costed_and_not_launch_bound(ceilings):
     assert [f.code for f in a.findings] == ["host-sync"]  # its timer's per-step sync
 
 
-def test_reduce_overhead_gpt2_is_costed_from_its_captures(ceilings):
+def test_reduce_overhead_gpt2_is_costed_from_its_captures(h200):
     """examples/real/gpt2_compiled.py --mode reduce-overhead on the H200 (2026-12-03): 8
     captures recorded (graphs of 200 and 442 launches), 16 replays in the ops pass, all
     matched: 99.4% of the GPU time costed (6.3% without the captures: 69% of it ran in
     replays, and the eager ops outside them are few). Inductor's kernels
     keep their names and arguments: `_to_copy_add` reads a bf16 and an fp32 50304 x 768
     tensor and writes an fp32 one, 10 bytes an element. No launch-bound on graphed code."""
-    a = analyze([FIXTURES / "h200_real_gpt2_reduce_overhead" / "trace.json.gz"], ceilings)
+    a = analyze([FIXTURES / "h200_real_gpt2_reduce_overhead" / "trace.json.gz"], h200)
     assert any("16 of 16 CUDA-graph replays costed" in n for n in a.notes)
     assert a.ops_costed_fraction == pytest.approx(0.9936, abs=1e-4)
     rows = {r.name: r for r in a.ops}
@@ -121,17 +128,27 @@ def test_reduce_overhead_gpt2_is_costed_from_its_captures(ceilings):
     assert not any(f.code == "launch-bound" for f in a.findings)
 
 
-def test_without_its_capture_files_the_replays_count_as_uncosted(tmp_path, ceilings):
+def test_without_its_capture_files_the_replays_count_as_uncosted(tmp_path, h200):
     """The same run with the capture traces gone: the meta still lists them, the analysis
     reads none and says the replays are uncosted."""
     src = FIXTURES / "h200_launch_bound_graphed_run2"
     for name in ("capture.json", "trace.json.gz", "trace.ops.json.gz"):
         (tmp_path / name).write_bytes((src / name).read_bytes())
-    a = analyze([tmp_path / "trace.json.gz"], ceilings)
+    a = analyze([tmp_path / "trace.json.gz"], h200)
     assert a.ops_costed_fraction < 0.2
     assert any("CUDA-graph replays" in n and "uncosted" in n for n in a.notes)
     gpt2 = FIXTURES / "h200_real_gpt2_reduce_overhead"
     for name in ("capture.json", "trace.json.gz", "trace.ops.json.gz"):
         (tmp_path / name).write_bytes((gpt2 / name).read_bytes())
-    b = analyze([tmp_path / "trace.json.gz"], ceilings)
+    b = analyze([tmp_path / "trace.json.gz"], h200)
     assert b.ops_costed_fraction == pytest.approx(0.0634, abs=1e-4)
+
+
+def test_fused_adamw_is_charged_for_the_updates_its_windows_hold(h200):
+    """The ops pass of the reduce-overhead run has 3 step windows but the optimizer's kernels
+    in only 2 (the last window ends before its update): 124.48 M fp32 parameters x 7 passes x
+    4 bytes x 2 updates, not x 3 (which put fused AdamW at 120% of the HBM roof)."""
+    a = analyze([FIXTURES / "h200_real_gpt2_reduce_overhead" / "trace.json.gz"], h200)
+    adam = next(r for r in a.ops if r.name == "aten::_fused_adamw_")
+    assert adam.bytes == pytest.approx(124.48e6 * 7 * 4 * 2, rel=1e-3)
+    assert adam.achieved_bandwidth_fraction < 1.0

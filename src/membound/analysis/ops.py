@@ -456,7 +456,7 @@ def join_calls(trace: Trace, windows=None) -> OpCalls:
     family = per_key["family"][kinv]
     _cost_fused_adam(
         trace, windows, calls_idx, names, known, nbytes, reads, flops, compute, family,
-        kc["device_us"],
+        kc["device_us"], first,
     )  # fmt: skip
     columns = {
         "cpu_index": calls_idx,
@@ -495,7 +495,7 @@ ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 
 
 def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, reads, flops, compute,
-                     family, device_us):  # fmt: skip
+                     family, device_us, first_kernel_us=None):  # fmt: skip
     """Cost the fused Adam/AdamW calls from the parameters they update, in place.
 
     The profiler records no shapes for a TensorList, but every parameter that gets a gradient
@@ -508,7 +508,10 @@ def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, reads, flo
     `ADAM_PASSES` x P elements of the parameters' dtype (amsgrad: 2 more passes, read from its
     recorded flag), `ADAM_READS` passes of them read (amsgrad: 1 more); the steps' total is
     shared among the calls by their device time, as a model with two parameter groups updates
-    them in two calls whose split is not recorded.
+    them in two calls whose split is not recorded. The steps are those whose window holds an
+    Adam call's first kernel (`first_kernel_us`): an ops pass whose last window ends before
+    its optimizer ran (compiled GPT-2 with CUDA graphs, H200: 3 windows, 2 with an update)
+    would otherwise be charged an update it did not run (120% of the HBM roof).
     Without AccumulateGrad events, or steps to count, the calls stay uncosted."""
     adam = np.flatnonzero(np.isin(names, FUSED_ADAM) & ~known)
     if not len(adam) or windows is None or not len(windows[0]):
@@ -533,6 +536,11 @@ def _cost_fused_adam(trace, windows, cpu_index, names, known, nbytes, reads, flo
         size = max(size, itemsize(dt))
     params = elements / per_backward
     steps = len(w0)
+    if first_kernel_us is not None:
+        t = np.asarray(first_kernel_us, dtype=np.float64)[adam]
+        k = np.searchsorted(w0, t, side="right") - 1
+        held = (k >= 0) & (t < w1[np.maximum(k, 0)])
+        steps = len(np.unique(k[held])) or steps
     passes = np.full(len(adam), ADAM_PASSES, dtype=np.float64)
     read_passes = np.full(len(adam), ADAM_READS, dtype=np.float64)
     for k, i in enumerate(cpu_index[adam].tolist()):
