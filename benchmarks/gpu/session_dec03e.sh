@@ -18,6 +18,11 @@ done
 timeout 150 python -m membound diagnose --no-annotate --wait 6 --warmup 2 --steps 3 --out "$W/fresh/h200_real_gpt2" \
   --ceilings "$DEST/ceilings.json" -- python examples/real/gpt2.py --steps 16 --warmup-steps 0 > "$W/gpt2.log" 2>&1
 echo "diagnose gpt2 rc=$? in $(( $(date +%s) - t0 )) s"
+if [ "$(( $(date +%s) - t0 ))" -lt 200 ]; then
+  timeout 150 python -m membound diagnose --no-annotate --wait 6 --warmup 2 --steps 3 --out "$W/fresh/h200_real_gpt2_compiled" \
+    --ceilings "$DEST/ceilings.json" -- python examples/real/gpt2_compiled.py --steps 16 --warmup-steps 0 > "$W/gpt2c.log" 2>&1
+  echo "diagnose gpt2_compiled rc=$? in $(( $(date +%s) - t0 )) s"
+fi
 timeout 150 python benchmarks/check_over_roof.py "$DEST/ceilings.json" --fixtures "$W/fresh" > "$DEST/over_roof.txt" 2>&1
 echo "over-roof (fresh) rc=$?"; tail -12 "$DEST/over_roof.txt"
 S=examples/real/hf_trainer_llama.py
