@@ -359,15 +359,6 @@ def test_samples_per_step_from_the_loaders_batches(tmp_path):
     assert batch_size("text") is None and batch_size(None) is None
 
 
-def test_keep_cupti_sets_it_only_where_nobody_chose():
-    env: dict = {}
-    assert cap.keep_cupti(env) is True and env == {"TEARDOWN_CUPTI": "0"}
-    # the user's (or inductor's CUDA-graph) choice wins, whatever it is
-    for chosen in ("0", "1", ""):
-        env = {"TEARDOWN_CUPTI": chosen}
-        assert cap.keep_cupti(env) is False and env == {"TEARDOWN_CUPTI": chosen}
-
-
 def test_cpu_capture_leaves_cupti_alone(tmp_path, model_opt, monkeypatch):
     monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
     with membound.profile(steps=1, wait=1, warmup=0, out=tmp_path):

@@ -177,7 +177,6 @@ class Capture:
                     activities.insert(0, ProfilerActivity.CPU)
                 shapes = shapes and not self.two_pass
                 self._query = torch.cuda.current_stream().query
-                keep_cupti()
                 self.cupti_teardown = os.environ.get(CUPTI_TEARDOWN_ENV)
             else:
                 activities = [ProfilerActivity.CPU]
@@ -668,7 +667,7 @@ class Capture:
             "ops_trace": self.ops_path.name if self.ops_written else None,
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
-            # TEARDOWN_CUPTI as the capture ran (None: no CUDA capture)
+            # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
             "cupti_teardown": self.cupti_teardown,
             # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
             "graph_captures": self.graph_captures,
@@ -720,25 +719,13 @@ def graph_capture_name(rank: int | None, index: int) -> str:
     return trace_name(rank).replace(".json.gz", f".capture{index}.json.gz")
 
 
-#: kineto's switch for finalizing CUPTI when a profiler stops. membound sets it to "0" (keep
-#: CUPTI) for its captures unless it is set already. Measured on the H200 (2026-12-03, HF
-#: Trainer Llama, benchmarks/gpu/session_dec03d.sh, one diagnose each): with TEARDOWN_CUPTI=1
-#: at the last stop the steps after the capture ran 25% slower than those before it (56.9 vs
-#: 45.6 ms), with "0" 1% (41.4 vs 41.0); the earlier captures, with it unset (torch 2.11,
-#: CUDA 13), ran 5-15% slower after. Kept, CUPTI also never re-initializes between the two
-#: passes or after a CUDA-graph capture (PyTorch sets "0" itself for CUDA graphs: teardown
-#: and graphs crashed together; kineto PR 1554: a teardown race between two sessions).
+#: kineto's switch for finalizing CUPTI when a profiler stops. membound leaves it as the
+#: user has it and records it in the meta (`cupti_teardown`). Tried on the H200 (2026-12-03,
+#: HF Trainer Llama, one diagnose per setting and call): the steps after the capture against
+#: those before it ran +25% with TEARDOWN_CUPTI=1 and +1% with "0" in one call, -8% and +10%
+#: in the next; the run-to-run spread of the host (+-10%) decides, not the switch
+#: (benchmarks/results/cupti_teardown_steps_2026-12-03*.txt).
 CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
-
-
-def keep_cupti(env: dict | None = None) -> bool:
-    """Ask kineto to keep CUPTI when a profiler stops, unless the user (or inductor) chose;
-    True if set here."""
-    env = os.environ if env is None else env
-    if CUPTI_TEARDOWN_ENV in env:
-        return False
-    env[CUPTI_TEARDOWN_ENV] = "0"
-    return True
 
 
 def _schedule(schedule, wait: int, warmup: int, active: int):
