@@ -104,6 +104,9 @@ def test_graphed_planted_loop_is_costed_and_not_launch_bound(h200):
     rows = {r.name: r for r in a.ops}
     tanh = rows["aten::tanh"]  # 64 x 64 fp32: read once, written once
     assert tanh.bytes / tanh.calls == 2 * 64 * 64 * 4 and tanh.exact_cost
+    # 24 layers: 24 tanh per step (op rows count over the timeline's 7 steps). The ops pass's
+    # windows come from its own launches, not the copied ones (which had left 16 per step)
+    assert tanh.calls == 24 * len(a.steps)
     assert rows["aten::tanh_backward"].bytes / rows["aten::tanh_backward"].calls == 3 * 64 * 64 * 4
     assert not any(f.code == "launch-bound" for f in a.findings)
     assert [f.code for f in a.findings] == ["host-sync"]  # its timer's per-step sync

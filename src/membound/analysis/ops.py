@@ -997,9 +997,21 @@ def above_roof_note(rows) -> str | None:
         return None
     top = max(above, key=lambda r: over(r)[0])
     fraction, ceiling = over(top)
+    cause = (
+        "a few percent above is what the H200 showed on traces and ceilings measured in one "
+        "call (ops of 130-400 MB up to 2.2% above the 2 GiB passes, model matmuls up to 1.8% "
+        "above the sweep's shapes); more is"
+        if fraction <= NEAR_ROOF
+        else "either"
+    )
     return (
-        f"{len(above)} op(s) ran above a ceiling ({top.name} at {fraction:.0%} of the measured "
-        f"{ceiling}), shown as >100%: either their data was still in L2 (the memory roof is HBM's "
-        "streaming rate), or the ceilings are stale or from another machine; `membound "
+        f"{len(above)} op(s) ran above a ceiling ({top.name} at {fraction:.1%} of the measured "
+        f"{ceiling}), shown as >100%: {cause} data still in L2 (the memory roof is HBM's "
+        "streaming rate) or ceilings that are stale or from another machine; `membound "
         "roofline --refresh` on that GPU measures them again"
     )
+
+
+#: above a ceiling by at most this, an op is within what ops and ceilings measured in one
+#: call on the H200 showed (benchmarks/results/over_roof_2026-12-03e.txt)
+NEAR_ROOF = 1.025

@@ -112,10 +112,16 @@ def analyze_trace(
     cleaned = clean_trace(trace)
     trace, notes = cleaned.trace, list(cleaned.notes)
     ops_cleaned = None
+    # the ops pass's step windows come from its own launches: the copied captures' launch
+    # calls sit where the capture ran them, shifted to the replay, and would move them
+    ops_for_windows = None
     if ops_trace is not None and graph_captures:
+        original = ops_trace
         ops_trace, attached = graph_ops.attach(ops_trace, list(graph_captures))
         if attached.note():
             notes.append(attached.note())
+        if ops_trace is not original:
+            ops_for_windows = clean_trace(original)
     if ops_trace is not None:
         ops_cleaned = clean_trace(ops_trace)
         ops_trace = ops_cleaned.trace
@@ -215,8 +221,9 @@ def analyze_trace(
     op_source = trace
     if ops_trace is not None and ops_trace.has_gpu:
         op_source = ops_trace
-        op_windows, _ = step_windows(ops_trace)
-        op_windows = ops_cleaned.windows(op_windows)
+        by = ops_for_windows or ops_cleaned
+        op_windows, _ = step_windows(by.trace)
+        op_windows = by.windows(op_windows)
         op_steps = len(op_windows)
         notes.append(
             f"ops and their costs from membound's ops pass ({op_steps} step(s) with CPU ops and "
