@@ -112,20 +112,18 @@ def analyze_trace(
     cleaned = clean_trace(trace)
     trace, notes = cleaned.trace, list(cleaned.notes)
     ops_cleaned = None
-    # the ops pass's step windows come from its own launches: the copied captures' launch
-    # calls sit where the capture ran them, shifted to the replay, and would move them
-    ops_for_windows = None
-    if ops_trace is not None and graph_captures:
-        original = ops_trace
-        ops_trace, attached = graph_ops.attach(ops_trace, list(graph_captures))
-        if attached.note():
-            notes.append(attached.note())
-        if ops_trace is not original:
-            ops_for_windows = clean_trace(original)
     if ops_trace is not None:
         ops_cleaned = clean_trace(ops_trace)
         ops_trace = ops_cleaned.trace
         notes += [f"ops pass: {n}" for n in ops_cleaned.notes]
+        if graph_captures:
+            # the replays get the captures' ops; the step windows stay those of the pass's
+            # own launches (`ops_cleaned.trace`): the copied launch calls sit where the
+            # capture ran them, shifted to the replay, and would move them
+            captures = [clean_trace(c).trace for c in graph_captures]
+            ops_trace, attached = graph_ops.attach(ops_trace, captures)
+            if attached.note():
+                notes.append(attached.note())
     windows, marked = step_windows(trace)
     kept = meta.get("steps_captured") if isinstance(meta, dict) else None
     recorded = meta.get("recorded_steps") if isinstance(meta, dict) else None
@@ -221,9 +219,8 @@ def analyze_trace(
     op_source = trace
     if ops_trace is not None and ops_trace.has_gpu:
         op_source = ops_trace
-        by = ops_for_windows or ops_cleaned
-        op_windows, _ = step_windows(by.trace)
-        op_windows = by.windows(op_windows)
+        op_windows, _ = step_windows(ops_cleaned.trace)
+        op_windows = ops_cleaned.windows(op_windows)
         op_steps = len(op_windows)
         notes.append(
             f"ops and their costs from membound's ops pass ({op_steps} step(s) with CPU ops and "

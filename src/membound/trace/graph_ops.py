@@ -52,10 +52,8 @@ class Captured:
 def captured(trace: Trace) -> Captured | None:
     """The graph one capture trace holds, None when it captured no launch."""
     rt, cpu = trace.runtime, trace.cpu
-    ran = set(trace.gpu.correlation.tolist())
-    is_launch = rt.call == LAUNCH
-    keep = np.array([c not in ran for c in rt.correlation.tolist()], dtype=bool)
-    launches = np.flatnonzero(is_launch & keep)
+    ran = np.isin(rt.correlation, trace.gpu.correlation)
+    launches = np.flatnonzero((rt.call == LAUNCH) & ~ran)
     if not len(launches):
         return None
     launches = launches[np.argsort(rt.ts[launches], kind="stable")]
@@ -111,20 +109,19 @@ def attach(trace: Trace, captures: list[Trace]) -> tuple[Trace, AttachStats]:
     if not len(graph_calls):
         return trace, stats
     graphs = [c for c in (captured(t) for t in captures) if c is not None]
-    kernels = np.flatnonzero(gpu.kind == KERNEL)
-    by_corr: dict[int, list[int]] = {}
-    corr_of_call = set(rt.correlation[graph_calls].tolist())
-    for k in kernels.tolist():
-        c = int(gpu.correlation[k])
-        if c in corr_of_call:
-            by_corr.setdefault(c, []).append(k)
+    # the replayed kernels, grouped by their graph launch's correlation id, in start order
+    replayed = np.flatnonzero(
+        (gpu.kind == KERNEL) & np.isin(gpu.correlation, rt.correlation[graph_calls])
+    )
+    replayed = replayed[np.lexsort((gpu.ts[replayed], gpu.correlation[replayed]))]
+    corr, first = np.unique(gpu.correlation[replayed], return_index=True)
+    groups = dict(zip(corr.tolist(), np.split(replayed, first[1:]), strict=False))
     new = _Builder(trace)
     for call in graph_calls.tolist():
-        ks = by_corr.get(int(rt.correlation[call]))
-        if not ks:
+        ks = groups.get(int(rt.correlation[call]))
+        if ks is None:
             continue
         stats.replays += 1
-        ks = np.array(ks)[np.argsort(gpu.ts[ks], kind="stable")]
         names = [trace.names[int(n)] for n in gpu.name[ks].tolist()]
         graph = _match(graphs, names)
         if graph is None:
