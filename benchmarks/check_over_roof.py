@@ -24,17 +24,23 @@ def main() -> int:
         "ceilings", nargs="?", default=str(ROOT / "benchmarks/results/h200_ceilings.json")
     )
     p.add_argument("--fixtures", default=str(ROOT / "tests/fixtures"))
+    p.add_argument("--top", type=int, default=0, help="also list the N ops nearest their roof")
     a = p.parse_args()
     c = Ceilings.load(a.ceilings)
-    over = 0
+    rows = []
     for trace in sorted(Path(a.fixtures).glob("h200_*/trace.json.gz")):
         for r in analyze(trace, c).ops:
             f = max(r.achieved_bandwidth_fraction or 0.0, r.achieved_flops_fraction or 0.0)
-            if f > 1.0:
-                over += 1
-                print(f"{trace.parent.name:34} {r.name[:48]:48} {r.memory_roof or r.compute:>6} "
-                      f"{f:7.2%} {r.device_ms:8.2f} ms")  # fmt: skip
-    print(f"{over} op(s) above their roof")
+            rows.append((f, trace.parent.name, r))
+    line = "{:34} {:48} {:>6} {:7.2%} {:8.2f} ms"
+    over = [row for row in rows if row[0] > 1.0]
+    for f, name, r in over:
+        print(line.format(name, r.name[:48], r.memory_roof or r.compute, f, r.device_ms))
+    print(f"{len(over)} op(s) above their roof")
+    if a.top:
+        print(f"the {a.top} nearest their roof:")
+        for f, name, r in sorted(rows, key=lambda row: -row[0])[: a.top]:
+            print(line.format(name, r.name[:48], r.memory_roof or r.compute, f, r.device_ms))
     return 0
 
 

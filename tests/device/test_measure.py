@@ -160,16 +160,19 @@ def test_plan_takes_the_sweep_order():
 
 
 def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
-    """On a GPU plan with `memory_bursts`, each HBM kernel is also timed in bursts; a burst
-    rate above the sustained one is the kernel's rate (and so the pass's, with its spread),
-    a slower one is not; the burst rates are kept beside the pass's."""
+    """On a GPU plan with `memory_bursts`, each HBM kernel is also timed in bursts, by events
+    and (with `kernel_clock`) by its kernels' durations; the fastest of the three is the
+    kernel's rate (and so the pass's, with its spread), a slower one is not; every clock's
+    rates are kept beside the pass's."""
     from membound.device import measure
     from membound.device.ceilings import Ceilings
-    from membound.device.timing import Timed
+    from membound.device.timing import BurstClocks, Timed
 
     sustained = {"fill_ fp32": 2.0, "fill_ bf16": 2.0}
     burst = {"fill_ fp32": 1.6, "fill_ bf16": 2.5}  # fp32 25% faster in bursts, bf16 slower
+    kernels = {"fill_ fp32": 1.7, "fill_ bf16": 1.8}  # bf16 fastest by its kernel's clock
     current = []
+    asked = []
 
     def fake_kernel(name, n_bytes, device):
         current.append(name)
@@ -179,33 +182,91 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
         t = sustained[current[-1]]
         return Timed(t, t, t, 9)
 
-    def fake_burst(fn, *, bursts):
+    def fake_clocks(fn, *, bursts, kernel_clock):
         assert bursts == 10
-        b = burst[current[-1]]
-        return Timed(b, b * 0.9, b * 1.2, bursts)
+        asked.append(kernel_clock)
+        b, k = burst[current[-1]], kernels[current[-1]]
+        return BurstClocks(
+            Timed(b, b * 0.9, b * 1.2, bursts),
+            Timed(k, k * 0.95, k * 1.1, bursts) if kernel_clock else None,
+        )
 
     monkeypatch.setattr(measure, "_hbm_kernel", fake_kernel)
     monkeypatch.setattr(measure, "timed", fake_timed)
-    monkeypatch.setattr(measure, "cuda_burst_timed", fake_burst)
+    monkeypatch.setattr(measure, "cuda_burst_clocks", fake_clocks)
     c = Ceilings(device="cuda", name="x", memory_bandwidth=1.0)
-    measure._hbm_pass("write_bandwidth")(c, _plan(memory_bursts=10))
+    measure._hbm_pass("write_bandwidth")(c, _plan(memory_bursts=10, kernel_clock=True))
     buf = 1 << 20
+    assert asked == [True, True]
     assert c.memory_sweep["write_bandwidth"] == pytest.approx(
-        {"fill_ fp32": buf / 1.6e-3, "fill_ bf16": buf / 2.0e-3}
+        {"fill_ fp32": buf / 1.6e-3, "fill_ bf16": buf / 1.8e-3}
     )
     assert c.memory_sweep["write_bandwidth burst"] == pytest.approx(
         {"fill_ fp32": buf / 1.6e-3, "fill_ bf16": buf / 2.5e-3}
+    )
+    assert c.memory_sweep["write_bandwidth kernel clock"] == pytest.approx(
+        {"fill_ fp32": buf / 1.7e-3, "fill_ bf16": buf / 1.8e-3}
     )
     assert c.memory_sweep["write_bandwidth sustained"] == pytest.approx(
         {"fill_ fp32": buf / 2.0e-3, "fill_ bf16": buf / 2.0e-3}
     )
     assert c.write_bandwidth == pytest.approx(buf / 1.6e-3)
     assert c.spread["write_bandwidth"] == pytest.approx([buf / 1.92e-3, buf / 1.44e-3])
+    # bursts without the kernel clock: events only, no kernel-clock rates kept
+    asked.clear()
+    c1 = Ceilings(device="cuda", name="x", memory_bandwidth=1.0)
+    measure._hbm_pass("write_bandwidth")(c1, _plan(memory_bursts=10))
+    assert asked == [False, False] and "write_bandwidth kernel clock" not in c1.memory_sweep
+    assert c1.memory_sweep["write_bandwidth"]["fill_ bf16"] == pytest.approx(buf / 2.0e-3)
     # without bursts in the plan (or off a GPU) only the sustained timing is made
     c2 = Ceilings(device="cuda", name="x", memory_bandwidth=1.0)
     measure._hbm_pass("write_bandwidth")(c2, _plan())
     assert c2.write_bandwidth == pytest.approx(buf / 2.0e-3)
     assert set(c2.memory_sweep) == {"write_bandwidth"}
+
+
+def test_the_full_gpu_plan_reads_the_kernel_clock():
+    """The plan a `membound roofline` on a GPU runs times its bursts by the kernels' clock
+    too; the quick one (tests, CI) does not."""
+    import types
+
+    import torch
+
+    from membound.device import measure
+
+    props = types.SimpleNamespace(L2_cache_size=50 << 20, total_memory=140 << 30)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.cuda, "current_device", lambda: 0)
+        mp.setattr(torch.cuda, "get_device_properties", lambda i: props)
+        full, quick = measure._plan("cuda", False), measure._plan("cuda", True)
+    assert full.kernel_clock and full.memory_bursts and full.matmul_bursts
+    assert not quick.kernel_clock
+    assert not measure._plan("cpu", False).kernel_clock
+
+
+def test_a_matmul_faster_by_its_kernel_clock_sets_the_ceiling():
+    """A sweep shape's bursts timed by their kernels (`kernel_flops`) faster than by events
+    (`burst_flops`) and sustained (`flops`) set the dtype's ceiling, with that timing's
+    spread; the rows keep all three."""
+    from membound.device.ceilings import Ceilings
+    from membound.device.measure import _sweep
+    from membound.device.timing import BurstClocks, Timed
+
+    times = {(64, 64, 64): (2.0, 1.8, 1.5), (128, 64, 64): (4.0, 3.9, 3.95)}
+
+    def fake(m, n, k, layout, warmup_ms):
+        s, b, kc = times[(m, n, k)]
+        return Timed(s, s, s, 5), BurstClocks(Timed(b, b, b, 5), Timed(kc, kc * 0.9, kc, 5))
+
+    c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
+    _sweep(c, "bf16", list(times), fake, _plan())
+    rows = {(r["m"], r["n"], r["k"]): r for r in c.matmul_sweep["bf16"]}
+    work = 2 * 64**3
+    assert rows[(64, 64, 64)]["flops"] == pytest.approx(work / 2.0e-3)
+    assert rows[(64, 64, 64)]["burst_flops"] == pytest.approx(work / 1.8e-3)
+    assert rows[(64, 64, 64)]["kernel_flops"] == pytest.approx(work / 1.5e-3)
+    assert c.flops["bf16"] == pytest.approx(work / 1.5e-3)
+    assert c.spread["flops.bf16"] == pytest.approx([work / 1.5e-3, work / 1.35e-3])
 
 
 @pytest.mark.parametrize(

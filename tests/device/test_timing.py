@@ -54,6 +54,47 @@ def test_cuda_burst_timed_is_device_time_without_launch_latency():
     assert tiny < 0.02  # ms: a 4 KiB copy; a launch's latency in it would be 5-20 us more
 
 
+def test_kernel_burst_samples_split_each_burst_into_its_calls():
+    """Each burst is its spin, then `calls` calls of k activities each; a call lasts from its
+    first activity's start to its last one's end, and a burst's sample is its fastest call.
+    Activity that does not split that way gives None, never a wrong figure."""
+    from membound.device.timing import kernel_burst_samples
+
+    ms = 1_000_000  # ns
+
+    # 2 bursts x (spin + 3 calls x 2 kernels); call lengths 3, 2, 4 ms and 5, 6, 1.5 ms
+    def burst(t0, lengths):
+        spans, t = [(t0, t0 + ms)], t0 + ms
+        for length in lengths:
+            spans += [(t, t + ms // 2), (t + ms // 2, t + length)]
+            t += length
+        return spans
+
+    spans = burst(0, [3 * ms, 2 * ms, 4 * ms]) + burst(100 * ms, [5 * ms, 6 * ms, 3 * ms // 2])
+    assert kernel_burst_samples(spans, bursts=2, calls=3) == pytest.approx([2.0, 1.5])
+    assert kernel_burst_samples(spans[:-1], bursts=2, calls=3) is None  # one missing
+    assert kernel_burst_samples(spans[:6], bursts=1, calls=3) is None  # 5 after the spin
+    assert kernel_burst_samples([], bursts=2, calls=3) is None
+
+
+@pytest.mark.gpu
+def test_cuda_burst_clocks_reads_the_kernels_clock():
+    """The same bursts timed by their kernels' durations: a copy twice as large takes about
+    twice as long by that clock too, and no call is longer by its kernel than between its
+    events (the events hold the kernel)."""
+    from membound.device.timing import cuda_burst_clocks
+
+    src = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    full = cuda_burst_clocks(lambda: torch.add(src, 1, out=dst), bursts=5, idle_ms=5)
+    half = cuda_burst_clocks(
+        lambda: torch.add(src[: 256 << 20], 1, out=dst[: 256 << 20]), bursts=5, idle_ms=5
+    )
+    assert full.kernels is not None and half.kernels is not None
+    assert 1.6 <= full.kernels.median_ms / half.kernels.median_ms <= 2.4
+    assert full.kernels.median_ms <= full.events.median_ms * 1.01
+
+
 def test_timed_keeps_the_spread_of_its_runs():
     """The 10th/90th percentile runs bracket the median; rates invert the order."""
     from membound.device.timing import Timed

@@ -123,3 +123,20 @@ def test_matmul_sweep_table_per_shape():
     assert "51 TFLOP/s" in fp32 and "-" in fp32  # not timed at 8192³
     c.matmul_sweep = {"bf16": c.matmul_sweep["bf16"][:1]}
     assert "matmul sweep" not in _text(c)  # one shape per dtype: nothing to compare
+
+
+def test_sweep_table_shows_each_clock_of_a_shape():
+    """A shape timed sustained, in bursts by events and by its kernels' clock gets one row
+    per timing: the layout's, its "burst" and its "kernel clock" row."""
+    from membound.report.ceilings import sweep_rows, sweep_table
+
+    c = _ceilings()
+    c.matmul_sweep = {
+        "bf16": [{"m": 4096, "n": 4096, "k": 4096, "flops": 6.9e14, "layout": "A@B",
+                  "burst_flops": 7.9e14, "kernel_flops": 8.1e14}],
+    }  # fmt: skip
+    rows = {layout: rates for key, layout, rates in sweep_table(c)}
+    shape = (4096, 4096, 4096)
+    assert rows == {"A@B": {shape: 6.9e14}, "A@B burst": {shape: 7.9e14},
+                    "A@B kernel clock": {shape: 8.1e14}}  # fmt: skip
+    assert sweep_rows(c) == [("bf16", {shape: 8.1e14})]

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 from membound.device import datasheet
 from membound.device.ceilings import Ceilings
-from membound.device.timing import Timed, cuda_burst_timed, cuda_graph_replays_ms, timed
+from membound.device.timing import (
+    BurstClocks,
+    Timed,
+    cuda_burst_clocks,
+    cuda_graph_replays_ms,
+    timed,
+)
 
 
 class Skip(Exception):
@@ -59,6 +65,9 @@ class Plan:
     #: each HBM kernel is also timed in this many bursts (0: not); its rate is the best of
     #: the two timings, as for the matmuls
     memory_bursts: int = 0
+    #: the bursts are also timed by their kernels' own durations, the clock a trace's ops
+    #: are timed by (`device.timing.cuda_burst_clocks`); a rate is the best of every clock
+    kernel_clock: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +141,7 @@ def _plan(device: str, quick: bool) -> Plan:
         return Plan(
             mem, shapes, 256 << 20, 1 << 24, 200,
             matmul_warmup_ms=50, sweep_warmup_ms=300, l2_bytes=l2_known, matmul_bursts=10,
-            memory_bursts=10,
+            memory_bursts=10, kernel_clock=True,
         )  # fmt: skip
     if quick:
         return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
@@ -231,16 +240,23 @@ def _hbm_pass(figure: str):
         rates: dict[str, float] = {}
         sustained: dict[str, float] = {}
         bursts: dict[str, float] = {}
+        kernel: dict[str, float] = {}
         spreads: dict[str, list[float]] = {}
         for name in HBM_KERNELS[figure]:
             fn, work = _hbm_kernel(name, p.mem_bytes, c.device)
             rate, slow, fast = timed(fn, c.device, rep_ms=p.rep_ms).rates(work)
             sustained[name] = rate
             if p.memory_bursts and c.device == "cuda":
-                b_rate, b_slow, b_fast = cuda_burst_timed(fn, bursts=p.memory_bursts).rates(work)
+                clocks = _bursts(fn, p.memory_bursts, p)
+                b_rate, b_slow, b_fast = clocks.events.rates(work)
                 bursts[name] = b_rate
                 if b_rate > rate:
                     rate, slow, fast = b_rate, b_slow, b_fast
+                if clocks.kernels is not None:
+                    k_rate, k_slow, k_fast = clocks.kernels.rates(work)
+                    kernel[name] = k_rate
+                    if k_rate > rate:
+                        rate, slow, fast = k_rate, k_slow, k_fast
             rates[name], spreads[name] = rate, [slow, fast]
             del fn  # its buffers go before the next kernel's
         best = max(rates, key=rates.__getitem__)
@@ -248,10 +264,17 @@ def _hbm_pass(figure: str):
         if bursts:
             c.memory_sweep[f"{figure} sustained"] = sustained
             c.memory_sweep[f"{figure} burst"] = bursts
+        if kernel:
+            c.memory_sweep[f"{figure} kernel clock"] = kernel
         c.spread[figure] = spreads[best]
         setattr(c, figure, rates[best])
 
     return run
+
+
+def _bursts(fn, n: int, p: Plan) -> BurstClocks:
+    """`fn` timed in `n` bursts, by events and, when `p.kernel_clock`, by its kernels."""
+    return cuda_burst_clocks(fn, bursts=n, kernel_clock=p.kernel_clock)
 
 
 def _l2(c: Ceilings, p: Plan) -> None:
@@ -317,7 +340,7 @@ def _matmul(key: str):
                 t = timed(lambda: torch.mm(a, b), c.device, rep_ms=p.rep_ms, warmup_ms=warmup_ms)
                 if not (p.matmul_bursts and c.device == "cuda"):
                     return t, None
-                return t, cuda_burst_timed(lambda: torch.mm(a, b), bursts=p.matmul_bursts)
+                return t, _bursts(lambda: torch.mm(a, b), p.matmul_bursts, p)
 
         _sweep(c, key, p.matmul_shapes[key], timed_shape, p, p.matmul_layouts)
 
@@ -328,9 +351,11 @@ def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)
     """Time each (m, n, k) of `shapes` in each of `layouts`, in `p.sweep_order`, with
     `timed_shape(m, n, k, layout, warmup_ms)`; the first timing gets `p.sweep_warmup_ms` of
     untimed runs more than the others. `timed_shape` returns a `Timed` of the sustained runs,
-    or (that, a `Timed` of bursts or None). The ceiling of `key` is the best rate, sustained or
-    in bursts, its spread that timing's, and every rate is kept in `c.matmul_sweep[key]` with
-    its layout and its place in the order (`burst_flops` where bursts were timed). Each timing's buffers are freed before the next one."""
+    or (that, the bursts' `BurstClocks` (or a `Timed` of them) or None). The ceiling of `key`
+    is the best rate, sustained or in bursts by either clock, its spread that timing's, and
+    every rate is kept in `c.matmul_sweep[key]` with its layout and its place in the order
+    (`burst_flops` where bursts were timed, `kernel_flops` where their kernels were). Each
+    timing's buffers are freed before the next one."""
     if p.sweep_order not in SWEEP_ORDERS:
         raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, not {p.sweep_order!r}")
     ordered = list(shapes) if p.sweep_order == "forward" else list(shapes)[::-1]
@@ -344,10 +369,16 @@ def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)
         row = {"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": i}
         if best is None or rate > best[0]:
             best = (rate, t, 2 * m * n * k)
+        if isinstance(burst, Timed):
+            burst = BurstClocks(burst, None)
         if burst is not None:
-            row["burst_flops"] = b_rate = 2 * m * n * k / (burst.median_ms / 1e3)
+            row["burst_flops"] = b_rate = 2 * m * n * k / (burst.events.median_ms / 1e3)
             if b_rate > best[0]:
-                best = (b_rate, burst, 2 * m * n * k)
+                best = (b_rate, burst.events, 2 * m * n * k)
+            if burst.kernels is not None:
+                row["kernel_flops"] = k_rate = 2 * m * n * k / (burst.kernels.median_ms / 1e3)
+                if k_rate > best[0]:
+                    best = (k_rate, burst.kernels, 2 * m * n * k)
         rows.append(row)
         if c.device == "cuda":
             import torch
@@ -398,7 +429,7 @@ def _fp8(c: Ceilings, p: Plan) -> None:
         except Exception as exc:  # kernels missing from this build
             raise Skip(f"torch._scaled_mm failed here: {exc}".splitlines()[0]) from None
         t = timed(mm, "cuda", rep_ms=p.rep_ms, warmup_ms=warmup_ms)
-        return t, cuda_burst_timed(mm, bursts=p.matmul_bursts) if p.matmul_bursts else None
+        return t, _bursts(mm, p.matmul_bursts, p) if p.matmul_bursts else None
 
     # cuBLASLt's fp8 matmul takes B column-major only: nn.Linear's layout, A @ W.T
     _sweep(c, "fp8", p.matmul_shapes["fp8"], timed_shape, p, ("A@B.T",))

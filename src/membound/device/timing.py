@@ -115,24 +115,121 @@ def cuda_burst_timed(
     with 0.05 ms a 4 KiB copy timed 39 us on the H200 host, the launches' latency) so that
     the calls start back to back, then `calls` calls, each between two events. The sample
     of a burst is its fastest call; the result is over the bursts' samples."""
+    return cuda_burst_clocks(
+        fn, bursts=bursts, idle_ms=idle_ms, calls=calls, queue_ms=queue_ms, kernel_clock=False
+    ).events
+
+
+@dataclass(frozen=True)
+class BurstClocks:
+    """One `cuda_burst_clocks` run read by two clocks: CUDA events around each call
+    (`events`), and the GPU's own start and end of the kernels each call ran as the profiler
+    records them (`kernels`, the clock every op of a trace is timed by; None when it was not
+    read or the kernels could not be told apart per call)."""
+
+    events: Timed
+    kernels: Timed | None
+
+
+def cuda_burst_clocks(
+    fn: Callable[[], object],
+    *,
+    bursts: int = 10,
+    idle_ms: float = 20.0,
+    calls: int = 3,
+    queue_ms: float = 1.0,
+    kernel_clock: bool = True,
+) -> BurstClocks:
+    """`cuda_burst_timed`'s bursts, run under a profiler that records GPU activity only when
+    `kernel_clock`, so the same calls are also timed by their kernels' own durations: what
+    a trace's ops are timed by. An event pair around a call holds more than its kernels (the
+    GPU's handling of the launch and of the events), so a roof timed by events alone sits
+    below what the same kernel shows in a trace by that much."""
     import torch
 
     fn()
     torch.cuda.synchronize()
     cycles = int(queue_ms * 1e-3 * _sm_mhz() * 1e6)
     samples = []
-    for _ in range(bursts):
+    prof = _gpu_profiler() if kernel_clock else None
+    with prof if prof is not None else _nothing():
+        for _ in range(bursts):
+            torch.cuda.synchronize()
+            time.sleep(idle_ms / 1e3)
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
+            torch.cuda._sleep(cycles)
+            ev[0].record()
+            for e in ev[1:]:
+                fn()
+                e.record()
+            ev[-1].synchronize()
+            samples.append(min(ev[i].elapsed_time(ev[i + 1]) for i in range(calls)))
         torch.cuda.synchronize()
-        time.sleep(idle_ms / 1e3)
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
-        torch.cuda._sleep(cycles)
-        ev[0].record()
-        for e in ev[1:]:
-            fn()
-            e.record()
-        ev[-1].synchronize()
-        samples.append(min(ev[i].elapsed_time(ev[i + 1]) for i in range(calls)))
-    return Timed.of(samples)
+    kernels = None
+    if prof is not None:
+        per_burst = kernel_burst_samples(_gpu_spans(prof), bursts=bursts, calls=calls)
+        kernels = Timed.of(per_burst) if per_burst else None
+    return BurstClocks(Timed.of(samples), kernels)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _gpu_profiler():
+    """A profiler of GPU activity alone (kernels, copies, memsets), or None without one."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        return profile(activities=[ProfilerActivity.CUDA])
+    except Exception:  # noqa: BLE001 - no profiler in this build
+        return None
+
+
+def _gpu_spans(prof) -> list[tuple[int, int]]:
+    """(start ns, end ns) of every GPU activity `prof` recorded, by start."""
+    try:
+        events = prof.profiler.kineto_results.events()
+    except Exception:  # noqa: BLE001 - a profiler without kineto results
+        return []
+    spans = []
+    for e in events:
+        try:
+            if str(e.device_type()).rsplit(".", 1)[-1] != "CUDA":
+                continue
+            start = int(e.start_ns())
+            spans.append((start, start + int(e.duration_ns())))
+        except Exception:  # noqa: BLE001 - an event without device times
+            continue
+    return sorted(spans)
+
+
+def kernel_burst_samples(
+    spans: Sequence[tuple[int, int]], *, bursts: int, calls: int
+) -> list[float] | None:
+    """Per burst, the fastest call's device milliseconds by its kernels' clock, from the GPU
+    activity of `cuda_burst_clocks` (`spans`: (start, end) ns by start). Each burst recorded
+    its spin and then `calls` calls of the same work, so it holds 1 + calls x k activities:
+    a call is k in a row, from its first's start to its last's end. None when the activity
+    does not split that way (a call whose work varies, activity missing)."""
+    if bursts < 1 or calls < 1 or len(spans) % bursts:
+        return None
+    per = len(spans) // bursts
+    if per < 1 + calls or (per - 1) % calls:
+        return None
+    k = (per - 1) // calls
+    out = []
+    for b in range(bursts):
+        burst = spans[b * per + 1 : (b + 1) * per]  # the spin first
+        times = [(burst[i * k + k - 1][1] - burst[i * k][0]) / 1e6 for i in range(calls)]
+        if min(times) <= 0:
+            return None
+        out.append(min(times))
+    return out
 
 
 def _sm_mhz() -> float:

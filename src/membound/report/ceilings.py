@@ -263,6 +263,9 @@ def sweep_table(c: Ceilings) -> list[tuple[str, str, dict[tuple[int, int, int], 
             if r.get("burst_flops") is not None:  # the same shape in bursts on an idle GPU
                 burst = f"{r.get('layout', 'A@B')} burst"
                 by_layout.setdefault(burst, {})[shape] = float(r["burst_flops"])
+            if r.get("kernel_flops") is not None:  # those bursts by their kernels' clock
+                kernel = f"{r.get('layout', 'A@B')} kernel clock"
+                by_layout.setdefault(kernel, {})[shape] = float(r["kernel_flops"])
         rows += [(key, layout, rates) for layout, rates in sorted(by_layout.items())]
     timings = {}
     for key, _, rates in rows:
