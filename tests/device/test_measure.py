@@ -32,12 +32,13 @@ def test_cpu_quick_measurement_is_plausible():
                           ("flops.fp32", c.flops["fp32"]), ("flops.bf16", c.flops["bf16"])]:  # fmt: skip
         slow, fast = c.spread_of(figure)
         assert slow <= value * (1 + 1e-9) and fast >= value * (1 - 1e-9), figure
-    # each matmul ceiling is the best rate of its sweep (one shape, both layouts, when quick)
+    # each matmul ceiling is the best rate of its sweep (one shape, every layout, when quick)
     for key in ("fp32", "bf16"):
         assert c.flops[key] == max(r["flops"] for r in c.matmul_sweep[key])
         assert [(r["layout"], r["order"]) for r in c.matmul_sweep[key]] == [
             ("A@B", 0),
             ("A@B.T", 1),
+            ("A.T@B", 2),
         ]
 
 
@@ -182,8 +183,8 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
         t = sustained[current[-1]]
         return Timed(t, t, t, 9)
 
-    def fake_clocks(fn, *, bursts, kernel_clock):
-        assert bursts == 10
+    def fake_clocks(fn, *, bursts, kernel_clock, idle_ms):
+        assert bursts == 10 and idle_ms == 20.0
         asked.append(kernel_clock)
         b, k = burst[current[-1]], kernels[current[-1]]
         return BurstClocks(
@@ -223,6 +224,51 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
     measure._hbm_pass("write_bandwidth")(c2, _plan())
     assert c2.write_bandwidth == pytest.approx(buf / 2.0e-3)
     assert set(c2.memory_sweep) == {"write_bandwidth"}
+
+
+def test_an_hbm_kernel_faster_on_a_smaller_buffer_sets_the_pass(monkeypatch):
+    """With `memory_sizes`, each kernel is also timed on those buffers, in bursts by the
+    kernel clock; a faster rate there is the kernel's (and the pass's), each size's rates
+    are kept under their own key, and the buffers of the plan's size come first."""
+    from membound.device import measure
+    from membound.device.ceilings import Ceilings
+    from membound.device.timing import BurstClocks, Timed
+
+    sizes = []
+
+    def fake_kernel(name, n_bytes, device):
+        sizes.append(n_bytes)
+        return (lambda: None), n_bytes
+
+    def fake_timed(fn, device, **kw):
+        return Timed(2.0, 2.0, 2.0, 9)
+
+    def fake_clocks(fn, *, bursts, kernel_clock, idle_ms):
+        assert idle_ms == 5.0
+        n = sizes[-1]
+        # by the kernel clock: 2 ms on the plan's 1 MiB; 0.45 ms on 256 KiB (4.4% faster)
+        k = 2.0 if n == 1 << 20 else 0.45 if n == 1 << 18 else 1.0
+        return BurstClocks(Timed(2.1, 2.1, 2.1, 5), Timed(k, k, k, 5))
+
+    monkeypatch.setattr(measure, "_hbm_kernel", fake_kernel)
+    monkeypatch.setattr(measure, "timed", fake_timed)
+    monkeypatch.setattr(measure, "cuda_burst_clocks", fake_clocks)
+    c = Ceilings(device="cuda", name="x", memory_bandwidth=1.0)
+    plan = _plan(memory_bursts=10, kernel_clock=True, memory_sizes=(1 << 18, 1 << 19),
+                 memory_idle_ms=5.0)  # fmt: skip
+    measure._hbm_pass("write_bandwidth")(c, plan)
+    assert sizes == [1 << 20, 1 << 18, 1 << 19] * 2
+    assert c.write_bandwidth == pytest.approx((1 << 18) / 0.45e-3)
+    assert c.memory_sweep["write_bandwidth kernel clock 256 KiB"] == pytest.approx(
+        {"fill_ fp32": (1 << 18) / 0.45e-3, "fill_ bf16": (1 << 18) / 0.45e-3}
+    )
+    assert c.memory_sweep["write_bandwidth kernel clock 512 KiB"] == pytest.approx(
+        {"fill_ fp32": (1 << 19) / 1e-3, "fill_ bf16": (1 << 19) / 1e-3}
+    )
+    assert c.memory_sweep["write_bandwidth"]["fill_ fp32"] == pytest.approx((1 << 18) / 0.45e-3)
+    assert c.memory_sweep["write_bandwidth kernel clock"] == pytest.approx(
+        {"fill_ fp32": (1 << 20) / 2e-3, "fill_ bf16": (1 << 20) / 2e-3}
+    )
 
 
 def test_the_full_gpu_plan_reads_the_kernel_clock():
@@ -374,8 +420,9 @@ def test_l2_step_skips_without_a_size_or_a_difference(monkeypatch):
     assert c.l2_bandwidth is None and c.l2_bytes is None
 
 
-def test_matmul_step_times_both_layouts_on_cpu():
-    """The real matmul step on small CPU shapes: A@B and nn.Linear's A@B.T per shape."""
+def test_matmul_step_times_every_layout_on_cpu():
+    """The real matmul step on small CPU shapes, each in the three layouts of nn.Linear's
+    products: A@B (input gradient), A@B.T (forward), A.T@B (weight gradient)."""
     from membound.device.ceilings import Ceilings
     from membound.device.measure import Plan, _matmul
 
@@ -384,8 +431,8 @@ def test_matmul_step_times_both_layouts_on_cpu():
     _matmul("fp32")(c, plan)
     rows = c.matmul_sweep["fp32"]
     assert [(r["m"], r["n"], r["k"], r["layout"], r["order"]) for r in rows] == [
-        (64, 48, 32, "A@B", 0), (64, 48, 32, "A@B.T", 1),
-        (96, 64, 32, "A@B", 2), (96, 64, 32, "A@B.T", 3),
+        (64, 48, 32, "A@B", 0), (64, 48, 32, "A@B.T", 1), (64, 48, 32, "A.T@B", 2),
+        (96, 64, 32, "A@B", 3), (96, 64, 32, "A@B.T", 4), (96, 64, 32, "A.T@B", 5),
     ]  # fmt: skip
     assert c.flops["fp32"] == max(r["flops"] for r in rows) > 0
 
@@ -439,7 +486,7 @@ def test_cuda_quick_measurement_shows_the_pageable_trap():
         assert c.l2_bytes == props.L2_cache_size
         assert c.l2_bandwidth > c.memory_bandwidth  # L2 outruns HBM
     rows = c.matmul_sweep["bf16"]
-    assert {r["layout"] for r in rows} == {"A@B", "A@B.T"}
+    assert {r["layout"] for r in rows} == {"A@B", "A@B.T", "A.T@B"}
     if "fp8" in c.matmul_sweep:  # cuBLASLt's fp8 takes B column-major only
         assert {r["layout"] for r in c.matmul_sweep["fp8"]} == {"A@B.T"}
 

@@ -32,9 +32,12 @@ class Skip(Exception):
     """This measurement does not apply to this device/software; the message says why."""
 
 
-#: operand layouts of the matmul sweep: B row-major (k, n), and B stored (n, k) and used
-#: transposed, which is what nn.Linear runs (x @ W.T); cuBLAS picks other kernels for each
-LAYOUTS = ("A@B", "A@B.T")
+#: operand layouts of the matmul sweep, the three products of an nn.Linear: its input's
+#: gradient g @ W (both row-major), its forward x @ W.T (B stored (n, k), used transposed)
+#: and its weight's gradient g.T @ x (A stored (k, m), used transposed). cuBLAS picks other
+#: kernels for each; on the H200 a weight gradient's (4096 x 16384 x 4096 bf16, A.T@B) ran at
+#: 861 TFLOP/s in a step while the sweep's other two layouts of that shape reached 817
+LAYOUTS = ("A@B", "A@B.T", "A.T@B")
 #: orders the sweep runs its shapes in: as listed, or reversed (which shape is timed first
 #: should not decide the ceiling; reversing it shows whether it does)
 SWEEP_ORDERS = ("forward", "reverse")
@@ -68,6 +71,13 @@ class Plan:
     #: the bursts are also timed by their kernels' own durations, the clock a trace's ops
     #: are timed by (`device.timing.cuda_burst_clocks`); a rate is the best of every clock
     kernel_clock: bool = False
+    #: buffer sizes, beside `mem_bytes`, whose HBM kernels are also timed in bursts by the
+    #: kernel clock (with `kernel_clock` and `memory_bursts`): a model's memory-bound ops are
+    #: a few times L2, and on the H200 they ran up to 2.4% above the 2 GiB passes
+    memory_sizes: tuple[int, ...] = ()
+    #: the host's sleep before each memory burst (HBM's rate does not wait on the clocks
+    #: recovering, as a matmul's does: `cuda_burst_timed`)
+    memory_idle_ms: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -136,12 +146,14 @@ def _plan(device: str, quick: bool) -> Plan:
             <= props.total_memory // 4
         ) or ((4096, 4096, 4096),)  # fmt: skip
         shapes = dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8"), fits)
-        # per shape and layout 50 ms untimed (the GPU is busy from the shape before), and
-        # 300 ms more before each sweep's first: 2 layouts x 4 shapes x 5 dtypes in ~11 s
+        # per shape and layout 30 ms untimed (the GPU is busy from the shape before), and
+        # 300 ms more before each sweep's first; 6 bursts each (3 layouts x 5 shapes x 4
+        # dtypes + fp8's 5: 65 timings, the whole measurement ~50 s on the H200)
         return Plan(
             mem, shapes, 256 << 20, 1 << 24, 200,
-            matmul_warmup_ms=50, sweep_warmup_ms=300, l2_bytes=l2_known, matmul_bursts=10,
+            matmul_warmup_ms=30, sweep_warmup_ms=300, l2_bytes=l2_known, matmul_bursts=6,
             memory_bursts=10, kernel_clock=True,
+            memory_sizes=tuple(s for s in (4 * l2, 8 * l2) if s < mem), memory_idle_ms=5.0,
         )  # fmt: skip
     if quick:
         return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
@@ -234,20 +246,29 @@ def _hbm_pass(figure: str):
     memory-bound kernels ran up to 3% above the sustained passes (ReLU's forward and
     backward, inductor's casts: issue 16), as their matmuls had run above the sustained
     matmul rate; `memory_sweep[figure]` holds the better rate per kernel, and with bursts
-    `"<figure> sustained"` and `"<figure> burst"` hold each timing's."""
+    `"<figure> sustained"` and `"<figure> burst"` hold each timing's, `"<figure> kernel
+    clock"` the bursts' by their kernels' durations.
+
+    With `p.memory_sizes`, each kernel is also timed on buffers of those sizes, in bursts by
+    the kernel clock alone (`"<figure> kernel clock <N> MiB"`), and its rate is the best of
+    every size. The ops of the H200's traces, 230-400 MB a call, ran up to 2.4% above the
+    2 GiB passes by the kernel clock, the clock they are timed by (2026-12-03, call 7:
+    `benchmarks/results/over_roof_2026-12-03g.txt`); event pairs cost a short call a few
+    µs more, which is why smaller buffers timed by events had seemed slower."""
 
     def run(c: Ceilings, p: Plan) -> None:
         rates: dict[str, float] = {}
         sustained: dict[str, float] = {}
         bursts: dict[str, float] = {}
         kernel: dict[str, float] = {}
+        by_size: dict[str, dict[str, float]] = {}
         spreads: dict[str, list[float]] = {}
         for name in HBM_KERNELS[figure]:
             fn, work = _hbm_kernel(name, p.mem_bytes, c.device)
             rate, slow, fast = timed(fn, c.device, rep_ms=p.rep_ms).rates(work)
             sustained[name] = rate
             if p.memory_bursts and c.device == "cuda":
-                clocks = _bursts(fn, p.memory_bursts, p)
+                clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms)
                 b_rate, b_slow, b_fast = clocks.events.rates(work)
                 bursts[name] = b_rate
                 if b_rate > rate:
@@ -257,8 +278,18 @@ def _hbm_pass(figure: str):
                     kernel[name] = k_rate
                     if k_rate > rate:
                         rate, slow, fast = k_rate, k_slow, k_fast
-            rates[name], spreads[name] = rate, [slow, fast]
             del fn  # its buffers go before the next kernel's
+            for n_bytes in p.memory_sizes if p.kernel_clock and p.memory_bursts else ():
+                fn, work = _hbm_kernel(name, n_bytes, c.device)
+                clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms)
+                del fn
+                if clocks.kernels is None:
+                    continue
+                k_rate, k_slow, k_fast = clocks.kernels.rates(work)
+                by_size.setdefault(f"{figure} kernel clock {_size(n_bytes)}", {})[name] = k_rate
+                if k_rate > rate:
+                    rate, slow, fast = k_rate, k_slow, k_fast
+            rates[name], spreads[name] = rate, [slow, fast]
         best = max(rates, key=rates.__getitem__)
         c.memory_sweep[figure] = rates
         if bursts:
@@ -266,15 +297,21 @@ def _hbm_pass(figure: str):
             c.memory_sweep[f"{figure} burst"] = bursts
         if kernel:
             c.memory_sweep[f"{figure} kernel clock"] = kernel
+        c.memory_sweep.update(by_size)
         c.spread[figure] = spreads[best]
         setattr(c, figure, rates[best])
 
     return run
 
 
-def _bursts(fn, n: int, p: Plan) -> BurstClocks:
+def _size(n_bytes: int) -> str:
+    """'240 MiB', '256 KiB': a buffer size as a key's label."""
+    return f"{n_bytes >> 20} MiB" if n_bytes >= 1 << 20 else f"{n_bytes >> 10} KiB"
+
+
+def _bursts(fn, n: int, p: Plan, **kw) -> BurstClocks:
     """`fn` timed in `n` bursts, by events and, when `p.kernel_clock`, by its kernels."""
-    return cuda_burst_clocks(fn, bursts=n, kernel_clock=p.kernel_clock)
+    return cuda_burst_clocks(fn, bursts=n, kernel_clock=p.kernel_clock, **kw)
 
 
 def _l2(c: Ceilings, p: Plan) -> None:
@@ -331,8 +368,11 @@ def _matmul(key: str):
 
         def timed_shape(m: int, n: int, k: int, layout: str, warmup_ms: float):
             # random data, not zeros: power-limited GPUs run zeros measurably faster
-            a = torch.randn(m, k, device=c.device).to(dtype)
-            if layout == "A@B":
+            if layout == "A.T@B":  # a weight gradient's: A stored (k, m), used transposed
+                a = torch.randn(k, m, device=c.device).to(dtype).t()
+            else:
+                a = torch.randn(m, k, device=c.device).to(dtype)
+            if layout in ("A@B", "A.T@B"):
                 b = torch.randn(k, n, device=c.device).to(dtype)
             else:  # nn.Linear's: the weight stored (n, k), used transposed
                 b = torch.randn(n, k, device=c.device).to(dtype).t()

@@ -188,7 +188,12 @@ def render(
                 ),
             )  # fmt: skip
         st.caption = "the ceiling is each matmul's best (bold); shapes in the order timed"
-        st.caption += "; A@B.T: B stored (n, k), as nn.Linear's weight" if layouts else ""
+        st.caption += (
+            "; A@B.T: B stored (n, k), as nn.Linear's weight; A.T@B: A stored (k, m), as "
+            "in a weight's gradient"
+            if layouts
+            else ""
+        )
         console.print(st)
 
     if c.transfers:

@@ -120,6 +120,7 @@ class Capture:
         self._marking = False  # inside the timeline pass's recorded steps
         self._ops_prof: Any = None
         self.ops_written = False
+        self.kernel_args: dict[str, list[str]] = {}  # [inductor] kernel -> launch parameters
         self.record_shapes = record_shapes
         self.activities = activities
         self.stop_after_capture = stop_after_capture
@@ -370,6 +371,14 @@ class Capture:
     def _on_ops_ready(self, prof: Any) -> None:
         prof.export_chrome_trace(str(self.ops_path))
         self.ops_written = True
+        # [inductor] what each compiled kernel's arguments are (read, written): its source
+        # names them, the trace does not (`trace.kernel_args`)
+        from membound.trace.kernel_args import inductor_kernel_args
+
+        try:
+            self.kernel_args = inductor_kernel_args()
+        except Exception:  # noqa: BLE001 - never lose the capture over a side table
+            self.kernel_args = {}
         self.complete = True
 
     def _finish_early(self) -> None:
@@ -671,6 +680,9 @@ class Capture:
             "cupti_teardown": self.cupti_teardown,
             # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
             "graph_captures": self.graph_captures,
+            # [inductor] each compiled Triton kernel's launch parameters (in_ptr0, out_ptr0,
+            # ..., xnumel), read from its source at the end of the ops pass
+            "kernel_args": self.kernel_args,
             "argv": list(sys.argv),
             "frameworks": frameworks(),
             "notes": self.notes,
