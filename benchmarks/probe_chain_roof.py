@@ -49,7 +49,8 @@ def consumer_rates(op, prep, work: float, calls: int) -> list[float]:
     names = {n for n, _ in kernel_spans(op, 2)}
 
     def run():
-        prep()
+        if prep is not None:
+            prep()
         op()
 
     spans = kernel_spans(run, calls)
