@@ -183,8 +183,8 @@ def test_an_hbm_kernel_faster_in_bursts_sets_the_pass(monkeypatch):
         t = sustained[current[-1]]
         return Timed(t, t, t, 9)
 
-    def fake_clocks(fn, *, bursts, kernel_clock, idle_ms):
-        assert bursts == 10 and idle_ms == 20.0
+    def fake_clocks(fn, *, bursts, kernel_clock, idle_ms, before):
+        assert bursts == 10 and idle_ms == 20.0 and before is None
         asked.append(kernel_clock)
         b, k = burst[current[-1]], kernels[current[-1]]
         return BurstClocks(
@@ -243,8 +243,8 @@ def test_an_hbm_kernel_faster_on_a_smaller_buffer_sets_the_pass(monkeypatch):
     def fake_timed(fn, device, **kw):
         return Timed(2.0, 2.0, 2.0, 9)
 
-    def fake_clocks(fn, *, bursts, kernel_clock, idle_ms):
-        assert idle_ms == 5.0
+    def fake_clocks(fn, *, bursts, kernel_clock, idle_ms, before):
+        assert idle_ms == 5.0 and before == "clean"  # every burst of every size
         n = sizes[-1]
         # by the kernel clock: 2 ms on the plan's 1 MiB; 0.45 ms on 256 KiB (4.4% faster)
         k = 2.0 if n == 1 << 20 else 0.45 if n == 1 << 18 else 1.0
@@ -254,10 +254,13 @@ def test_an_hbm_kernel_faster_on_a_smaller_buffer_sets_the_pass(monkeypatch):
     monkeypatch.setattr(measure, "timed", fake_timed)
     monkeypatch.setattr(measure, "cuda_burst_clocks", fake_clocks)
     c = Ceilings(device="cuda", name="x", memory_bandwidth=1.0)
+    asked = []
+    monkeypatch.setattr(measure, "clean_l2", lambda n, device: asked.append(n) or "clean")
     plan = _plan(memory_bursts=10, kernel_clock=True, memory_sizes=(1 << 18, 1 << 19),
-                 memory_idle_ms=5.0)  # fmt: skip
+                 memory_idle_ms=5.0, clean_l2_bytes=3 << 20)  # fmt: skip
     measure._hbm_pass("write_bandwidth")(c, plan)
     assert sizes == [1 << 20, 1 << 18, 1 << 19] * 2
+    assert asked == [3 << 20]  # one clean-L2 buffer for the pass
     assert c.write_bandwidth == pytest.approx((1 << 18) / 0.45e-3)
     assert c.memory_sweep["write_bandwidth kernel clock 256 KiB"] == pytest.approx(
         {"fill_ fp32": (1 << 18) / 0.45e-3, "fill_ bf16": (1 << 18) / 0.45e-3}
@@ -286,6 +289,7 @@ def test_the_full_gpu_plan_reads_the_kernel_clock():
         mp.setattr(torch.cuda, "get_device_properties", lambda i: props)
         full, quick = measure._plan("cuda", False), measure._plan("cuda", True)
     assert full.kernel_clock and full.memory_bursts and full.matmul_bursts
+    assert full.clean_l2_bytes == 2 * props.L2_cache_size and not quick.clean_l2_bytes
     assert not quick.kernel_clock
     assert not measure._plan("cpu", False).kernel_clock
 

@@ -75,6 +75,16 @@ def test_kernel_burst_samples_split_each_burst_into_its_calls():
     assert kernel_burst_samples(spans[:-1], bursts=2, calls=3) is None  # one missing
     assert kernel_burst_samples(spans[:6], bursts=1, calls=3) is None  # 5 after the spin
     assert kernel_burst_samples([], bursts=2, calls=3) is None
+    # each call after one activity of `before` (a 10 ms read): only the call's own count
+    lead = []
+    t = 0
+    for length in (3 * ms, 2 * ms):
+        lead += [(t, t + 10 * ms), (t + 10 * ms, t + 10 * ms + length)]
+        t += 20 * ms
+    spans = [(-ms, 0)] + lead
+    assert kernel_burst_samples(spans, bursts=1, calls=2, lead=1) == pytest.approx([2.0])
+    # without `lead` the reads count as the calls' own work: 13 and 12 ms
+    assert kernel_burst_samples(spans, bursts=1, calls=2) == pytest.approx([12.0])
 
 
 @pytest.mark.gpu
@@ -93,6 +103,14 @@ def test_cuda_burst_clocks_reads_the_kernels_clock():
     assert full.kernels is not None and half.kernels is not None
     assert 1.6 <= full.kernels.median_ms / half.kernels.median_ms <= 2.4
     assert full.kernels.median_ms <= full.events.median_ms * 1.01
+    # each call after a read that leaves L2 clean: the read is timed by neither clock
+    flush = torch.zeros(64 << 20, device="cuda")
+    clean = cuda_burst_clocks(
+        lambda: torch.add(src, 1, out=dst), bursts=5, idle_ms=5, before=lambda: flush.sum()
+    )
+    assert clean.kernels is not None
+    assert 0.8 <= clean.kernels.median_ms / full.kernels.median_ms <= 1.1
+    assert 0.8 <= clean.events.median_ms / full.events.median_ms <= 1.1
 
 
 def test_timed_keeps_the_spread_of_its_runs():

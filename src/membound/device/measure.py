@@ -78,6 +78,9 @@ class Plan:
     #: the host's sleep before each memory burst (HBM's rate does not wait on the clocks
     #: recovering, as a matmul's does: `cuda_burst_timed`)
     memory_idle_ms: float = 20.0
+    #: with memory bursts, every timed call of an HBM kernel runs after a read of a buffer
+    #: this large (0: not), so that L2 holds clean lines when it starts (`clean_l2`)
+    clean_l2_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ def _plan(device: str, quick: bool) -> Plan:
             matmul_warmup_ms=30, sweep_warmup_ms=300, l2_bytes=l2_known, matmul_bursts=6,
             memory_bursts=10, kernel_clock=True,
             memory_sizes=tuple(s for s in (4 * l2, 8 * l2) if s < mem), memory_idle_ms=5.0,
+            clean_l2_bytes=2 * l2,
         )  # fmt: skip
     if quick:
         return Plan(16 << 20, {"fp32": ((256, 256, 256),), "bf16": ((256, 256, 256),)}, 0, 0, 30)
@@ -249,7 +253,9 @@ def _hbm_pass(figure: str):
     `"<figure> sustained"` and `"<figure> burst"` hold each timing's, `"<figure> kernel
     clock"` the bursts' by their kernels' durations.
 
-    With `p.memory_sizes`, each kernel is also timed on buffers of those sizes, in bursts by
+    With `p.clean_l2_bytes`, every burst call starts on an L2 of clean lines (`clean_l2`),
+    so that no other kernel's write-back shares its traffic. With `p.memory_sizes`, each
+    kernel is also timed on buffers of those sizes, in bursts by
     the kernel clock alone (`"<figure> kernel clock <N> MiB"`), and its rate is the best of
     every size. The ops of the H200's traces, 230-400 MB a call, ran up to 2.4% above the
     2 GiB passes by the kernel clock, the clock they are timed by (2026-12-03, call 7:
@@ -257,6 +263,7 @@ def _hbm_pass(figure: str):
     µs more, which is why smaller buffers timed by events had seemed slower."""
 
     def run(c: Ceilings, p: Plan) -> None:
+        before = clean_l2(p.clean_l2_bytes, c.device) if p.memory_bursts else None
         rates: dict[str, float] = {}
         sustained: dict[str, float] = {}
         bursts: dict[str, float] = {}
@@ -268,7 +275,7 @@ def _hbm_pass(figure: str):
             rate, slow, fast = timed(fn, c.device, rep_ms=p.rep_ms).rates(work)
             sustained[name] = rate
             if p.memory_bursts and c.device == "cuda":
-                clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms)
+                clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms, before=before)
                 b_rate, b_slow, b_fast = clocks.events.rates(work)
                 bursts[name] = b_rate
                 if b_rate > rate:
@@ -281,7 +288,7 @@ def _hbm_pass(figure: str):
             del fn  # its buffers go before the next kernel's
             for n_bytes in p.memory_sizes if p.kernel_clock and p.memory_bursts else ():
                 fn, work = _hbm_kernel(name, n_bytes, c.device)
-                clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms)
+                clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms, before=before)
                 del fn
                 if clocks.kernels is None:
                     continue
@@ -302,6 +309,26 @@ def _hbm_pass(figure: str):
         setattr(c, figure, rates[best])
 
     return run
+
+
+def clean_l2(n_bytes: int, device: str):
+    """A call that leaves L2 holding clean lines: the sum of a buffer of `n_bytes` (twice
+    L2), or None (`n_bytes` 0, or not a GPU).
+
+    What L2 holds when a kernel starts moves its HBM rate. After a kernel that wrote, L2 is
+    full of dirty lines, and the next kernel's traffic waits on their write-back: on the
+    H200 ReLU's forward on 268 MB reached 4.46 TB/s (best of 40, 4.35 median) after such a
+    read, and 4.25 (4.13) after its own previous call, as every pass had timed it; ReLU's
+    backward 4.57 (4.48) against 4.40 (4.30) (`benchmarks/probe_chain_roof.py`,
+    `benchmarks/results/chain_roof_2026-12-03j.jsonl`). The recorded models' ops ran at up to
+    4.44 and 4.54: in a model many ops start after one that only read. The roof is the
+    rate of a kernel whose traffic is its own."""
+    if not n_bytes or device != "cuda":
+        return None
+    import torch
+
+    buf = torch.zeros(n_bytes // 4, device=device)
+    return lambda: buf.sum()
 
 
 def _size(n_bytes: int) -> str:

@@ -139,16 +139,31 @@ def cuda_burst_clocks(
     calls: int = 3,
     queue_ms: float = 1.0,
     kernel_clock: bool = True,
+    before: Callable[[], object] | None = None,
 ) -> BurstClocks:
     """`cuda_burst_timed`'s bursts, run under a profiler that records GPU activity only when
     `kernel_clock`, so the same calls are also timed by their kernels' own durations: what
     a trace's ops are timed by. An event pair around a call holds more than its kernels (the
     GPU's handling of the launch and of the events), so a roof timed by events alone sits
-    below what the same kernel shows in a trace by that much."""
+    below what the same kernel shows in a trace by that much.
+
+    `before`, when given, runs ahead of every call, untimed by either clock (its events
+    around `fn` alone, its kernels left out of the call's): what the GPU should hold when
+    the call starts (`device.measure.clean_l2`)."""
     import torch
 
+    if before is not None:
+        before()
     fn()
     torch.cuda.synchronize()
+    lead = 0
+    if before is not None and kernel_clock:  # the activities `before` adds to each call
+        prof = _gpu_profiler()
+        if prof is not None:
+            with prof:
+                before()
+                torch.cuda.synchronize()
+            lead = len(_gpu_spans(prof))
     cycles = int(queue_ms * 1e-3 * _sm_mhz() * 1e6)
     samples = []
     prof = _gpu_profiler() if kernel_clock else None
@@ -156,18 +171,29 @@ def cuda_burst_clocks(
         for _ in range(bursts):
             torch.cuda.synchronize()
             time.sleep(idle_ms / 1e3)
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
             torch.cuda._sleep(cycles)
-            ev[0].record()
-            for e in ev[1:]:
-                fn()
-                e.record()
-            ev[-1].synchronize()
-            samples.append(min(ev[i].elapsed_time(ev[i + 1]) for i in range(calls)))
+            if before is None:  # the calls back to back, an event between each two
+                ev = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
+                ev[0].record()
+                for e in ev[1:]:
+                    fn()
+                    e.record()
+                pairs = list(zip(ev, ev[1:], strict=False))
+            else:
+                pairs = []
+                for _ in range(calls):
+                    before()
+                    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                    start.record()
+                    fn()
+                    end.record()
+                    pairs.append((start, end))
+            pairs[-1][1].synchronize()
+            samples.append(min(a.elapsed_time(b) for a, b in pairs))
         torch.cuda.synchronize()
     kernels = None
     if prof is not None:
-        per_burst = kernel_burst_samples(_gpu_spans(prof), bursts=bursts, calls=calls)
+        per_burst = kernel_burst_samples(_gpu_spans(prof), bursts=bursts, calls=calls, lead=lead)
         kernels = Timed.of(per_burst) if per_burst else None
     return BurstClocks(Timed.of(samples), kernels)
 
@@ -209,23 +235,27 @@ def _gpu_spans(prof) -> list[tuple[int, int]]:
 
 
 def kernel_burst_samples(
-    spans: Sequence[tuple[int, int]], *, bursts: int, calls: int
+    spans: Sequence[tuple[int, int]], *, bursts: int, calls: int, lead: int = 0
 ) -> list[float] | None:
     """Per burst, the fastest call's device milliseconds by its kernels' clock, from the GPU
     activity of `cuda_burst_clocks` (`spans`: (start, end) ns by start). Each burst recorded
-    its spin and then `calls` calls of the same work, so it holds 1 + calls x k activities:
-    a call is k in a row, from its first's start to its last's end. None when the activity
-    does not split that way (a call whose work varies, activity missing)."""
-    if bursts < 1 or calls < 1 or len(spans) % bursts:
+    its spin and then `calls` calls of the same work, each after `lead` activities of the
+    `before` that ran ahead of it, so it holds 1 + calls x (lead + k) activities: a call is
+    its last k, from the first's start to the last's end. None when the activity does not
+    split that way (a call whose work varies, activity missing)."""
+    if bursts < 1 or calls < 1 or lead < 0 or len(spans) % bursts:
         return None
     per = len(spans) // bursts
-    if per < 1 + calls or (per - 1) % calls:
+    if per < 1 + calls * (lead + 1) or (per - 1) % calls:
         return None
-    k = (per - 1) // calls
+    k = (per - 1) // calls - lead
     out = []
     for b in range(bursts):
         burst = spans[b * per + 1 : (b + 1) * per]  # the spin first
-        times = [(burst[i * k + k - 1][1] - burst[i * k][0]) / 1e6 for i in range(calls)]
+        times = []
+        for i in range(calls):
+            call = burst[i * (lead + k) + lead : (i + 1) * (lead + k)]
+            times.append((call[-1][1] - call[0][0]) / 1e6)
         if min(times) <= 0:
             return None
         out.append(min(times))
