@@ -81,6 +81,7 @@ def test_an_op_with_calls_in_and_out_of_l2_is_held_to_each_calls_roof():
 LATER = {
     "h200_real_gpt2_run5", "h200_real_gpt2_run6", "h200_real_gpt2_run7", "h200_real_gpt2_compiled_run3",
     "h200_real_gpt2_run8", "h200_launch_bound_graphed_run2", "h200_real_gpt2_reduce_overhead",
+    "h200_real_gpt2_compiled_run4",
 }  # fmt: skip
 
 

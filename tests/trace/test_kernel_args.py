@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
-from membound.trace.kernel_args import inductor_kernel_args, parse_kernel_defs, role
+from membound.trace.kernel_args import inductor_kernel_args, parse_kernel_defs
 
 #: a piece of an output-code module as inductor writes it (torch 2.11): kernels as source
 #: strings handed to async_compile, each with its triton_meta and a `def` line
@@ -59,12 +59,6 @@ def test_a_name_defined_two_ways_is_left_out():
         "triton_poi_fused_add_0": ["in_ptr0", "out_ptr0", "xnumel"]
     }
     assert parse_kernel_defs([same, other]) == {}
-
-
-def test_roles_of_inductor_parameter_names():
-    assert [role(n) for n in ("in_ptr3", "out_ptr0", "in_out_ptr1", "arg_A", "xnumel", "ks0")] == [
-        "r", "w", "rw", "r", None, None,
-    ]  # fmt: skip
 
 
 def test_read_from_the_modules_inductor_loaded(tmp_path, monkeypatch):

@@ -94,13 +94,30 @@ def _no_gpu_work(trace, window) -> bool:
     return not bool(inside.any())
 
 
+def kernel_args_of(meta) -> dict[str, list[str]] | None:
+    """The launch parameter names of the inductor kernels the capture compiled, by kernel
+    name (the meta's "kernel_args", `trace.kernel_args`), which split their bytes into reads
+    and writes; None where the meta has none. Entries that are not a name and a list of
+    names are left out: a kernel with no usable names is costed from the trace alone."""
+    table = meta.get("kernel_args") if isinstance(meta, dict) else None
+    if not isinstance(table, dict):
+        return None
+    kept = {
+        k: list(v)
+        for k, v in table.items()
+        if isinstance(k, str) and isinstance(v, list) and all(isinstance(a, str) for a in v)
+    }
+    return kept or None
+
+
 def analyze_trace(
     trace, ceilings=None, meta: dict | None = None, ops_trace=None, ceilings_origin=None,
     graph_captures=None,
 ) -> Analysis:  # fmt: skip
     """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
     membound wrote beside it (`trace.capture.read_meta`), with its own step timer (every ms/step
-    then refers to the unprofiled step) and the frameworks the script imported (fix texts);
+    then refers to the unprofiled step), the frameworks the script imported (fix texts) and
+    the parameter names of the inductor kernels it compiled (`kernel_args_of`);
     `ops_trace`: membound's ops pass (CPU ops and shapes), which the op rows come from when
     the timeline trace recorded GPU activity alone; `ceilings_origin`: where given ceilings
     came from (said in the report); `graph_captures`: the CUDA-graph captures membound
@@ -229,7 +246,9 @@ def analyze_trace(
     # op time is counted inside the analysed steps, like every per-step figure (a trace
     # with one step mark has GPU work outside it), against the device time of the same span
     span = ([w[1] for w in op_windows], [w[2] for w in op_windows])
-    calls = join_calls(op_source, span) if trace.has_gpu and op_windows else []
+    calls = (
+        join_calls(op_source, span, kernel_args_of(meta)) if trace.has_gpu and op_windows else []
+    )
     device_us = device_time_us(op_source, span) if op_windows else 0.0
     rows = op_rows(calls, ceilings, device_us)
     replayed_us = graph_replay_time_us(op_source, span) if op_windows else 0.0

@@ -116,11 +116,18 @@ def distinct_bytes(metas: Iterable[TensorMeta]) -> int:
 
 @dataclass
 class OpCall:
-    """One op call: name ("aten::add"), schema-ordered inputs, outputs when known."""
+    """One op call: name ("aten::add"), schema-ordered inputs, outputs when known.
+
+    `arg_names`: the name of each input, in the same order, where the caller knows them
+    (an inductor kernel's launch parameters, `in_ptr0` / `out_ptr0` / `xnumel`, read from its
+    generated source: `trace.kernel_args`); None for an aten op, whose schema a formula
+    knows already. They tell a formula which recorded tensors a kernel reads and which it
+    writes, which a trace alone does not."""
 
     name: str
     inputs: list[Any]
     outputs: list[TensorMeta] | None = None
+    arg_names: tuple[str, ...] | None = None
 
     @property
     def live(self) -> bool:

@@ -155,11 +155,15 @@ def cost_of(
     input_strides: list | None = None,
     *,
     list_dtypes: str | Sequence[str | None] | None = None,
+    arg_names: Sequence[str] | None = None,
 ) -> Cost:
     """Cost of one op from its name and the trace's recorded inputs (no outputs needed).
-    `list_dtypes`: the TensorList arguments' dtypes where known (`parse_args`)."""
+    `list_dtypes`: the TensorList arguments' dtypes where known (`parse_args`); `arg_names`:
+    the recorded arguments' names where known (an inductor kernel's launch parameters,
+    `OpCall.arg_names`), which let its formula count reads and writes apart."""
     args = parse_args(input_shapes, input_dtypes, concrete_inputs, input_strides, list_dtypes)
-    call = OpCall(op_name, args, None)
+    names = tuple(str(n) for n in arg_names) if arg_names is not None else None
+    call = OpCall(op_name, args, None, names)
     if any(isinstance(a, TensorList) and not a.readable for a in args):
         return fallback(call)  # shapes that cannot be read: an unknown op, not a guess
     return evaluate(call)

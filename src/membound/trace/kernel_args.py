@@ -4,7 +4,8 @@ cost model can tell a kernel's inputs from its outputs.
 A trace records an inductor kernel's tensor arguments (shapes, dtypes, strides) but not what
 each one is. Inductor names them in the kernel's own source: `in_ptr0` is read, `out_ptr0`
 written, `in_out_ptr0` read and written in place, a template's `arg_A` read; scalars
-(`xnumel`, `ks0`, seeds) follow. The generated modules inductor loaded
+(`xnumel`, `ks0`, seeds) follow. The cost model turns the names into reads and writes
+(`cost.formulas.inductor.PARAM_ROLES`). The generated modules inductor loaded
 (`torch._inductor.codecache.PyCodeCache`) hold every kernel's source, so membound reads the
 `def triton_...(...)` lines from their files once, at the end of its ops pass, and keeps the
 names of the parameters that are passed at launch (not the `tl.constexpr` ones), in order:
@@ -22,17 +23,6 @@ import sys
 from collections.abc import Iterable
 
 _DEF = re.compile(r"def\s+(triton_(?:poi|red|per|tem)_\w+)\s*\(([^)]*)\)")
-
-#: parameter-name prefixes and what the kernel does with the tensor: read, written, both
-ROLES = (("in_out_ptr", "rw"), ("in_ptr", "r"), ("out_ptr", "w"), ("arg_", "r"))
-
-
-def role(arg_name: str) -> str | None:
-    """'r', 'w' or 'rw' for a tensor parameter named by inductor, None for any other name."""
-    for prefix, what in ROLES:
-        if arg_name.startswith(prefix):
-            return what
-    return None
 
 
 def parse_kernel_defs(texts: Iterable[str]) -> dict[str, list[str]]:

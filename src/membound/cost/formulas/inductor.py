@@ -7,8 +7,16 @@ kernel's tensors (its inputs and its preallocated outputs) followed by its sizes
 `rnumel`) as scalars. So, with `record_shapes=True`:
 
 - Bytes (minimal): each tensor argument read or written once, in its storage dtype, at its
-  real storage extent (an expanded, stride-0 argument costs what it stores). A buffer the
-  kernel updates in place (`in_out_ptr`) is counted once, as its name is not recorded.
+  real storage extent (an expanded, stride-0 argument costs what it stores). The trace does
+  not say which arguments are inputs. Where the capture read the kernel's parameter names
+  from its generated source (`OpCall.arg_names`, `trace.kernel_args`) and they fit the
+  recorded arguments (one name per argument, a read/write role for every tensor), the
+  bytes are split: `in_ptr*` and a template's `arg_*` are read, `out_ptr*` written, and a
+  buffer updated in place (`in_out_ptr*`) is both read and written, so it counts twice,
+  the true minimum; `read_bytes` is the share read, which sets the call's HBM roof
+  (`analysis.roofline.hbm_rate`). Without names that fit (no capture meta, a parameter
+  with no role such as a reduction's scratch `ws_ptr`) every argument counts once,
+  `in_out_ptr` included, and the split is unknown (`read_bytes=None`).
 - The iteration space bounds every argument. Inductor passes the sizes of its launch
   space (`xnumel`, `ynumel`, `r0_numel` ...) last, after any size variables (`ks0`) and
   RNG offsets (`load_seed_offset`); their product N is the number of points the kernel
@@ -31,7 +39,9 @@ kernel's tensors (its inputs and its preallocated outputs) followed by its sizes
   `addmm`, `bmm`) counts 2·M·N·K from its two operand shapes.
 - A pointwise kernel whose one tensor argument spans the iteration space only writes it
   (inductor's zero fill before a scatter, named after the op it serves, an arange):
-  `family="fill"`, 0 FLOPs, which holds it to the write roof.
+  `family="fill"`, 0 FLOPs, which holds it to the write roof; with names it reads 0 bytes.
+  Names that make that one argument an `in_out_ptr` say it is an in-place update
+  (`x.mul_(2)`), not a fill: costed as any other kernel, read and written.
 - A name with no fused op membound knows (`triton_poi_fused_0`, or a name inductor was
   told to shorten) is costed bytes-only: `family="inductor-bytes"`, 0 FLOPs. That places
   it on the memory roof, which is where a fused elementwise kernel lives.
@@ -89,6 +99,10 @@ FUSED_FLOPS: dict[str, int] = {
         0,
     ),
 }
+#: inductor's launch-parameter prefixes and what a kernel does with that tensor: read,
+#: written, read and written in place; a template's operands (`arg_A`, `arg_B`) are read.
+#: Scalars (`xnumel`, `ks0`) and a scratch workspace (`ws_ptr`) have no role
+PARAM_ROLES = (("in_out_ptr", "rw"), ("in_ptr", "r"), ("out_ptr", "w"), ("arg_", "r"))
 _MATMULS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm")
 #: longest names first, so that "native_layer_norm_backward" wins over "native_layer_norm"
 _VOCAB = sorted({*FUSED_FLOPS, *_MATMULS}, key=len, reverse=True)
@@ -159,12 +173,43 @@ def _touched(t: TensorMeta, space: int | None) -> int:
     return extent if space is None else min(extent, space)
 
 
+def param_role(name: str) -> str | None:
+    """'r', 'w' or 'rw' for a tensor parameter named by inductor (`PARAM_ROLES`), None for
+    any other name."""
+    for prefix, what in PARAM_ROLES:
+        if name.startswith(prefix):
+            return what
+    return None
+
+
+def tensor_roles(call: OpCall) -> list[str] | None:
+    """The role ('r', 'w', 'rw') of each tensor argument of `call`, in the order of
+    `call.tensors()`, from its parameter names; None when the names do not fit the recorded
+    arguments: none given, not one per argument, a tensor whose name has no role (a
+    scratch `ws_ptr`, a name from another kernel), or a TensorList (an inductor kernel
+    passes none). Not fitting is not guessed at: the caller costs the call without them."""
+    names = call.arg_names
+    if names is None or len(names) != len(call.inputs):
+        return None
+    roles: list[str] = []
+    for value, name in zip(call.inputs, names, strict=True):
+        if isinstance(value, (list, tuple)):
+            return None
+        if isinstance(value, TensorMeta):
+            what = param_role(name)
+            if what is None:
+                return None
+            roles.append(what)
+    return roles
+
+
 def inductor_cost(call: OpCall) -> Cost:
     parsed = parse_name(call.name)
     if parsed is None:
         raise ValueError(f"{call.name} is not an inductor kernel name")
     kind, ops = parsed
     tensors = call.tensors()
+    roles = tensor_roles(call)
     # a template (matmul) kernel has no launch-space sizes: it reads its operands whole
     space = None if kind == "tem" else iteration_space(call)
     exact = True
@@ -175,23 +220,31 @@ def inductor_cost(call: OpCall) -> Cost:
             space, exact = None, False
     # post hoc every argument is a distinct buffer: inductor passes a buffer it both reads
     # and writes once (`in_out_ptr`), so no two arguments alias
-    nbytes = float(sum(_touched(t, space) * t.itemsize for t in tensors))
-    if kind == "poi" and len(tensors) == 1 and space is not None and tensors[0].numel == space:
+    touched = [float(_touched(t, space) * t.itemsize) for t in tensors]
+    reads: float | None = None
+    if roles is None:
+        nbytes = sum(touched)
+    else:
+        # an in_out_ptr is in both sums: read and written, once each
+        reads = sum(b for b, r in zip(touched, roles, strict=True) if "r" in r)
+        nbytes = reads + sum(b for b, r in zip(touched, roles, strict=True) if "w" in r)
+    one_span = len(tensors) == 1 and space is not None and tensors[0].numel == space
+    if kind == "poi" and one_span and (roles is None or roles == ["w"]):
         # one buffer, written at every point: a fill (the zeros an embedding backward
-        # scatters into, an arange), held to the write roof. An in-place update of that
-        # one buffer (`x.mul_(2)`) also reads it; counted once either way, at the write
-        # roof its fraction is understated, never above the roof
-        return Cost(0.0, nbytes, VECTOR, exact, "fill")
+        # scatters into, an arange), held to the write roof. Without names an in-place
+        # update of that one buffer (`x.mul_(2)`) looks the same: counted once, at the
+        # write roof its fraction is understated, never above the roof
+        return Cost(0.0, nbytes, VECTOR, exact, "fill", read_bytes=reads)
     if kind == "tem" and any(op in _MATMULS for op in ops):
         flops = _matmul_flops(tensors)
         if flops is not None:
             dtype = max(tensors, key=lambda t: t.numel).dtype if tensors else "float32"
-            return Cost(flops, nbytes, compute_key(dtype), True, "inductor")
+            return Cost(flops, nbytes, compute_key(dtype), True, "inductor", read_bytes=reads)
     known = [FUSED_FLOPS[op] for op in ops if op in FUSED_FLOPS]
     if not known or kind == "tem":
-        return Cost(0.0, nbytes, VECTOR, exact, "inductor-bytes")
+        return Cost(0.0, nbytes, VECTOR, exact, "inductor-bytes", read_bytes=reads)
     elements = max((t.numel if space is None else min(t.numel, space) for t in tensors), default=0)
-    return Cost(float(elements * sum(known)), nbytes, VECTOR, exact, "inductor")
+    return Cost(float(elements * sum(known)), nbytes, VECTOR, exact, "inductor", read_bytes=reads)
 
 
 register_prefix("triton_poi_", "triton_red_", "triton_per_", "triton_tem_", family="inductor")(
