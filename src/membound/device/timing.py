@@ -211,33 +211,9 @@ def _gpu_profiler():
     try:
         from torch.profiler import ProfilerActivity, profile
 
-        return _quiet(profile(activities=[ProfilerActivity.CUDA]))
+        return profile(activities=[ProfilerActivity.CUDA])
     except Exception:  # noqa: BLE001 - no profiler in this build
         return None
-
-
-class _quiet:
-    """A profiler whose start says nothing: torch warns, once, that a profiler clears its
-    events at the end of each cycle (these have one), and that would land in `membound
-    roofline`'s output."""
-
-    def __init__(self, prof):
-        self.prof = prof
-        self.profiler = None
-
-    def __enter__(self):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*clears events.*")
-            self.prof.__enter__()
-        self.profiler = self.prof.profiler
-        return self
-
-    def __exit__(self, *exc):
-        out = self.prof.__exit__(*exc)
-        self.profiler = self.prof.profiler
-        return out
 
 
 def _gpu_spans(prof) -> list[tuple[int, int]]:
