@@ -5,8 +5,10 @@ Medians, not means: one preempted run or one clock boost must not move a ceiling
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -167,7 +169,7 @@ def cuda_burst_clocks(
     cycles = int(queue_ms * 1e-3 * _sm_mhz() * 1e6)
     samples = []
     prof = _gpu_profiler() if kernel_clock else None
-    with prof if prof is not None else _nothing():
+    with _no_cycle_warning(), prof if prof is not None else _nothing():
         for _ in range(bursts):
             torch.cuda.synchronize()
             time.sleep(idle_ms / 1e3)
@@ -196,6 +198,15 @@ def cuda_burst_clocks(
         per_burst = kernel_burst_samples(_gpu_spans(prof), bursts=bursts, calls=calls, lead=lead)
         kernels = Timed.of(per_burst) if per_burst else None
     return BurstClocks(Timed.of(samples), kernels)
+
+
+@contextlib.contextmanager
+def _no_cycle_warning():
+    """torch warns, once, that a profiler clears its events at the end of each cycle (the
+    kernel clock's has one cycle); without this it lands in `membound roofline`'s output."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*clears events.*")
+        yield
 
 
 class _nothing:
