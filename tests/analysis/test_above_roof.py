@@ -27,7 +27,10 @@ def test_note_names_the_op_furthest_above_its_roof():
     assert "membound roofline --refresh" in note and "either data still in L2" in note
     # within what ops and ceilings measured in one H200 call showed: said so
     near = above_roof_note([_row("f", 1.02)])
-    assert "at 102.0%" in near and "memory-bound ops up to 0.3% above passes timed by the kernel clock" in near
+    assert (
+        "at 102.0%" in near
+        and "memory-bound ops up to 0.3% above passes timed by the kernel clock" in near
+    )
     assert "fp32_vector FLOP/s" in above_roof_note([_row("d", 0.2, flops=1.3, bound="compute")])
     unplaced = _row("e", 3.0, bound=None)
     assert above_roof_note([unplaced]) is None
