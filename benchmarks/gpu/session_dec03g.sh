@@ -1,27 +1,5 @@
 #!/usr/bin/env bash
-# 2026-12-03, call 7 (issue 16): the ceilings afresh with every burst also timed by its
-# kernels' own durations (the clock a trace's ops are timed by), then fresh diagnose traces
-# of the planted loops (their ops pass: --steps 30), eager and compiled GPT-2 placed on them:
-# does any op still run above its roof when the roof is read by the ops' own clock?
-# Products: ceilings.json, roofline.txt, over_roof.txt, fresh.tgz.
-source "$(dirname "$0")/_session.sh"
-export MEMBOUND_CACHE_DIR=/tmp/mbcache
-W=/tmp/gpu_work; rm -rf "$W"; mkdir -p "$W/fresh"
-python -m pytest -q -p no:cacheprovider tests/device/test_timing.py -m gpu 2>&1 | tail -3
-COLUMNS=120 timeout 200 python -m membound roofline --refresh --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
-echo "roofline rc=$? in $(( $(date +%s) - t0 )) s"; grep -i "memory\|read\|write\|bf16" "$DEST/roofline.txt" | head -12
-for s in healthy fp32_matmul fp32_storage memory_bound_op unfused_chain blocking_copy; do
-  timeout 90 python -m membound diagnose --no-annotate --wait 4 --warmup 1 --steps 4 --out "$W/fresh/h200_$s" \
-    --ceilings "$DEST/ceilings.json" -- python "examples/planted/$s.py" --steps 30 > "$W/$s.log" 2>&1
-  echo "diagnose $s rc=$? in $(( $(date +%s) - t0 )) s ops=$(ls "$W/fresh/h200_$s" | grep -c ops)"
-done
-for s in gpt2 gpt2_compiled; do
-  timeout 150 python -m membound diagnose --no-annotate --wait 6 --warmup 2 --steps 3 --out "$W/fresh/h200_real_$s" \
-    --ceilings "$DEST/ceilings.json" -- python examples/real/$s.py --steps 16 --warmup-steps 0 > "$W/$s.log" 2>&1
-  echo "diagnose $s rc=$? in $(( $(date +%s) - t0 )) s"
-done
-timeout 150 python benchmarks/check_over_roof.py "$DEST/ceilings.json" --fixtures "$W/fresh" --top 25 > "$DEST/over_roof.txt" 2>&1
-echo "over-roof (fresh) rc=$?"; tail -40 "$DEST/over_roof.txt"
-tar -C "$W" -czf "$DEST/fresh.tgz" fresh 2>/dev/null
-ls -la "$DEST"
-echo "session done in $(( $(date +%s) - t0 )) s"
+# 2026-12-03, call 7 (issue 16): the ceilings with every burst also timed by its kernels'
+# own durations (the clock a trace's ops are timed by), and fresh traces placed on them.
+# What it runs: fresh_roof.sh (the earlier form of this file, in git, ran it inline).
+exec bash "$(dirname "$0")/fresh_roof.sh" "$@"

@@ -85,7 +85,7 @@ def test_a_burst_rate_above_the_sustained_one_is_the_ceiling():
     than any sustained timing sets the ceiling; both rates stay in the sweep's rows."""
     from membound.device.ceilings import Ceilings
     from membound.device.measure import _sweep
-    from membound.device.timing import Timed
+    from membound.device.timing import BurstClocks, Timed
     from membound.report.ceilings import sweep_table
 
     sustained = {(64, 64, 64): 1.0, (128, 128, 128): 8.0}  # the same rate
@@ -93,7 +93,7 @@ def test_a_burst_rate_above_the_sustained_one_is_the_ceiling():
 
     def fake(m, n, k, layout, warmup_ms):
         t, b = sustained[(m, n, k)], burst[(m, n, k)]
-        return Timed(t, t, t, 5), Timed(b, b * 0.95, b * 1.1, 10)
+        return Timed(t, t, t, 5), BurstClocks(Timed(b, b * 0.95, b * 1.1, 10), None)
 
     c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)
     _sweep(c, "bf16", tuple(sustained), fake, _plan())

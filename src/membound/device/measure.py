@@ -213,10 +213,10 @@ def _hbm_kernel(name: str, n_bytes: int, device: str):
     buffers in turn, as a model's chain of ops does: could L2 still hold the tail?) measured
     the same on the H200 on these buffers (clamp_min and threshold_backward within 0.3%,
     2026-12-03, benchmarks/results/h200_ceilings_2026-12-03b.json), and 1.4-2.5% slower on
-    buffers of 4 x L2 (240 MiB, the size of the ops that ran above their roof: clamp_min
-    4.14 / 4.19 TB/s fp32 / bf16 against 4.24 / 4.28 re-read, threshold_backward 4.34 / 4.35
-    against 4.40 / 4.41; benchmarks/results/h200_ceilings_2026-12-03d.json), so only the
-    re-read form is timed."""
+    buffers of 4 x L2 (benchmarks/results/h200_ceilings_2026-12-03d.json), so only the
+    re-read form is timed. Those timings were CUDA events after do_bench's L2 flush, a
+    write that leaves L2 dirty; what the ops above their roof had that the passes lacked was
+    an L2 of clean lines (`clean_l2`), not their producer's output in it."""
     import torch
 
     op, dt = name.split()
@@ -272,19 +272,16 @@ def _hbm_pass(figure: str):
         spreads: dict[str, list[float]] = {}
         for name in HBM_KERNELS[figure]:
             fn, work = _hbm_kernel(name, p.mem_bytes, c.device)
-            rate, slow, fast = timed(fn, c.device, rep_ms=p.rep_ms).rates(work)
-            sustained[name] = rate
+            # (rate, slow, fast) of the best timing so far; a later one wins only if faster
+            best = timed(fn, c.device, rep_ms=p.rep_ms).rates(work)
+            sustained[name] = best[0]
             if p.memory_bursts and c.device == "cuda":
                 clocks = _bursts(fn, p.memory_bursts, p, idle_ms=p.memory_idle_ms, before=before)
-                b_rate, b_slow, b_fast = clocks.events.rates(work)
-                bursts[name] = b_rate
-                if b_rate > rate:
-                    rate, slow, fast = b_rate, b_slow, b_fast
+                seen = clocks.events.rates(work)
+                bursts[name], best = seen[0], max(best, seen, key=_rate)
                 if clocks.kernels is not None:
-                    k_rate, k_slow, k_fast = clocks.kernels.rates(work)
-                    kernel[name] = k_rate
-                    if k_rate > rate:
-                        rate, slow, fast = k_rate, k_slow, k_fast
+                    seen = clocks.kernels.rates(work)
+                    kernel[name], best = seen[0], max(best, seen, key=_rate)
             del fn  # its buffers go before the next kernel's
             for n_bytes in p.memory_sizes if p.kernel_clock and p.memory_bursts else ():
                 fn, work = _hbm_kernel(name, n_bytes, c.device)
@@ -292,11 +289,10 @@ def _hbm_pass(figure: str):
                 del fn
                 if clocks.kernels is None:
                     continue
-                k_rate, k_slow, k_fast = clocks.kernels.rates(work)
-                by_size.setdefault(f"{figure} kernel clock {_size(n_bytes)}", {})[name] = k_rate
-                if k_rate > rate:
-                    rate, slow, fast = k_rate, k_slow, k_fast
-            rates[name], spreads[name] = rate, [slow, fast]
+                seen = clocks.kernels.rates(work)
+                by_size.setdefault(f"{figure} kernel clock {_size(n_bytes)}", {})[name] = seen[0]
+                best = max(best, seen, key=_rate)
+            rates[name], spreads[name] = best[0], [best[1], best[2]]
         best = max(rates, key=rates.__getitem__)
         c.memory_sweep[figure] = rates
         if bursts:
@@ -309,6 +305,11 @@ def _hbm_pass(figure: str):
         setattr(c, figure, rates[best])
 
     return run
+
+
+def _rate(timing: tuple[float, float, float]) -> float:
+    """The rate of a (rate, slow, fast) triple (`Timed.rates`): what `max` compares."""
+    return timing[0]
 
 
 def clean_l2(n_bytes: int, device: str):
@@ -418,7 +419,7 @@ def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)
     """Time each (m, n, k) of `shapes` in each of `layouts`, in `p.sweep_order`, with
     `timed_shape(m, n, k, layout, warmup_ms)`; the first timing gets `p.sweep_warmup_ms` of
     untimed runs more than the others. `timed_shape` returns a `Timed` of the sustained runs,
-    or (that, the bursts' `BurstClocks` (or a `Timed` of them) or None). The ceiling of `key`
+    or (that, the bursts' `BurstClocks` or None). The ceiling of `key`
     is the best rate, sustained or in bursts by either clock, its spread that timing's, and
     every rate is kept in `c.matmul_sweep[key]` with its layout and its place in the order
     (`burst_flops` where bursts were timed, `kernel_flops` where their kernels were). Each
@@ -436,8 +437,6 @@ def _sweep(c: Ceilings, key: str, shapes, timed_shape, p: Plan, layouts=("A@B",)
         row = {"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": i}
         if best is None or rate > best[0]:
             best = (rate, t, 2 * m * n * k)
-        if isinstance(burst, Timed):
-            burst = BurstClocks(burst, None)
         if burst is not None:
             row["burst_flops"] = b_rate = 2 * m * n * k / (burst.events.median_ms / 1e3)
             if b_rate > best[0]:
