@@ -368,38 +368,59 @@ def summarize(
             res.drift_pct = 100 * (max(good) - min(good)) / res.baseline_ms
     else:
         res.notes.append("no baseline run succeeded: no savings computed")
-    findings = (res.report or {}).get("findings") or []
     for fr in res.fixes:
         if res.baseline_ms is not None and fr.run.ok:
             fr.saving_ms = res.baseline_ms - fr.run.step_ms
             fr.saving_pct = 100 * fr.saving_ms / res.baseline_ms
-        applied = [
-            r
-            for r in (res.report or {}).get("remedies") or []
-            if r.get("remedy") in fr.fix.remedies
-        ]
-        if applied:  # the report's remedies: each finding they recover counted once
-            idx = sorted({i for r in applied for i in r.get("findings") or []})
-            fr.predicted_ms = sum(
-                findings[i]["time_lost_ms_per_step"] or 0.0 for i in idx if i < len(findings)
-            )
-            fr.predicted_code = "+".join(r["remedy"] for r in applied)
-        elif (whatif := _norm_whatif(findings, fr.fix.remedies)) is not None:
-            # a norm fix the report did not offer (it predicts a loss): its signed replay
-            fr.predicted_ms, fr.predicted_code = whatif
-        elif "remedies" not in (res.report or {}):  # a report from before remedies
-            matched = [
-                f for f in findings
-                if f["code"] in fr.fix.addresses and f["time_lost_ms_per_step"] is not None
-            ]  # fmt: skip
-            if matched:  # its largest matching finding
-                best = max(matched, key=lambda f: f["time_lost_ms_per_step"])
-                fr.predicted_ms, fr.predicted_code = best["time_lost_ms_per_step"], best["code"]
+        fr.predicted_ms, fr.predicted_code = predict(res.report, fr.fix)
         if fr.saving_ms is not None:
-            predicted = fr.predicted_ms or 0.0  # no finding: membound predicted no saving
-            tolerance = max(TOLERANCE_FRACTION * abs(fr.saving_ms), TOLERANCE_MS)
-            fr.within_tolerance = abs(predicted - fr.saving_ms) <= tolerance
+            fr.within_tolerance = within_tolerance(fr.predicted_ms, fr.saving_ms)
     return res
+
+
+def predict(report: dict | None, fix: Fix) -> tuple[float | None, str | None]:
+    """(predicted ms/step, what predicted it) for `fix` from a diagnose report: the report's
+    remedies the fix applies, together (`analysis.remedies.combined`: each finding they
+    recover counted once, bf16 storage at least what it saves alone, capped at the step);
+    else a norm fix's signed what-if; else (a report from before remedies) its largest
+    matching finding; (None, None) when the report predicts nothing for it."""
+    from types import SimpleNamespace
+
+    from membound.analysis.remedies import combined
+
+    findings = (report or {}).get("findings") or []
+    applied = [r for r in (report or {}).get("remedies") or [] if r.get("remedy") in fix.remedies]
+    if applied:
+        wrapped = [
+            SimpleNamespace(
+                code=f.get("code"), evidence=f.get("evidence"),
+                time_lost_ms_per_step=f.get("time_lost_ms_per_step"),
+            )
+            for f in findings
+        ]  # fmt: skip
+        steps = report.get("steps") or {}
+        step = steps.get("unprofiled_median_ms") or steps.get("median_step_ms")
+        keys = [r["remedy"] for r in applied]
+        return combined(wrapped, keys, step), "+".join(keys)
+    if (whatif := _norm_whatif(findings, fix.remedies)) is not None:
+        # a norm fix the report did not offer (it predicts a loss): its signed replay
+        return whatif
+    if "remedies" not in (report or {}):  # a report from before remedies
+        matched = [
+            f for f in findings
+            if f["code"] in fix.addresses and f["time_lost_ms_per_step"] is not None
+        ]  # fmt: skip
+        if matched:  # its largest matching finding
+            best = max(matched, key=lambda f: f["time_lost_ms_per_step"])
+            return best["time_lost_ms_per_step"], best["code"]
+    return None, None
+
+
+def within_tolerance(predicted: float | None, measured: float) -> bool:
+    """Issue 15's target: |predicted - measured| <= max(25% of measured, 2 ms); no
+    prediction counts as 0."""
+    tolerance = max(TOLERANCE_FRACTION * abs(measured), TOLERANCE_MS)
+    return abs((predicted or 0.0) - measured) <= tolerance
 
 
 def _norm_whatif(findings: list, remedies: tuple[str, ...]) -> tuple[float, str] | None:

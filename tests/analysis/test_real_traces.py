@@ -59,7 +59,8 @@ def test_lightning_fit_pageable_copy_on_top_with_lightnings_switch():
     # pin_memory=True saved 9.9 ms and membound.data.prefetch 13.6 ms of 34.0
     assert "LightningModule" in top.fix and "membound.data.prefetch" in top.fix
     codes = [f.code for f in a.findings]
-    assert codes[:3] == ["pageable-copy", "launch-bound", "memory-bound-op"]
+    # launch-bound third: of its idle, the gaps before work the GPU already had are `queued`
+    assert codes[:3] == ["pageable-copy", "memory-bound-op", "launch-bound"]
     # the idle only the profiler added is its own cause, and the causes add up to at most
     # the unprofiled step minus GPU busy
     assert a.idle_breakdown["profiler"] == pytest.approx(10.0029, rel=1e-4)

@@ -136,9 +136,11 @@ def test_replayed_host_sync_predicts_the_measured_fix(name, fix, predicted):
 @pytest.mark.parametrize(
     ("name", "idle", "fixes"),
     [
-        ("hf_trainer_llama", 0.5344, ("no-nan-inf-filter", "logging-steps-1000")),  # 0.70, 0.72
+        # run 1: 0.53 -> 0.34 ms/step once the gaps before work the GPU already had are
+        # `queued` (the GPU's own turnaround), below the 1% of a step a finding needs
+        ("hf_trainer_llama", 0.0, ("no-nan-inf-filter", "logging-steps-1000")),  # 0.70, 0.72
         ("hf_trainer_llama_run4", 0.0, ("no-nan-inf-filter", "logging-steps-1000")),  # -0.76, 0.75
-        ("lightning_fit_run4", 0.6690, ("refresh-rate-100",)),  # 0.81
+        ("lightning_fit_run4", 0.6176, ("refresh-rate-100",)),  # 0.81
     ],
 )
 def test_host_bound_loops_keep_the_idle_after_their_syncs(name, idle, fixes):

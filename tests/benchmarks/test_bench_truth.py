@@ -286,8 +286,10 @@ def test_a_swap_that_swapped_nothing_says_so(bt, fake):
 
 
 def test_predictions_come_from_the_reports_remedies(bt, fake):
-    """A fix's prediction is its remedies' saving, each finding counted once (two BatchNorm
-    findings both recovered by channels_last), and the verdict names the top remedy."""
+    """A fix's prediction is its remedies' saving together (`remedies.combined`, from each
+    finding's code and evidence, as the report ranks them), each finding counted once (two
+    BatchNorm findings both recovered by channels_last), and the verdict names the top
+    remedy."""
 
     def run(kind, variant, step_ms):
         return bt.Run("fake", kind, variant, ["x"], rc=0, truth={"step_ms": step_ms, "steps": 3})
@@ -297,9 +299,19 @@ def test_predictions_come_from_the_reports_remedies(bt, fake):
         "median_step_ms": 61.0,
         "unprofiled_median_ms": 60.0,
         "findings": [
-            {"code": "memory-bound-op", "time_lost_ms_per_step": 10.0, "share_of_step": 0.16},
+            {
+                "code": "memory-bound-op",
+                "time_lost_ms_per_step": 10.0,
+                "share_of_step": 0.16,
+                "evidence": {"op": "aten::native_batch_norm_backward"},
+            },
             {"code": "fp32-storage", "time_lost_ms_per_step": 5.0, "share_of_step": 0.08},
-            {"code": "memory-bound-op", "time_lost_ms_per_step": 4.0, "share_of_step": 0.06},
+            {
+                "code": "memory-bound-op",
+                "time_lost_ms_per_step": 4.0,
+                "share_of_step": 0.06,
+                "evidence": {"op": "aten::native_batch_norm"},
+            },
         ],
         "remedies": [
             {"remedy": "channels_last", "findings": [0, 2]},

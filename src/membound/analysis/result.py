@@ -9,7 +9,9 @@ from typing import Any
 from membound.analysis.findings import Finding
 
 #: why the GPU sat idle, in the order a gap instant is attributed (first match wins) ...
-ATTRIBUTED_CAUSES = ("dataloader", "pageable_copy", "copy", "sync", "launch", "other")
+#: `queued` first: a gap before work the GPU already had is its own turnaround, whatever the
+#: host was doing then (`analysis.timeline`)
+ATTRIBUTED_CAUSES = ("queued", "dataloader", "pageable_copy", "copy", "sync", "launch", "other")
 #: ... and the idle only the profiler added (`analysis.step_timing`): shown, never a finding
 IDLE_CAUSES = (*ATTRIBUTED_CAUSES, "profiler")
 

@@ -18,8 +18,9 @@ exceeds what the program has by itself; per step, that excess (the profiled step
 minus (unprofiled step − GPU busy)) becomes the idle cause `profiler`, taken first from the
 causes the host's speed sets (`launch`, `other`, `sync`, `dataloader`, in proportion to
 their size) and, if they do not hold it all, from the rest, so the causes of a step never add
-up to more than the unprofiled step minus its GPU busy time. `profiler` is shown, never a
-finding.
+up to more than the unprofiled step minus its GPU busy time. `queued` (the GPU's own
+turnaround before work it already had, `analysis.timeline`) is not one of the host's: a
+faster host does not shorten it. `profiler` is shown, never a finding.
 
 Steps still warming up. A loop that compiles, captures a CUDA graph or autotunes in its first
 steps runs those steps far slower than the rest: `examples/planted/launch_bound_graphed.py`

@@ -8,8 +8,14 @@ Method (this is what the numbers mean):
   inside it. Without step marks the whole window is one step (and a note says so).
 - **Busy** is the union over every stream of kernels, memcpys and memsets inside the step;
   **kernel busy** the union of kernels alone; **idle** = wall − busy.
-- **Gap causes.** Every idle instant is attributed to the first cause in this order whose
-  host interval covers it (host intervals from every thread):
+- **Gap causes.** First, a gap that ends with GPU work whose launch call had already
+  returned when the gap began (a kernel of a CUDA-graph replay too: its graph launch had) is
+  `queued`: the GPU had that work and idled only for its own turnaround between two pieces of
+  queued work (about a microsecond between kernels on the H200), which no host-side change
+  removes, whatever the host was doing meanwhile. The median of these gaps is the trace's
+  `turnaround_us`.
+  Every other idle instant is attributed to the first cause in this order whose host
+  interval covers it (host intervals from every thread):
   `dataloader` — inside a DataLoader `__next__` span;
   `pageable_copy` — inside a runtime memcpy call whose copy came from pageable memory;
   `copy` — inside any other runtime memcpy call;
@@ -22,7 +28,7 @@ Method (this is what the numbers mean):
   launch call: Python binding, dispatcher, autograd node, allocator — the per-op overhead
   CUDA graphs and torch.compile remove), in the Python glue between two such ops on one
   thread when shorter than `GLUE_US`, or any gap shorter than `LAUNCH_GAP_US` between
-  GPU activities. The profiler itself adds a few µs to every op and launch it records, so
+  GPU activities not queued. The profiler itself adds a few µs to every op and launch it records, so
   a profiled run shows more of this than an unprofiled one;
   `other` — everything else (Python work outside any op, CPU ops that launch nothing).
 """
@@ -53,6 +59,8 @@ from membound.trace.model import (
 
 #: a gap shorter than this between two GPU activities is launch overhead (µs)
 LAUNCH_GAP_US = 20.0
+#: the trace's turnaround is the median of its queued gaps once it has at least this many
+MIN_QUEUED_GAPS = 20
 #: host time outside any op, between two ops that launch kernels, shorter than this is the
 #: Python glue of issuing work (µs); longer, it is the script's own work
 GLUE_US = 100.0
@@ -289,6 +297,27 @@ class Timeline:
         )
         return out
 
+    def _queued(self, gaps: iv.Intervals) -> np.ndarray:
+        """Mask over `gaps`: the GPU activity that ends the gap was launched by a runtime call
+        that had returned before the gap began (the GPU had the work queued). Activity with
+        no launch call in the trace (launched before it began, or a trace without runtime
+        calls) never makes a gap queued: nothing shows the host was done with it."""
+        trace, gpu, rt = self.trace, self.trace.gpu, self.trace.runtime
+        out = np.zeros(len(gaps[0]), dtype=bool)
+        on = np.flatnonzero(gpu.device == trace.main_device) if len(gpu) else np.zeros(0, int)
+        if not len(on) or not len(rt) or not len(out):
+            return out
+        order = on[np.argsort(gpu.ts[on], kind="stable")]
+        starts = gpu.ts[order]
+        nxt = np.searchsorted(starts, gaps[1], side="left")
+        valid = nxt < len(order)
+        call = iv.lookup(rt.correlation, gpu.correlation[order])
+        launched = np.where(call >= 0, rt.ts[call] + rt.dur[call], np.inf)
+        ambiguous = gpu.correlation[order] == AMBIGUOUS
+        launched[ambiguous] = np.inf
+        out[valid] = launched[nxt[valid]] <= gaps[0][valid]
+        return out
+
     def _steps(self) -> list[Step]:
         """All steps at once: interval sets are cut at step boundaries, then summed per step
         (vectorised: a 1 GB trace has tens of thousands of steps)."""
@@ -307,9 +336,15 @@ class Timeline:
 
         idle_all = iv.gaps(self.busy, lo, hi)
         length = idle_all[1] - idle_all[0]
-        # gaps strictly between two GPU activities that are too short to be anything but the
-        # host issuing work
-        between = (idle_all[0] > lo) & (idle_all[1] < hi) & (length < LAUNCH_GAP_US)
+        interior = (idle_all[0] > lo) & (idle_all[1] < hi)
+        queued_mask = interior & self._queued(idle_all)
+        queued = (idle_all[0][queued_mask], idle_all[1][queued_mask])
+        self.turnaround_us = (
+            float(np.median(length[queued_mask])) if queued_mask.sum() >= MIN_QUEUED_GAPS else 0.0
+        )
+        # gaps strictly between two GPU activities, not queued, that are too short to be
+        # anything but the host issuing work
+        between = interior & ~queued_mask & (length < LAUNCH_GAP_US)
         short = (idle_all[0][between], idle_all[1][between])
         # inside a CUDA graph replay the GPU schedules the next node itself: no host launches
         # there, so its gaps are never launch overhead (nor any host cause: "other")
@@ -320,6 +355,9 @@ class Timeline:
         for cause in ATTRIBUTED_CAUSES:
             if cause == "other":
                 part = rest
+            elif cause == "queued":
+                part = iv.intersect(rest, queued)
+                rest = iv.subtract(rest, part)
             else:
                 host = self.host[cause]
                 if cause == "launch":

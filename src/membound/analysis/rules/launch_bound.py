@@ -49,7 +49,10 @@ def launch_bound(ctx):
     Time lost per step = GPU idle attributed to the timeline cause `launch`, ÷ steps: the
     host inside a launch call, inside an op that launches kernels (dispatcher, autograd,
     allocator), in the short Python glue between two such ops, or a gap shorter than
-    `LAUNCH_GAP_US` between two GPU activities (see `membound.analysis.timeline`). Evidence:
+    `LAUNCH_GAP_US` between two GPU activities whose second was not queued yet (see
+    `membound.analysis.timeline`: a gap before work the GPU already had is `queued`, the
+    GPU's own turnaround; on the H200 a compiled GPT-2 step's 3000 such gaps made 2-3
+    ms/step that launch-bound claimed, where CUDA graphs then saved 0.6-0.8). Evidence:
     kernels per step and their median duration, the mean launch-call time and the host time
     per kernel — many kernels of a few microseconds, each costing tens of microseconds of
     host time, is the signature. The profiler inflates per-launch host cost (evidence note).
@@ -89,6 +92,10 @@ def launch_bound(ctx):
         "left_to_written_out_norms_ms_per_step": to_norms,
         "note": PROFILER_NOTE,
         "inductor_kernel_share": compiled,
+        # the gaps before work the GPU already had: not this finding's (no launch fix
+        # shortens them), shown so the reader sees where the rest of the idle went
+        "queued_idle_ms_per_step": ctx.idle_ms_per_step("queued"),
+        "turnaround_us": getattr(tl, "turnaround_us", 0.0),
     }
     if compiled >= COMPILED_SHARE:
         evidence["compiled"] = True

@@ -363,10 +363,12 @@ def _written_norm_fused_ms(ctx, cols: _Columns, bw: float) -> list[float]:
     return [sum(_fused_ms(ctx, b, bw) for b in norm_written.fused_bytes(g)) for g in cols.norms]
 
 
-def written_norm_launch_ms(ctx) -> float:
-    """ms per step of the step's `launch` idle that fusing the written-out norms removes: the
-    share of op kernels their fusion takes away (`rules.norm_written`); `launch-bound` keeps
-    the rest. 0 without written-out norms or ceilings (no finding then)."""
+def written_norm_launch_ms(ctx, cause: str = "launch") -> float:
+    """ms per step of the step's `cause` idle that fusing the written-out norms removes: the
+    share of op kernels their fusion takes away (`rules.norm_written`). Of `launch`, the
+    gaps the host left; `launch-bound` keeps the rest. Of `queued`, the GPU's own turnaround
+    between kernels (`analysis.timeline`): a kernel that is gone takes its boundary with it.
+    0 without written-out norms or ceilings (no finding then)."""
     if not _bandwidth(ctx):
         return 0.0
     cols = _columns_of(ctx)
@@ -379,14 +381,14 @@ def written_norm_launch_ms(ctx) -> float:
     )
     if not total > 0 or not removed > 0:
         return 0.0
-    return ctx.idle_ms_per_step("launch") * min(removed / total, 1.0)
+    return ctx.idle_ms_per_step(cause) * min(removed / total, 1.0)
 
 
 def _written_norms(ctx, cols: _Columns) -> list:
     """`unfused-chain` for norms written out as separate ops (`rules.norm_written`): time
     lost per step = Σ (device time of their forward and backward ops − one fused kernel's
-    time each way at the memory roof) ÷ steps, plus the launch gaps of the kernels fusing
-    removes (`written_norm_launch_ms`)."""
+    time each way at the memory roof) ÷ steps, plus the launch gaps and the GPU's turnaround
+    of the kernels fusing removes (`written_norm_launch_ms`)."""
     bw = _bandwidth(ctx)
     if not cols.norms or not bw:
         return []
@@ -396,6 +398,7 @@ def _written_norms(ctx, cols: _Columns) -> list:
     if not gpu_total > 0.0:
         return []
     launch_ms = written_norm_launch_ms(ctx)
+    turnaround_ms = written_norm_launch_ms(ctx, "queued")
     kinds = Counter(g.kind for g in cols.norms)
     kind = kinds.most_common(1)[0][0]
     label = _NORM_KIND[kind]
@@ -410,11 +413,12 @@ def _written_norms(ctx, cols: _Columns) -> list:
                 f"{label} written out as {len(first.forward)} ops ({ops}), "
                 f"{ctx.per_op_step(len(cols.norms)):.0f} per step"
             ),
-            lost_ms=ctx.per_op_step(gpu_total) + launch_ms,
+            lost_ms=ctx.per_op_step(gpu_total) + launch_ms + turnaround_ms,
             evidence={
                 "norm_written_out": kind,
                 "gpu_ms_per_step": ctx.per_op_step(gpu_total),
                 "launch_gaps_ms_per_step": launch_ms,
+                "turnaround_ms_per_step": turnaround_ms,
                 "norms_per_step": ctx.per_op_step(len(cols.norms)),
                 "top_chain": ops,
                 "ops_per_norm": per_norm_calls,

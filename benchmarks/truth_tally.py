@@ -1,0 +1,118 @@
+"""Every recorded truth fixture, re-analyzed by today's code: predicted against measured.
+
+The H200 truth runs (`benchmarks/bench_truth.py`) keep their diagnose traces as CPU fixtures
+(`tests/fixtures/h200_real_*`), each with the paired measurements of that device call in
+`truth.json` (the baselines and every fix, timed by the script's own plain step timer). This
+re-analyzes each trace as `membound analyze` would, predicts every measured fix exactly as
+bench_truth does (`bench_truth.predict`: the report's remedies), and prints one row per fix
+and the tally of issue 15's tolerance (|predicted - measured| <= max(25% of measured, 2 ms)).
+
+The measurements are the device's; only the predictions change with the code. So a change to
+the analysis can be judged on all the recorded interventions at once, here, without a GPU:
+
+    PYTHONPATH=src python benchmarks/truth_tally.py
+    PYTHONPATH=src python benchmarks/truth_tally.py --only gpt2_compiled --csv /tmp/tally.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_truth  # noqa: E402
+
+
+def fixtures(only: list[str] | None = None) -> list[Path]:
+    """The fixture folders holding a truth.json, optionally those of the named scripts."""
+    out = []
+    for truth in sorted(FIXTURES.glob("h200_real_*/truth.json")):
+        script = json.loads(truth.read_text())["script"]
+        if only is None or script in only:
+            out.append(truth.parent)
+    return out
+
+
+def report_of(folder: Path, ceilings) -> dict:
+    """The JSON report today's analysis gives the fixture's trace."""
+    from membound.analysis import analyze
+    from membound.report.json_report import to_dict
+
+    return to_dict(analyze([folder / "trace.json.gz"], ceilings))
+
+
+def rows_of(folder: Path, ceilings) -> list[dict]:
+    """One row per measured fix of the fixture: predicted, measured, within tolerance."""
+    truth = json.loads((folder / "truth.json").read_text())
+    plan = bench_truth.PLAN.get(truth["script"])
+    report = report_of(folder, ceilings)
+    findings = report.get("findings") or []
+    top = findings[0] if findings else {}
+    out = []
+    for name, fx in sorted(truth.get("fixes", {}).items()):
+        fix = next((f for f in plan.fixes if f.name == name), None) if plan else None
+        measured = fx.get("saving_ms")
+        if fix is None or measured is None:
+            continue
+        predicted, code = bench_truth.predict(report, fix)
+        out.append({
+            "fixture": folder.name,
+            "script": truth["script"],
+            "fix": name,
+            "measured_ms": round(measured, 3),
+            "predicted_ms": None if predicted is None else round(predicted, 3),
+            "predicted_by": code or "",
+            "within": bench_truth.within_tolerance(predicted, measured),
+            "top_finding": top.get("code", ""),
+            "top_ms": top.get("time_lost_ms_per_step"),
+        })  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated script names (gpt2, gpt2_compiled, ...)")
+    ap.add_argument("--csv", type=Path, help="also write the rows here")
+    ap.add_argument(
+        "--ceilings", type=Path, default=FIXTURES / "h200_ceilings.json",
+        help="ceilings to place the ops on (default: the fixtures' H200 ceilings)",
+    )  # fmt: skip
+    args = ap.parse_args(argv)
+    from membound.device.ceilings import Ceilings
+
+    ceilings = Ceilings.load(args.ceilings)
+    only = args.only.split(",") if args.only else None
+    folders = fixtures(only)
+    if not folders:
+        print(f"truth_tally: no truth fixture for {args.only!r}", file=sys.stderr)
+        return 2
+    rows = []
+    for i, folder in enumerate(folders, 1):
+        print(f"[{i}/{len(folders)}] {folder.name}", file=sys.stderr, flush=True)
+        rows += rows_of(folder, ceilings)
+    print(f"{'fixture':34} {'fix':22} {'measured':>9} {'predicted':>10}  ok  by")
+    for r in rows:
+        pred = "-" if r["predicted_ms"] is None else f"{r['predicted_ms']:.2f}"
+        ok = "yes" if r["within"] else "NO"
+        print(
+            f"{r['fixture']:34} {r['fix']:22} {r['measured_ms']:9.2f} {pred:>10}  {ok:3} "
+            f"{r['predicted_by']}"
+        )
+    n_ok = sum(r["within"] for r in rows)
+    print(f"within tolerance: {n_ok} of {len(rows)}")
+    if args.csv:
+        with args.csv.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["fixture"])
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
