@@ -283,6 +283,8 @@ def read_report(path: str | os.PathLike) -> dict:
             "time_lost_ms_per_step": f.get("time_lost_ms_per_step"),
             "expected_step_ms_after_fix": f.get("expected_step_ms_after_fix"),
             "share_of_step": f.get("share_of_step"),
+            # what the remedies are chosen by (`analysis.remedies.remedies_of`)
+            "evidence": f.get("evidence"),
         }
         for f in rep.get("findings") or []
     ]
@@ -398,8 +400,8 @@ def predict(report: dict | None, fix: Fix) -> tuple[float | None, str | None]:
             )
             for f in findings
         ]  # fmt: skip
-        steps = report.get("steps") or {}
-        step = steps.get("unprofiled_median_ms") or steps.get("median_step_ms")
+        # `read_report`'s flat keys
+        step = report.get("unprofiled_median_ms") or report.get("median_step_ms")
         keys = [r["remedy"] for r in applied]
         return combined(wrapped, keys, step), "+".join(keys)
     if (whatif := _norm_whatif(findings, fix.remedies)) is not None:
@@ -716,6 +718,41 @@ class Bench:
         fixes = [f for f in s.fixes if f.core or not self.quick]
         return [f for f in fixes if not self.only_fixes or f.name in self.only_fixes]
 
+    def recovered(self, s: Script) -> ScriptResult | None:
+        """`script`'s result rebuilt from the logs (and kept report) an earlier invocation
+        left in `log_dir` / `trace_dir`, nothing run: the figures of a device call whose
+        bench_truth stopped before its tables (None: no log of `s` there)."""
+
+        def run_of(kind: str, variant: str, log: Path) -> Run:
+            run = Run(s.name, kind, variant, [], rc=0, log=str(log))
+            if kind != "diagnose":
+                run.truth = parse_truth(log.read_text(errors="replace"))
+                if run.truth is None:
+                    run.error = f"no MEMBOUND_TRUTH line in {log.name}"
+            return run
+
+        logs = {
+            p.name[len(s.name) + 1 : -len(".log")]: p for p in self.log_dir.glob(f"{s.name}.*.log")
+        }
+        if not logs:
+            return None
+        baselines = [
+            run_of("baseline", v, p) for v, p in sorted(logs.items()) if v.startswith("baseline")
+        ]
+        fixes = [(f, run_of("fix", f.name, logs[f.name])) for f in s.fixes if f.name in logs]
+        diag = None
+        if "diagnose" in logs:
+            diag = run_of("diagnose", "diagnose", logs["diagnose"])
+            report = self.trace_dir / s.name / "report.json" if self.trace_dir else None
+            if report is not None and report.exists():
+                diag.report = read_report(report)
+            else:
+                diag.error = "no kept report.json"
+        res = summarize(s, baselines, diag, fixes)
+        if self.trace_dir is not None:
+            _write_truth_json(self.trace_dir / s.name / "truth.json", res)
+        return res
+
     def script(self, s: Script) -> ScriptResult:
         """Baseline, diagnose, each fix, baseline again: one script's paired runs."""
         steps = self.steps or (s.quick_steps if self.quick else s.steps)
@@ -796,6 +833,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", default=str(DEFAULT_CSV), help="CSV to append rows to (default benchmarks/results/truth.csv)")
     p.add_argument("--no-csv", action="store_true", help="write no CSV")
     p.add_argument("--log-dir", help="directory for each run's output (default: a temporary one)")
+    p.add_argument("--from-logs", metavar="DIR", help="run nothing: rebuild the tables, CSV rows and truth.json files from the logs an earlier invocation left in DIR (its --log-dir; its --keep-traces as --keep-traces)")
     p.add_argument("--keep-traces", metavar="DIR", help="keep each diagnose run's trace, report and the plain-timer figures under DIR/<script>/")
     p.add_argument("--ceilings", help="ceilings JSON for membound diagnose (e.g. benchmarks/results/h200_ceilings.json)")
     p.add_argument("--no-diagnose", action="store_true", help="only the unprofiled runs")
@@ -839,12 +877,30 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     signal.signal(signal.SIGTERM, _on_sigterm)
     run_id = args.run or "truth-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="bench_truth-"))
+    if args.from_logs:
+        log_dir = Path(args.from_logs)
+        if not log_dir.is_dir():
+            p.error(f"--from-logs {log_dir}: not a folder")
+    else:
+        log_dir = (
+            Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="bench_truth-"))
+        )
     traces = Path(args.keep_traces) if args.keep_traces else None
     bench = Bench(log_dir, args.budget_s, args.steps, args.quick, traces, args.ceilings,
                   not args.no_diagnose, not args.no_rebaseline, fixes,
                   extra_baselines=args.extra_baselines)  # fmt: skip
     env = _env_columns()
+    if args.from_logs:  # the machine the logs came from, as their runs printed it
+        first = (
+            next(
+                (parse_truth(f.read_text(errors="replace")) for f in sorted(log_dir.glob("*.log"))),
+                None,
+            )
+            or {}
+        )
+        env = dict(
+            env, gpu=first.get("gpu", "(from logs)"), torch=first.get("torch", ""), triton=""
+        )
     bench_command = shlex.join(
         ["benchmarks/bench_truth.py", *(sys.argv[1:] if argv is None else argv)]
     )
@@ -852,7 +908,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[truth] {_now()} run {run_id} on {env['gpu']} (torch {env['torch']}, triton {triton}); logs in {log_dir}")  # fmt: skip
     results = []
     for n in names:
-        res = bench.script(PLAN[n])
+        res = bench.recovered(PLAN[n]) if args.from_logs else bench.script(PLAN[n])
+        if res is None:
+            continue
         results.append(res)
         print(format_table(res), flush=True)
         if not args.no_csv:
