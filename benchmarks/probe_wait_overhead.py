@@ -14,6 +14,8 @@ membound's step timer, against 45.4 ms by the script's own plain timer run alone
 
     PYTHONPATH=src python benchmarks/probe_wait_overhead.py examples/real/hf_trainer_llama.py --steps 30
 Prints one JSON line per variant: its step_ms, step_ms_median and the plain timer's spread.
+(In the 2026-12-03 call the waiting-profiler variant failed to import the script's own
+`_common` module; the script's folder is now put on sys.path as Python does for a script.)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 p = profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=100000, warmup=1, active=1))
 p.start()
 sys.argv = sys.argv[1:]
+sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(sys.argv[0])))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from membound.analysis import analyze
@@ -155,3 +156,25 @@ def test_host_bound_loops_keep_the_idle_after_their_syncs(name, idle, fixes):
     for fix in fixes:
         measured = _saved(truth, fix)
         assert abs(lost - measured) <= max(0.25 * abs(measured), 2.0), fix
+
+
+def test_streams_busy_counts_the_streams_that_hold_work():
+    """Above one busy stream the sync replay is not used (`rules.host_sync`): events order
+    one stream's work after another's, which the replay does not model. A stream with under
+    1% of the activity time does not count."""
+    from membound.analysis.replay import Replay
+
+    def replay(streams, durs):
+        n = len(durs)
+        z = np.zeros(1)
+        return Replay(
+            steps=1, begin=0.0, tail=0.0, gap=z, own=z, wait=np.zeros(1, np.int8),
+            sync_copy=np.zeros(1, bool), act_start=np.array([0, n]),
+            act_stream=np.array(streams), act_dur=np.array(durs, float),
+            act_row=np.arange(n), free0=np.zeros(max(streams) + 1), latency=0.0,
+            profiled_ms=0.0,
+        )  # fmt: skip
+
+    assert replay([0, 0, 0], [5.0, 5.0, 5.0]).streams_busy() == 1
+    assert replay([0, 1, 0], [5.0, 5.0, 5.0]).streams_busy() == 2
+    assert replay([0, 1, 0], [500.0, 1.0, 500.0]).streams_busy() == 1

@@ -82,6 +82,10 @@ LATER = {
     "h200_real_gpt2_run5", "h200_real_gpt2_run6", "h200_real_gpt2_run7", "h200_real_gpt2_compiled_run3",
     "h200_real_gpt2_run8", "h200_launch_bound_graphed_run2", "h200_real_gpt2_reduce_overhead",
     "h200_real_gpt2_compiled_run4",
+    # 2026-12-03, fourth session's truth calls
+    "h200_real_gpt2_compiled_run5", "h200_real_hf_trainer_llama_run5",
+    "h200_real_lightning_fit_run5", "h200_real_gpt2_run9", "h200_real_resnet50_fp32_run5",
+    "h200_real_resnet50_prefetch_run2",
 }  # fmt: skip
 
 

@@ -381,3 +381,72 @@ def test_a_norm_fix_not_offered_is_predicted_by_the_what_if(bt, fake):
     assert by["fused-add-norm"].predicted_ms == pytest.approx(-18.57)
     assert not by["fused-add-norm"].within_tolerance  # |-18.57 + 27.68| > 6.92
     assert by["amp"].predicted_ms is None  # no what-if for it: no prediction
+
+
+def _real_report(tmp_path) -> Path:
+    """A real report document: today's analysis of a recorded H200 truth fixture."""
+    from membound.analysis import analyze
+    from membound.device.ceilings import Ceilings
+    from membound.report.json_report import to_dict
+
+    fixtures = BENCH.parent / "tests" / "fixtures"
+    a = analyze(
+        [fixtures / "h200_real_lightning_fit_run5" / "trace.json.gz"],
+        Ceilings.load(fixtures / "h200_ceilings.json"),
+    )
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(to_dict(a)))
+    return path
+
+
+def test_a_real_report_read_back_predicts_as_the_analysis_ranks(bt, tmp_path):
+    """What bench_truth reads of a real report keeps the findings' evidence, so a fix is
+    predicted by the remedies the analysis chose (an H200 call crashed here: the reader kept
+    the step count under `steps` and no evidence)."""
+    from membound.analysis.remedies import combined
+
+    report = bt.read_report(_real_report(tmp_path))
+    assert report["findings"][0]["evidence"]["copies_per_step"] == 2.0
+    fix = next(f for f in bt.PLAN["lightning_fit"].fixes if f.name == "membound-prefetch")
+    predicted, code = bt.predict(report, fix)
+    assert code == "prefetch"
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert predicted == pytest.approx(
+        next(r["saving_ms_per_step"] for r in doc["remedies"] if r["remedy"] == "prefetch"),
+        abs=1e-3,
+    )
+    assert predicted == pytest.approx(8.15, abs=0.01)
+    assert combined([], ["prefetch"]) == 0.0  # nothing found, nothing predicted
+
+
+def test_from_logs_rebuilds_a_call_without_running_anything(bt, tmp_path, capsys):
+    """`--from-logs`: the tables, CSV rows and truth.json of an invocation that stopped after
+    its runs, from its logs and kept report alone."""
+    logs, traces = tmp_path / "logs", tmp_path / "traces"
+    logs.mkdir()
+    (traces / "lightning_fit").mkdir(parents=True)
+    _real_report(traces / "lightning_fit")
+
+    def log(variant, step_ms):
+        line = {"gpu": "NVIDIA H200", "torch": "2.11", "step_ms": step_ms, "steps": 30}
+        (logs / f"lightning_fit.{variant}.log").write_text(
+            "noise\n" + bt.TRUTH_PREFIX + json.dumps(line) + "\n"
+        )
+
+    log("baseline-1", 30.0)
+    log("baseline-2", 30.0)
+    log("pin-memory", 21.0)
+    (logs / "lightning_fit.diagnose.log").write_text("diagnose output\n")
+    rc = bt.main([
+        "--only", "lightning_fit", "--from-logs", str(logs), "--keep-traces", str(traces),
+        "--csv", str(tmp_path / "t.csv"),
+    ])  # fmt: skip
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "on NVIDIA H200" in out and "pin-memory" in out
+    truth = json.loads((traces / "lightning_fit" / "truth.json").read_text())
+    assert truth["baseline_ms"] == 30.0 and truth["fixes"]["pin-memory"]["saving_ms"] == 9.0
+    rows = list(csv.DictReader((tmp_path / "t.csv").open()))
+    fix = next(r for r in rows if r["variant"] == "pin-memory")
+    assert float(fix["predicted_ms"]) == pytest.approx(6.81, abs=0.01)
+    assert fix["gpu"] == "NVIDIA H200"

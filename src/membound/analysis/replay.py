@@ -184,6 +184,14 @@ class Replay:
             act_dur=a_dur, act_row=a_idx, before=before, free0=free0, latency=latency, profiled_ms=profiled,
         )  # fmt: skip
 
+    def streams_busy(self, share: float = 0.01) -> int:
+        """Streams holding at least `share` of the replayed activity time: above one, work
+        on one stream may wait for another's by events, which the replay does not model."""
+        if not len(self.act_dur):
+            return 0
+        per = np.bincount(self.act_stream, weights=self.act_dur)
+        return int((per >= share * per.sum()).sum())
+
     def sync_sites(self, trace) -> dict[str, np.ndarray]:
         """The loop's sync sites, each named by the last kernel launched before it (`kernel_label`
         of the op whose result the host waits for), as masks over the calls for

@@ -1,0 +1,137 @@
+"""Truth by intervention, 2026-12-03 (fourth session): three H200 calls, every script of
+examples/real measured by its plain step timer in the same call as its diagnose run
+(`benchmarks/gpu/session_dec03{l,m,n}.sh`), after the timeline began telling `queued` gaps
+(before work the GPU already had) from launch gaps. The fixtures are those calls' traces,
+with their truth.json; predictions are what `bench_truth.predict` makes of today's report
+(`benchmarks/truth_tally.py`), measured savings are the device's.
+
+Expected numbers are deterministic given the files; what each fix measured is in truth.json
+and benchmarks/results/truth.csv."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from membound.analysis import analyze
+from membound.device.ceilings import Ceilings
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import truth_tally  # noqa: E402
+
+sys.path.pop(0)
+
+
+@pytest.fixture(scope="module")
+def ceilings():
+    return Ceilings.load(FIXTURES / "h200_ceilings.json")
+
+
+def _rows(name, ceilings):
+    return {r["fix"]: r for r in truth_tally.rows_of(FIXTURES / f"h200_real_{name}", ceilings)}
+
+
+def _analysis(name, ceilings):
+    return analyze([FIXTURES / f"h200_real_{name}" / "trace.json.gz"], ceilings)
+
+
+def test_compiled_gpt2_cuda_graphs_predicted_small_and_measured_slower(ceilings):
+    """Compiled GPT-2, call 1 (baselines 110.43 and 110.28): CUDA graphs made the step 0.70
+    ms slower. 4.21 ms/step of its idle is `queued` (3000 kernels a step, ~1.3 us between
+    them); launch-bound keeps 1.36, what the host's launches left: a miss by 0.06 ms beyond
+    the 2 ms tolerance, where the same loop's launch-bound said 4.43 in the previous
+    session's call (0.62 measured) and 3.12 on the 2026-12-02 fixture (0.80)."""
+    a = _analysis("gpt2_compiled_run5", ceilings)
+    assert a.unprofiled_step_ms == pytest.approx(108.9636, abs=1e-3)
+    assert a.idle_breakdown["queued"] == pytest.approx(4.211, abs=1e-3)
+    launch = next(f for f in a.findings if f.code == "launch-bound")
+    assert launch.time_lost_ms_per_step == pytest.approx(1.358, abs=1e-3)
+    assert launch.evidence["queued_idle_ms_per_step"] == pytest.approx(4.211, abs=1e-3)
+    assert all(f.share_of_step < 0.10 for f in a.findings)  # every fix saves < 5% here
+    row = _rows("gpt2_compiled_run5", ceilings)["reduce-overhead"]
+    assert row["measured_ms"] == pytest.approx(-0.70, abs=0.01)
+    assert not row["within"]
+
+
+def test_hf_llama_swap_norms_within_and_the_unprofiled_step_too_long(ceilings):
+    """HF Trainer Llama, call 1 (baselines 45.94 and 44.84): membound.swap_norms swapped all
+    17 RMSNorms and saved 8.08 ms/step, predicted 7.75 (within). membound's own unprofiled
+    step was 57.14 ms, 26% above the plain timer: its budget of idle, and so launch-bound's
+    10.76 on top, are inflated by that much, and torch.compile is over-predicted (24.76
+    against 18.60 measured). Call 2 ran the script under membound's hooks with a capture that
+    never starts (`benchmarks/probe_wait_overhead.py`): 39.96 ms against 41.26 and 40.83
+    alone, so the hooks are not the cause. The NaN filter's syncs saved 5.22 with no
+    finding (0.70, 2.42 and -0.76 in earlier calls)."""
+    a = _analysis("hf_trainer_llama_run5", ceilings)
+    assert a.unprofiled_step_ms == pytest.approx(57.1366, abs=1e-3)
+    assert a.findings[0].code == "launch-bound"
+    rows = _rows("hf_trainer_llama_run5", ceilings)
+    assert rows["swap-norms"]["within"]
+    assert rows["swap-norms"]["predicted_ms"] == pytest.approx(7.75, abs=0.01)
+    assert rows["torch-compile"]["predicted_ms"] == pytest.approx(24.76, abs=0.01)
+    assert not rows["torch-compile"]["within"] and not rows["no-nan-inf-filter"]["within"]
+    # the best measured fix is compile, which the top finding's remedies include
+    assert max(rows, key=lambda k: rows[k]["measured_ms"]) == "torch-compile"
+
+
+def test_lightning_prefetch_within_and_as_good_as_pin_memory(ceilings):
+    """Lightning fit, call 2 (baselines 28.18 and 31.74, 11.9% apart): pageable-copy on top;
+    membound.data.prefetch saved 9.78 ms/step (predicted 8.15, within), pin_memory=True 9.71
+    (predicted 6.81: a miss, as on run 2). Pinned, the step (20.25) came within 4% of the GPU
+    busy time the trace shows (19.44, which counts the pageable copies' own 6.5 ms)."""
+    a = _analysis("lightning_fit_run5", ceilings)
+    assert a.findings[0].code == "pageable-copy"
+    rows = _rows("lightning_fit_run5", ceilings)
+    assert rows["membound-prefetch"]["within"] and not rows["pin-memory"]["within"]
+    assert rows["membound-prefetch"]["measured_ms"] >= rows["pin-memory"]["measured_ms"]
+    assert rows["membound-prefetch"]["predicted_ms"] == pytest.approx(8.15, abs=0.01)
+
+
+def test_eager_gpt2_compile_within_and_no_sync_finding(ceilings):
+    """Eager GPT-2, call 2 (baselines 136.46 and 135.32): compile saved 28.82 ms/step,
+    predicted 30.15 (within); logging every 100 steps saved 0.83, and no host-sync finding
+    predicts it (0, within). 4.44 ms/step of idle is queued; no launch-bound finding."""
+    a = _analysis("gpt2_run9", ceilings)
+    assert a.idle_breakdown["queued"] == pytest.approx(4.442, abs=1e-3)
+    assert not any(f.code in ("launch-bound", "host-sync") for f in a.findings)
+    rows = _rows("gpt2_run9", ceilings)
+    assert rows["compile"]["within"] and rows["log-every-100"]["within"]
+    assert rows["compile"]["predicted_ms"] == pytest.approx(30.15, abs=0.01)
+
+
+def test_side_stream_prefetcher_syncs_are_not_replayed(ceilings):
+    """ResNet-50 with a side-stream prefetcher from pageable memory, call 3: the sync replay
+    said 17.27 ms/step for its syncs (14% of the step, the third finding), where the idle
+    after them is 0.21: without the syncs the replay let the next step's side-stream copies
+    run beside compute, which the prefetcher's event forbids and the replay does not model.
+    With two busy streams the replay is not used now. Pinning saved 15.98 and membound's
+    prefetch 14.69 (both predicted 15.20), channels_last 51.82 (52.62): all within."""
+    a = _analysis("resnet50_prefetch_run2", ceilings)
+    assert not any(f.code == "host-sync" for f in a.findings)
+    rows = _rows("resnet50_prefetch_run2", ceilings)
+    assert all(r["within"] for r in rows.values()), rows
+    assert a.findings[0].code == "memory-bound-op"  # BatchNorm: channels_last, the best fix
+
+
+def test_fp32_resnet_compile_missed_on_a_slow_compile_run(ceilings):
+    """fp32 ResNet-50, call 3 (baselines 62.87 and 63.09): autocast 5.52 (4.81) and
+    channels_last 17.39 (14.73) within; compile saved 12.94 against 23.26, where the same
+    script's compile saved 22.06 on 2026-12-02 (run 4, predicted 23.23): its compiled step
+    took 50.04 ms here against 40.06 there."""
+    rows = _rows("resnet50_fp32_run5", ceilings)
+    assert rows["amp"]["within"] and rows["channels-last"]["within"]
+    assert not rows["compile"]["within"]
+    assert rows["compile"]["predicted_ms"] == pytest.approx(23.26, abs=0.01)
+
+
+def test_tally_over_every_recorded_truth_fixture(ceilings):
+    """Every recorded intervention, re-predicted by today's code: 60 of 79 within issue 15's
+    tolerance (the previous session's count, by the tests' own accounting, was 50 of 65).
+    A change to the analysis that loses one fails here."""
+    rows = [r for f in truth_tally.fixtures() for r in truth_tally.rows_of(f, ceilings)]
+    assert len(rows) == 79
+    assert sum(r["within"] for r in rows) >= 60
