@@ -16,6 +16,7 @@ from membound.report.terminal import roof_pct, summary_line
 #: matplotlib colours of the timeline chart, per cause (busy first)
 CAUSE_COLOURS = {
     "busy": "#2ca02c",
+    "queued": "#98df8a",
     "dataloader": "#ffbf00",
     "pageable_copy": "#d62728",
     "copy": "#e377c2",

@@ -16,6 +16,7 @@ from membound.report.options import ReportOptions
 #: colour of each idle cause in the step bar (and in the HTML timeline)
 CAUSE_STYLE = {
     "busy": ("green", "█"),
+    "queued": ("green", "░"),  # the GPU's own turnaround between queued work
     "dataloader": ("yellow", "D"),
     "pageable_copy": ("red", "P"),
     "copy": ("magenta", "C"),
