@@ -7,7 +7,7 @@
 source "$(dirname "$0")/_session.sh"
 timeout 150 python benchmarks/probe_wait_overhead.py examples/real/hf_trainer_llama.py \
   --steps 30 --warmup-steps 5 | tee "$DEST/wait_overhead.jsonl"
-for w in 8 16; do
+for w in ${HF_WAITS:-8 16}; do
   out="/tmp/hfdiag$w"; rm -rf "$out"
   timeout 120 python -m membound diagnose --wait $w --warmup 2 --steps 5 --no-annotate \
     --out "$out" --json "$out/report.json" --ceilings benchmarks/results/h200_ceilings.json \
