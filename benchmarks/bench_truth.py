@@ -875,7 +875,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         _print_plan(names)
         return 0
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    if not args.from_logs:  # runs to stop on SIGTERM; rebuilding from logs runs nothing
+        signal.signal(signal.SIGTERM, _on_sigterm)
     run_id = args.run or "truth-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     if args.from_logs:
         log_dir = Path(args.from_logs)

@@ -421,7 +421,11 @@ def test_a_real_report_read_back_predicts_as_the_analysis_ranks(bt, tmp_path):
 
 def test_from_logs_rebuilds_a_call_without_running_anything(bt, tmp_path, capsys):
     """`--from-logs`: the tables, CSV rows and truth.json of an invocation that stopped after
-    its runs, from its logs and kept report alone."""
+    its runs, from its logs and kept report alone; it installs no SIGTERM handler (it runs
+    nothing: the handler leaked into later tests, whose own SIGTERM then met it)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
     logs, traces = tmp_path / "logs", tmp_path / "traces"
     logs.mkdir()
     (traces / "lightning_fit").mkdir(parents=True)
@@ -442,6 +446,7 @@ def test_from_logs_rebuilds_a_call_without_running_anything(bt, tmp_path, capsys
         "--csv", str(tmp_path / "t.csv"),
     ])  # fmt: skip
     assert rc == 0
+    assert signal.getsignal(signal.SIGTERM) is before
     out = capsys.readouterr().out
     assert "on NVIDIA H200" in out and "pin-memory" in out
     truth = json.loads((traces / "lightning_fit" / "truth.json").read_text())
