@@ -266,10 +266,14 @@ def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = 
 
 
 def read_report(path: str | os.PathLike) -> dict:
-    """What bench_truth reads from a `membound diagnose --json` report. Keys another engineer
-    is adding (unprofiled/profiled step, overhead, expected step after a fix) are read where
-    present, else None."""
-    rep = json.loads(Path(path).read_text())
+    """What bench_truth reads from a `membound diagnose --json` report (`report_fields`)."""
+    return report_fields(json.loads(Path(path).read_text()))
+
+
+def report_fields(rep: dict) -> dict:
+    """What bench_truth reads from a report document (`membound.report.json_report.to_dict`,
+    or the file `--json` wrote). Keys another engineer is adding (unprofiled/profiled step,
+    overhead, expected step after a fix) are read where present, else None."""
     steps = rep.get("steps") or {}
 
     def key(name):  # in `steps` per DESIGN, or at the top level
@@ -386,24 +390,15 @@ def predict(report: dict | None, fix: Fix) -> tuple[float | None, str | None]:
     recover counted once, bf16 storage at least what it saves alone, capped at the step);
     else a norm fix's signed what-if; else (a report from before remedies) its largest
     matching finding; (None, None) when the report predicts nothing for it."""
-    from types import SimpleNamespace
-
     from membound.analysis.remedies import combined
 
     findings = (report or {}).get("findings") or []
     applied = [r for r in (report or {}).get("remedies") or [] if r.get("remedy") in fix.remedies]
     if applied:
-        wrapped = [
-            SimpleNamespace(
-                code=f.get("code"), evidence=f.get("evidence"),
-                time_lost_ms_per_step=f.get("time_lost_ms_per_step"),
-            )
-            for f in findings
-        ]  # fmt: skip
         # `read_report`'s flat keys
         step = report.get("unprofiled_median_ms") or report.get("median_step_ms")
         keys = [r["remedy"] for r in applied]
-        return combined(wrapped, keys, step), "+".join(keys)
+        return combined(_as_findings(findings), keys, step), "+".join(keys)
     if (whatif := _norm_whatif(findings, fix.remedies)) is not None:
         # a norm fix the report did not offer (it predicts a loss): its signed replay
         return whatif
@@ -425,16 +420,28 @@ def within_tolerance(predicted: float | None, measured: float) -> bool:
     return abs((predicted or 0.0) - measured) <= tolerance
 
 
+def _as_findings(findings: list[dict]) -> list:
+    """The report's findings as objects with the attributes `analysis.remedies` reads
+    (code, evidence, time_lost_ms_per_step)."""
+    from types import SimpleNamespace
+
+    return [
+        SimpleNamespace(
+            code=f.get("code"), evidence=f.get("evidence"),
+            time_lost_ms_per_step=f.get("time_lost_ms_per_step"),
+        )
+        for f in findings
+    ]  # fmt: skip
+
+
 def _norm_whatif(findings: list, remedies: tuple[str, ...]) -> tuple[float, str] | None:
     """(signed ms/step, code) the report's norm what-if (`analysis.remedies.norm_whatif_ms`
     over the report's findings) predicts for the first of `remedies` it replayed; None when
     it has none. The report offers a norm fix only where it saves, but its replay also says
     what a fix that slows the step costs, and that is a prediction the intervention tests too."""
-    from types import SimpleNamespace
-
     from membound.analysis.remedies import norm_whatif_ms
 
-    wrapped = [SimpleNamespace(evidence=f.get("evidence")) for f in findings]
+    wrapped = _as_findings(findings)
     for remedy in remedies:
         value = norm_whatif_ms(wrapped, remedy)
         if value is not None:
@@ -892,13 +899,9 @@ def main(argv: list[str] | None = None) -> int:
                   extra_baselines=args.extra_baselines)  # fmt: skip
     env = _env_columns()
     if args.from_logs:  # the machine the logs came from, as their runs printed it
-        first = (
-            next(
-                (parse_truth(f.read_text(errors="replace")) for f in sorted(log_dir.glob("*.log"))),
-                None,
-            )
-            or {}
-        )
+        logs = sorted(log_dir.glob("*.log"))
+        truths = (parse_truth(f.read_text(errors="replace")) for f in logs)
+        first = next((t for t in truths if t), None) or {}
         env = dict(
             env, gpu=first.get("gpu", "(from logs)"), torch=first.get("torch", ""), triton=""
         )

@@ -21,26 +21,24 @@ Prints one JSON line per variant: its step_ms, step_ms_median and the plain time
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 PREFIX = "MEMBOUND_TRUTH "
 
 WRAP = """
-import runpy, sys, torch
+import os, runpy, sys, torch
 from torch.profiler import ProfilerActivity, profile, schedule
 p = profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=100000, warmup=1, active=1))
 p.start()
 sys.argv = sys.argv[1:]
-sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(sys.argv[0])))
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
 def truth(cmd: list[str]) -> dict | None:
-    env = dict(os.environ)
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
     for line in (out.stdout + out.stderr).splitlines():
         if line.startswith(PREFIX):
             return json.loads(line[len(PREFIX) :])

@@ -40,11 +40,12 @@ def fixtures(only: list[str] | None = None) -> list[Path]:
 
 
 def report_of(folder: Path, ceilings) -> dict:
-    """The JSON report today's analysis gives the fixture's trace."""
+    """The report today's analysis gives the fixture's trace, read as bench_truth reads a
+    diagnose run's (`bench_truth.report_fields`)."""
     from membound.analysis import analyze
     from membound.report.json_report import to_dict
 
-    return to_dict(analyze([folder / "trace.json.gz"], ceilings))
+    return bench_truth.report_fields(to_dict(analyze([folder / "trace.json.gz"], ceilings)))
 
 
 def rows_of(folder: Path, ceilings) -> list[dict]:

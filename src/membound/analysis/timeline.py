@@ -202,11 +202,13 @@ def _out_of_order(stream: np.ndarray, start: np.ndarray, launched: np.ndarray) -
     return bad
 
 
-def launch_times(rt, correlation: np.ndarray) -> np.ndarray:
-    """Host time of the runtime call that launched each GPU activity (NaN: not in the trace)."""
+def launch_times(rt, correlation: np.ndarray, end: bool = False) -> np.ndarray:
+    """Host time of the runtime call that launched each GPU activity: when it began, or with
+    `end` when it returned (NaN: not in the trace)."""
     call = iv.lookup(rt.correlation, correlation)
+    hit = call[call >= 0]
     out = np.full(len(correlation), np.nan)
-    out[call >= 0] = rt.ts[call[call >= 0]]
+    out[call >= 0] = rt.ts[hit] + rt.dur[hit] if end else rt.ts[hit]
     return out
 
 
@@ -232,6 +234,7 @@ class Timeline:
         k = on & (gpu.kind == KERNEL)
         self.kernel_busy = iv.union(gpu.ts[k], gpu.ts[k] + gpu.dur[k])
         self.windows = windows
+        self.turnaround_us = 0.0  # set by `_steps` from the queued gaps
         self.host = self._host_causes()
         self.idle_by_cause: dict[str, iv.Intervals] = {c: iv.EMPTY for c in ATTRIBUTED_CAUSES}
         self.steps = self._steps()
@@ -308,14 +311,11 @@ class Timeline:
         if not len(on) or not len(rt) or not len(out):
             return out
         order = on[np.argsort(gpu.ts[on], kind="stable")]
-        starts = gpu.ts[order]
-        nxt = np.searchsorted(starts, gaps[1], side="left")
+        nxt = np.searchsorted(gpu.ts[order], gaps[1], side="left")
         valid = nxt < len(order)
-        call = iv.lookup(rt.correlation, gpu.correlation[order])
-        launched = np.where(call >= 0, rt.ts[call] + rt.dur[call], np.inf)
-        ambiguous = gpu.correlation[order] == AMBIGUOUS
-        launched[ambiguous] = np.inf
-        out[valid] = launched[nxt[valid]] <= gaps[0][valid]
+        # no launch call found (ambiguous ids are negative: none either): never queued
+        returned = launch_times(rt, gpu.correlation[order], end=True)
+        out[valid] = np.nan_to_num(returned, nan=np.inf)[nxt[valid]] <= gaps[0][valid]
         return out
 
     def _steps(self) -> list[Step]:
