@@ -133,6 +133,29 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True)", remedies=("compile",)),
         Fix("logging-steps-1000", ("--logging-steps", "1000"), SYNC, "no logging sync in the window", core=False, remedies=("sync_less",)),
     ), steps=30, warmup=5, timeout_s=240, diag_timeout_s=300),
+    # out of sample (2026-12-04): written after the rules above were tuned, measured before
+    # any rule was changed for them
+    Script("tabular_mlp", REAL / "tabular_mlp.py", (
+        Fix("batch-index", ("--batch-index",), INPUT, "one index per batch: no per-row collate"),
+        Fix("num-workers-4", ("--num-workers", "4"), INPUT, "DataLoader(num_workers=4)"),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "read the running loss every 100 steps", remedies=("sync_less",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", remedies=("compile",)),
+    ), steps=30, warmup=5, timeout_s=120, diag_timeout_s=180),
+    Script("vit_timm", REAL / "vit_timm.py", (
+        Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the ViT", membound=True, remedies=("swap_norms",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", remedies=("compile",)),
+    ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=200),
+    Script("bert_finetune", REAL / "bert_finetune.py", (
+        Fix("bf16", ("--mixed-precision", "bf16"), _AMP, "Accelerator(mixed_precision='bf16')", remedies=("bf16",)),
+        Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 matmuls", remedies=("tf32",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on BERT", membound=True, remedies=("swap_norms",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", remedies=("compile",)),
+    ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=200),
 )}  # fmt: skip
 
 

@@ -1,0 +1,132 @@
+"""A timm ViT-B/16 trained the way timm's train.py runs it without its prefetcher.
+
+`timm.create_model("vit_base_patch16_224")` (86M parameters, random init), bf16 autocast
+(`--amp --amp-dtype bfloat16`), AdamW, label-smoothing cross-entropy, batch 64 of
+3 x 224 x 224. The loader is what `--no-prefetcher` gives: a DataLoader with 8 workers that
+flip, convert and normalize each image on the CPU (fp32 batches cross PCIe), `pin_memory`
+off (timm's default), batches moved with `.cuda(non_blocking=True)`, the loss read with
+`loss.item()` every step for the running meter. Images are a fixed pool of random uint8
+pictures.
+
+Fixes, one flag each:
+  --pin-mem             DataLoader(pin_memory=True) (timm's --pin-mem)
+  --membound-prefetch   membound.data.prefetch(loader): pinned batches on a side stream
+  --swap-norms          membound.swap_norms(model) (the ViT's 25 LayerNorms)
+  --compile             torch.compile(model) (timm's --torchcompile)
+  --log-every N         read the loss every N steps (timm's log interval), not every step
+
+    python examples/real/vit_timm.py --steps 20
+    membound diagnose -- python examples/real/vit_timm.py
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from _common import StepTimer, parse, parser, pick, require
+
+MEAN, STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # timm's ViT defaults (inception mean/std)
+
+
+class SyntheticImages(torch.utils.data.Dataset):
+    """`n` items from a pool of random uint8 CHW images, flipped, scaled and normalized on
+    access (what timm's transforms do after decoding and cropping)."""
+
+    def __init__(self, n: int, size: int, num_classes: int, pool: int = 64):
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
+        self.labels = torch.randint(0, num_classes, (n,), generator=g)
+        self.mean = torch.tensor(MEAN).view(3, 1, 1)
+        self.std = torch.tensor(STD).view(3, 1, 1)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        img = self.images[i % len(self.images)]
+        if torch.rand(()) < 0.5:
+            img = img.flip(-1)
+        x = (img.float() / 255.0 - self.mean) / self.std
+        return x, int(self.labels[i])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = parser(__doc__, steps=20, warmup=5)
+    p.add_argument("--batch-size", type=int, default=None, help="batch size (default 64)")
+    p.add_argument("--workers", type=int, default=None, help="DataLoader workers (default 8)")
+    p.add_argument("--model", default=None, help="timm model (default vit_base_patch16_224)")
+    p.add_argument("--pin-mem", action="store_true", help="DataLoader(pin_memory=True)")
+    p.add_argument(
+        "--membound-prefetch", action="store_true", help="membound.data.prefetch(loader)"
+    )
+    p.add_argument("--swap-norms", action="store_true", help="membound.swap_norms(model)")
+    p.add_argument("--compile", action="store_true", help="torch.compile(model)")
+    p.add_argument(
+        "--log-every", type=int, default=1, metavar="N", help="loss.item() every N steps (default 1)"
+    )
+    args = parse(p, argv)
+    if args.log_every < 1:
+        p.error("--log-every must be >= 1")
+    timm = require("timm", "vit_timm.py")
+
+    batch = args.batch_size or pick(args, 64, 2)
+    size = pick(args, 224, 32)
+    workers = args.workers if args.workers is not None else pick(args, 8, 0)
+    name = args.model or pick(args, "vit_base_patch16_224", "vit_tiny_patch16_224")
+    model_kw = {} if args.cuda else {"img_size": size, "depth": 2}
+    model = timm.create_model(name, num_classes=1000, **model_kw).to(args.device)
+    timer = StepTimer("vit_timm", args)
+    norms = sum(isinstance(m, nn.LayerNorm) for m in model.modules())
+    timer.extra = {"batch": batch, "workers": workers, "model": name, "norms": norms,
+                   "timm": timm.__version__}  # fmt: skip
+    if args.swap_norms:
+        import membound
+
+        membound.swap_norms(model)
+        swapped = sum(type(m).__module__.startswith("membound") for m in model.modules())
+        timer.extra["norms_swapped"] = swapped
+        print(f"swap_norms: {swapped} of {norms} LayerNorms swapped", flush=True)
+    if args.compile:
+        model = torch.compile(model)
+
+    dataset = SyntheticImages(batch * (timer.total_steps + 2), size, 1000)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=args.pin_mem,
+        drop_last=True,
+        persistent_workers=workers > 0,
+    )
+    if args.membound_prefetch:
+        import membound.data
+
+        loader = membound.data.prefetch(loader, args.device)
+    criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    amp = torch.autocast(device_type="cuda" if args.cuda else "cpu", dtype=torch.bfloat16)
+
+    model.train()
+    for i, (inputs, target) in enumerate(loader):
+        inputs = inputs.to(args.device, non_blocking=True)
+        target = target.to(args.device, non_blocking=True)
+        with amp:
+            output = model(inputs)
+            loss = criterion(output, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if i % args.log_every == 0:
+            loss_value = loss.item()  # the AverageMeter update
+            if i % 10 == 0:
+                print(f"step {i}: loss {loss_value:.4f}", flush=True)
+        timer.step()
+        if timer.done:
+            break
+    return timer.report()
+
+
+if __name__ == "__main__":
+    main()
