@@ -137,7 +137,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     # any rule was changed for them
     Script("tabular_mlp", REAL / "tabular_mlp.py", (
         Fix("batch-index", ("--batch-index",), INPUT, "one index per batch: no per-row collate"),
-        Fix("num-workers-4", ("--num-workers", "4"), INPUT, "DataLoader(num_workers=4)"),
+        Fix("num-workers-4", ("--num-workers", "4"), INPUT, "DataLoader(num_workers=4)", remedies=("workers",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "read the running loss every 100 steps", remedies=("sync_less",)),
@@ -325,6 +325,7 @@ def report_fields(rep: dict) -> dict:
         "gpu_busy_ms": statistics.median(busy) if busy else None,
         "findings": findings,
     }
+    out["gpu_whatif"] = rep.get("gpu_whatif")  # the GPU-work savings' curve (analysis/gpu_whatif.py)
     if "remedies" in rep:  # fixes ranked by what they save (analysis/remedies.py)
         out["remedies"] = [
             {"remedy": r.get("remedy"), "findings": list(r.get("findings") or [])}
@@ -421,7 +422,8 @@ def predict(report: dict | None, fix: Fix) -> tuple[float | None, str | None]:
         # `read_report`'s flat keys
         step = report.get("unprofiled_median_ms") or report.get("median_step_ms")
         keys = [r["remedy"] for r in applied]
-        return combined(_as_findings(findings), keys, step), "+".join(keys)
+        curve = report.get("gpu_whatif")
+        return combined(_as_findings(findings), keys, step, curve), "+".join(keys)
     if (whatif := _norm_whatif(findings, fix.remedies)) is not None:
         # a norm fix the report did not offer (it predicts a loss): its signed replay
         return whatif

@@ -171,7 +171,8 @@ def test_streams_busy_counts_the_streams_that_hold_work():
             steps=1, begin=0.0, tail=0.0, gap=z, own=z, wait=np.zeros(1, np.int8),
             sync_copy=np.zeros(1, bool), act_start=np.array([0, n]),
             act_stream=np.array(streams), act_dur=np.array(durs, float),
-            act_row=np.arange(n), free0=np.zeros(max(streams) + 1), latency=0.0,
+            act_row=np.arange(n), act_kernel=np.ones(n, bool), free0=np.zeros(max(streams) + 1),
+            latency=0.0,
             profiled_ms=0.0,
         )  # fmt: skip
 

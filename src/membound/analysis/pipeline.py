@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from membound.analysis import norm_whatif
+from membound.analysis import gpu_whatif, norm_whatif, remedies
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
@@ -275,6 +275,13 @@ def analyze_trace(
         norm_host_cost=norm_cost if isinstance(norm_cost, dict) else None,
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
+    gpu_curve = None
+    if any(f.code in gpu_whatif.GPU_WORK for f in findings):
+        gpu_curve = gpu_whatif.curve(ctx)
+        if gpu_curve is not None:
+            step = timing.unprofiled_median_ms if timing is not None else None
+            findings = remedies.through_curve(findings, gpu_curve, step)
+            notes.append(gpu_whatif.note(gpu_curve))
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))
@@ -305,6 +312,7 @@ def analyze_trace(
         step_marked=marked,
         timing=timing,
         ceilings_origin=ceilings_origin if ceilings is not None else None,
+        gpu_whatif=gpu_curve,
     )
 
 

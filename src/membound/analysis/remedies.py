@@ -28,7 +28,10 @@ saving *is*, not by what the fix text mentions:
 
 A remedy's predicted saving is the sum of its findings' savings: the GPU-work findings
 share no kernel time (see `rules.memory`), so the sum does not count a byte twice. It is
-capped at the step itself.
+capped at the step itself. The GPU-work findings' part is kernel time; with the analysis's
+GPU what-if (`analysis.gpu_whatif`: the loop's timeline replayed with shorter kernels) it is
+read through that curve, so a loop whose host cannot launch faster saves only down to the
+host's own time.
 """
 
 from __future__ import annotations
@@ -37,7 +40,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from membound.analysis import gpu_whatif
 from membound.analysis.fixes import NORMS, op_family
+from membound.analysis.findings import ranked
+from membound.analysis.gpu_whatif import GPU_WORK
+
+#: remedies that change how fast kernels run, not what the host launches: their GPU-work
+#: saving is read through the GPU what-if curve (`analysis.gpu_whatif`). Out of sample on the
+#: H200 (BERT-base fp32, examples/real/bert_finetune.py): fp32-matmul's 45.7 ms/step of
+#: matmul time became 29.6 through the curve; TF32 measured 29.4, bf16 autocast 27.8.
+CURVE_REMEDIES = frozenset({"tf32", "bf16"})
 
 #: remedy key -> what the user does (one line; the findings carry the details)
 REMEDIES: dict[str, str] = {
@@ -54,6 +66,8 @@ REMEDIES: dict[str, str] = {
     "sync_less": "sync less often: read the loss every N steps",
     "pin_memory": "copy from pinned memory (the loader's pin_memory switch)",
     "prefetch": "membound.data.prefetch(loader): pinned batches copied on a side stream",
+    "workers": "DataLoader(num_workers=N, persistent_workers=True): batches built off the "
+    "training thread",
 }
 
 
@@ -94,7 +108,7 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         "host-sync": ("sync_less",),
         "pageable-copy": ("pin_memory", "prefetch"),
         "blocking-copy": ("prefetch", "pin_memory"),
-        "input-starved": ("prefetch",),
+        "input-starved": ("prefetch",) if ev.get("multiprocess_workers", True) else ("workers",),
     }.get(code, ())
 
 
@@ -124,10 +138,13 @@ class Remedy:
         }
 
 
-def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
+def remedies(
+    findings: Iterable[Any], step_ms: float | None, gpu_curve: dict | None = None
+) -> list[Remedy]:
     """Every remedy some finding names, ranked by predicted saving (ties: fewer findings
     first, then the one a finding names first, then the key). `findings` are `Finding`s (code, evidence,
-    time_lost_ms_per_step); `step_ms` the step the savings refer to (None: no cap, no share)."""
+    time_lost_ms_per_step); `step_ms` the step the savings refer to (None: no cap, no share);
+    `gpu_curve` the GPU what-if (`analysis.gpu_whatif.curve`) the GPU-work part is read through."""
     findings = list(findings)
     by_key: dict[str, Remedy] = {}
     place: dict[str, int] = {}  # best place a remedy holds in a finding's list (ties)
@@ -138,14 +155,13 @@ def remedies(findings: Iterable[Any], step_ms: float | None) -> list[Remedy]:
         for k, key in enumerate(remedies_of(f.code, f.evidence)):
             place[key] = min(place.get(key, k), k)
             r = by_key.setdefault(key, Remedy(key, REMEDIES[key], 0.0, 0.0))
-            r.saving_ms_per_step += saving
             r.findings.append(i)
             if f.code not in r.codes:
                 r.codes.append(f.code)
     out = []
     for r in by_key.values():
-        if r.key == "bf16_storage":
-            r.saving_ms_per_step = max(r.saving_ms_per_step, _alone(findings, r.findings))
+        curve = gpu_curve if r.key in CURVE_REMEDIES else None
+        r.saving_ms_per_step = _saving(findings, r.findings, r.key == "bf16_storage", curve)
         replayed = norm_whatif_ms(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
             r.saving_ms_per_step = replayed
@@ -183,10 +199,16 @@ def norm_whatif_ms(findings: list, key: str, indexes=None) -> float | None:
     return None
 
 
-def combined(findings: Iterable[Any], keys: Iterable[str], step_ms: float | None = None) -> float:
+def combined(
+    findings: Iterable[Any],
+    keys: Iterable[str],
+    step_ms: float | None = None,
+    gpu_curve: dict | None = None,
+) -> float:
     """Predicted saving of applying the remedies `keys` together: every finding one of them
     recovers, each counted once (capped at the step); with `bf16_storage`, at least what its
-    finding says it saves applied alone (`saving_alone_ms_per_step`)."""
+    finding says it saves applied alone (`saving_alone_ms_per_step`); the GPU-work part read
+    through `gpu_curve` (`analysis.gpu_whatif`)."""
     wanted = set(keys)
     findings = list(findings)
     if len(wanted) == 1 and wanted <= set(NORM_REMEDIES):
@@ -195,13 +217,56 @@ def combined(findings: Iterable[Any], keys: Iterable[str], step_ms: float | None
         replayed = norm_whatif_ms(findings, next(iter(wanted)))
         if replayed is not None:
             return replayed
-    total = 0.0
-    mine = []
-    for i, f in enumerate(findings):
-        saving = float(f.time_lost_ms_per_step or 0.0)
-        if saving > 0.0 and wanted.intersection(remedies_of(f.code, f.evidence)):
-            total += saving
-            mine.append(i)
-    if "bf16_storage" in wanted:  # what it saves alone: a floor of any set holding it
-        total = max(total, _alone(findings, mine))
+    mine = [
+        i
+        for i, f in enumerate(findings)
+        if float(f.time_lost_ms_per_step or 0.0) > 0.0
+        and wanted.intersection(remedies_of(f.code, f.evidence))
+    ]
+    curve = gpu_curve if wanted and wanted <= CURVE_REMEDIES else None
+    total = _saving(findings, mine, "bf16_storage" in wanted, curve)
     return min(total, step_ms) if step_ms and step_ms > 0 else total
+
+
+def through_curve(findings: list, gpu_curve: dict, step_ms: float | None) -> list:
+    """The GPU-work findings whose every remedy is a `CURVE_REMEDIES` one, their saving read
+    through `gpu_curve` (`gpu_whatif.saving`): each keeps the kernel time it removes as
+    `evidence["kernel_ms_per_step"]`, predicts the step's saving from it (share and step
+    after the fix follow); ranked again."""
+    for f in findings:
+        ev = f.evidence or {}
+        keys = remedies_of(f.code, ev)
+        if f.code not in GPU_WORK or not keys or not set(keys) <= CURVE_REMEDIES:
+            continue
+        if "kernel_ms_per_step" in ev:
+            continue
+        kernel = float(f.time_lost_ms_per_step)
+        new = gpu_whatif.saving(gpu_curve, kernel)
+        f.evidence = {**ev, "kernel_ms_per_step": round(kernel, 4)}
+        if kernel > 0:
+            f.share_of_step *= new / kernel
+        f.time_lost_ms_per_step = new
+        if step_ms:
+            f.expected_step_ms_after_fix = step_ms - new
+    return ranked(findings)
+
+
+def _saving(findings: list, indexes, bf16_storage: bool, gpu_curve: dict | None) -> float:
+    """What the findings `indexes` save together: their idle findings' sum plus their
+    GPU-work findings' kernel time read through `gpu_curve` (`gpu_whatif.saving`); with
+    `bf16_storage`, the GPU part at least what its finding says it saves alone."""
+    kernel = other = 0.0
+    for i in indexes:
+        saving = float(findings[i].time_lost_ms_per_step or 0.0)
+        if not saving > 0.0:
+            continue
+        if findings[i].code in GPU_WORK:
+            # the kernel time it removes (`gpu_whatif.apply` kept it), read through the curve
+            # once for all of the remedy's findings
+            ev = findings[i].evidence or {}
+            kernel += float(ev.get("kernel_ms_per_step", saving))
+        else:
+            other += saving
+    if bf16_storage:  # what it saves alone: a floor of any set holding it
+        kernel = max(kernel, _alone(findings, indexes))
+    return gpu_whatif.saving(gpu_curve, kernel) + other

@@ -75,6 +75,7 @@ class Replay:
     act_stream: np.ndarray  # per activity: stream slot (0..n_streams-1)
     act_dur: np.ndarray  # per activity: µs
     act_row: np.ndarray  # per activity: its row of `trace.gpu`
+    act_kernel: np.ndarray  # per activity: a kernel (not a copy or memset)
     free0: np.ndarray  # per stream slot: when it finishes the work launched before `begin`
     latency: float  # µs from a launch call to the start of its work on an idle stream
     profiled_ms: float  # the recorded step (`Step.wall_ms` mean) the replay should give at c=0
@@ -181,7 +182,7 @@ class Replay:
         return cls(
             steps=len(steps), begin=float(lo), tail=tail, gap=gap, own=own, wait=wait,
             sync_copy=small, act_start=act_start, act_stream=a_stream.astype(np.int64),
-            act_dur=a_dur, act_row=a_idx, before=before, free0=free0, latency=latency, profiled_ms=profiled,
+            act_dur=a_dur, act_row=a_idx, act_kernel=gpu.kind[a_idx] == KERNEL, before=before, free0=free0, latency=latency, profiled_ms=profiled,
         )  # fmt: skip
 
     def streams_busy(self, share: float = 0.01) -> int:
@@ -217,12 +218,17 @@ class Replay:
 
     # ------------------------------------------------------------------------------ play
     def step_ms(
-        self, cost_per_call: float | None = None, *, drop_syncs: bool | np.ndarray = False
+        self,
+        cost_per_call: float | None = None,
+        *,
+        drop_syncs: bool | np.ndarray = False,
+        kernel_scale: float = 1.0,
     ) -> float:
         """The replayed step (ms): host work less `cost_per_call` µs per call (default: the
         calibrated one); `drop_syncs` removes every sync's wait and own time, and the waits of
         small blocking D2H copies (`SMALL_COPY`: what `.item()` copies); a boolean array over
-        the calls drops only the syncs and copies it marks."""
+        the calls drops only the syncs and copies it marks. `kernel_scale` multiplies every
+        kernel's duration (copies and memsets keep theirs): the step with faster GPU work."""
         c = self.cost_per_call if cost_per_call is None else float(cost_per_call)
         own = np.maximum(self.own - c, 0.0)
         gap = np.maximum(self.gap - np.maximum(c - self.own, 0.0), 0.0)
@@ -234,10 +240,13 @@ class Replay:
             wait[syncs] = 0
             wait[self.sync_copy & mark] = 0
         free = self.free0.astype(np.float64).tolist()
+        durations = self.act_dur
+        if kernel_scale != 1.0:
+            durations = np.where(self.act_kernel, durations * max(kernel_scale, 0.0), durations)
         start, stream, adur = (
             self.act_start.tolist(),
             self.act_stream.tolist(),
-            self.act_dur.tolist(),
+            durations.tolist(),
         )
         lat = self.latency
         h = self.begin

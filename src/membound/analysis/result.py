@@ -136,6 +136,9 @@ class Analysis:
     ceilings_origin: str | None = None
     #: DataLoader samples per step, as membound's capture counted them (None: unknown)
     samples_per_step: float | None = None
+    #: the step's saving against kernel time removed (`analysis.gpu_whatif.curve`; None:
+    #: not replayed)
+    gpu_whatif: dict | None = None
 
     @property
     def unprofiled_step_ms(self) -> float | None:
@@ -171,7 +174,7 @@ class Analysis:
         from membound.analysis.remedies import remedies
 
         step = self.reference_step_ms if self.steps else None
-        return remedies(self.findings, step)
+        return remedies(self.findings, step, self.gpu_whatif)
 
     @property
     def reference_step_ms(self) -> float:

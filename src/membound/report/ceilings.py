@@ -264,13 +264,13 @@ def sweep_table(c: Ceilings) -> list[tuple[str, str, dict[tuple[int, int, int], 
         by_layout: dict[str, dict[tuple[int, int, int], float]] = {}
         for r in runs:
             shape = (int(r["m"]), int(r["n"]), int(r["k"]))
-            by_layout.setdefault(str(r.get("layout", "A@B")), {})[shape] = float(r["flops"])
+            # ReLU'd operands (`device.measure._sweep`) are a row of their own
+            lay = str(r.get("layout", "A@B")) + (f" {r['operands']}" if r.get("operands") else "")
+            by_layout.setdefault(lay, {})[shape] = float(r["flops"])
             if r.get("burst_flops") is not None:  # the same shape in bursts on an idle GPU
-                burst = f"{r.get('layout', 'A@B')} burst"
-                by_layout.setdefault(burst, {})[shape] = float(r["burst_flops"])
+                by_layout.setdefault(f"{lay} burst", {})[shape] = float(r["burst_flops"])
             if r.get("kernel_flops") is not None:  # those bursts by their kernels' clock
-                kernel = f"{r.get('layout', 'A@B')} kernel clock"
-                by_layout.setdefault(kernel, {})[shape] = float(r["kernel_flops"])
+                by_layout.setdefault(f"{lay} kernel clock", {})[shape] = float(r["kernel_flops"])
         rows += [(key, layout, rates) for layout, rates in sorted(by_layout.items())]
     timings = {}
     for key, _, rates in rows:

@@ -87,6 +87,8 @@ def to_dict(result) -> dict[str, Any]:
             "findings": [f.to_dict() for f in a.findings],
             # fixes ranked by what they save; `findings` index the list above
             "remedies": [r.to_dict() for r in a.remedies],
+            # the step's saving against kernel time removed (analysis/gpu_whatif.py)
+            "gpu_whatif": getattr(a, "gpu_whatif", None),
             "ops_costed_fraction": a.ops_costed_fraction,
             "ops": [r.to_dict() for r in a.ops],
             "notes": a.notes,

@@ -1,0 +1,99 @@
+"""What the step saves when the GPU's work gets shorter: the loop's own timeline, replayed.
+
+The GPU-work findings (`memory-bound-op`, `unfused-chain`, `fp32-storage`, `fp32-matmul`)
+say how much kernel time their fix removes. That is the step's saving only where the GPU
+sets the pace. Where the host launches the work no faster than the GPU runs it, the step
+falls only to the host's own time; where the host waits in a sync, the kernels before the
+sync shorten the wait. Out of sample on the H200 (2026-12-04, `examples/real/bert_finetune.py`,
+BERT-base fp32, GPU busy 94% of 61.2 ms): `fp32-matmul` summed 45.7 ms/step of matmul time
+above the TF32 roof, while TF32 saved 29.4 and bf16 27.8: once the matmuls ran fast the step
+settled near the ~30 ms the host needs to launch it.
+
+`curve(ctx)` replays the timeline pass (`analysis.replay`, calibrated to the unprofiled
+step, as the host-sync rule does) with every kernel's duration scaled by 1 - f, for a few
+f, and records the step saving against the kernel time removed. `saving(curve, removed_ms)`
+interpolates it: a remedy's GPU-work saving is read through it (`analysis.remedies`).
+
+The curve is for fixes that change how fast the kernels run and not what the host does:
+TF32 and bf16 autocast (`analysis.remedies.CURVE_REMEDIES`). Fixes that remove kernels
+(torch.compile, fused norms, 16-bit storage that drops autocast's casts, CUDA graphs) also
+remove the host's work of launching them, which a replay of shorter kernels cannot see:
+read through the curve, the recorded GPT-2 and Llama loops (their host only just ahead of
+the GPU) predicted 1-18 ms/step for compile where it measured 17-30.
+
+Every kernel is scaled alike: the replay does not know which kernels a fix shortens. In a
+loop the GPU paces, any choice gives the removed time back; where the host paces, little
+of it; between the two the placement matters and the curve is an estimate. The curve is
+not made where the replay cannot be trusted: no unprofiled step, work on more than one
+stream (events order them, which the replay does not model), a replay that does not give
+the recorded step, or one that cannot be calibrated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from membound.analysis.replay import Replay
+
+#: findings whose saving is kernel time (read through the curve)
+GPU_WORK = frozenset({"memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul"})
+
+#: shares of the kernel time removed at which the step is replayed
+FRACTIONS = (0.0, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 1.0)
+
+
+def curve(ctx) -> dict[str, Any] | None:
+    """{"kernel_ms_per_step", "removed_ms": [...], "saving_ms": [...]} for `ctx`'s timeline
+    steps, or None where the replay is not trusted (module docstring). Kept on `ctx`."""
+    if hasattr(ctx, "_gpu_whatif"):
+        return ctx._gpu_whatif
+    ctx._gpu_whatif = None
+    timing = getattr(ctx, "timing", None)
+    if timing is None or not timing.unprofiled_median_ms or not ctx.steps:
+        return None
+    r = Replay.from_trace(ctx.trace, ctx.steps)
+    if r is None or r.streams_busy() > 1 or not r.act_kernel.any():
+        return None
+    if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms):
+        return None
+    kernel_ms = float(r.act_dur[r.act_kernel].sum()) / r.steps / 1e3
+    if kernel_ms <= 0:
+        return None
+    base = r.step_ms()
+    removed, saved = [], []
+    for f in FRACTIONS:
+        removed.append(round(f * kernel_ms, 4))
+        saved.append(round(max(base - r.step_ms(kernel_scale=1.0 - f), 0.0), 4))
+    # a replay of shorter kernels never takes longer; keep the curve monotonic
+    saved = np.maximum.accumulate(np.array(saved)).tolist()
+    ctx._gpu_whatif = {
+        "kernel_ms_per_step": round(kernel_ms, 4),
+        "step_ms": round(base, 4),
+        "removed_ms": removed,
+        "saving_ms": saved,
+        "profiler_cost_per_call_us": round(r.cost_per_call, 3),
+    }
+    return ctx._gpu_whatif
+
+
+def saving(c: dict[str, Any] | None, removed_ms: float) -> float:
+    """The step's saving when `removed_ms` of kernel time per step goes (curve `c`, linear
+    between its points); `removed_ms` itself where there is no curve."""
+    if not c or removed_ms <= 0:
+        return max(removed_ms, 0.0)
+    xs, ys = c.get("removed_ms") or [], c.get("saving_ms") or []
+    if len(xs) < 2 or len(xs) != len(ys):
+        return removed_ms
+    return float(np.interp(min(removed_ms, xs[-1]), xs, ys))
+
+
+def note(c: dict[str, Any]) -> str:
+    """The report's line on the curve."""
+    half = saving(c, 0.5 * c["kernel_ms_per_step"])
+    return (
+        f"GPU what-if (the timeline replayed with shorter kernels): {c['kernel_ms_per_step']:.2f} "
+        f"ms/step of kernels; half of it gone would save {half:.2f} ms/step, all of it "
+        f"{c['saving_ms'][-1]:.2f} (the host's own time is the floor)"
+    )
