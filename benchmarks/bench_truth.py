@@ -325,7 +325,8 @@ def report_fields(rep: dict) -> dict:
         "gpu_busy_ms": statistics.median(busy) if busy else None,
         "findings": findings,
     }
-    out["gpu_whatif"] = rep.get("gpu_whatif")  # the GPU-work savings' curve (analysis/gpu_whatif.py)
+    # the GPU-work savings' curve (analysis/gpu_whatif.py)
+    out["gpu_whatif"] = rep.get("gpu_whatif")
     if "remedies" in rep:  # fixes ranked by what they save (analysis/remedies.py)
         out["remedies"] = [
             {"remedy": r.get("remedy"), "findings": list(r.get("findings") or [])}

@@ -87,9 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
         intermediate_size=pick(args, 3072, 64),
         num_labels=2,
     )
-    accelerator = accelerate.Accelerator(
-        mixed_precision=args.mixed_precision, cpu=not args.cuda
-    )
+    accelerator = accelerate.Accelerator(mixed_precision=args.mixed_precision, cpu=not args.cuda)
     model = transformers.BertForSequenceClassification(config)
     timer = StepTimer("bert_finetune", args)
     norms = sum(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
@@ -110,7 +108,9 @@ def main(argv: list[str] | None = None) -> dict:
     no_decay = ["bias", "LayerNorm.weight"]
     grouped = [
         {
-            "params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)],
+            "params": [
+                p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)
+            ],
             "weight_decay": 0.01,
         },
         {

@@ -63,7 +63,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--swap-norms", action="store_true", help="membound.swap_norms(model)")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
     p.add_argument(
-        "--log-every", type=int, default=1, metavar="N", help="loss.item() every N steps (default 1)"
+        "--log-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="loss.item() every N steps (default 1)",
     )
     args = parse(p, argv)
     if args.log_every < 1:

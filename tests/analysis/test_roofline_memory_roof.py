@@ -86,6 +86,9 @@ LATER = {
     "h200_real_gpt2_compiled_run5", "h200_real_hf_trainer_llama_run5",
     "h200_real_lightning_fit_run5", "h200_real_gpt2_run9", "h200_real_resnet50_fp32_run5",
     "h200_real_resnet50_prefetch_run2",
+    # 2026-12-04: the out-of-sample truth calls (on the call's ceilings file, not refreshed)
+    "h200_real_tabular_mlp_oos1", "h200_real_vit_timm_oos1", "h200_real_bert_finetune_oos1",
+    "h200_real_bert_finetune_oos2",
 }  # fmt: skip
 
 

@@ -138,7 +138,11 @@ def test_the_fastest_shape_is_timed_again_on_relud_operands():
 
     def fake(m, n, k, layout, warmup_ms, operands="randn"):
         seen.append(((m, n, k), layout, operands))
-        t = ms[(m, n, k)] * (0.5 if layout == "A@B.T" else 1.0) * (0.9 if operands == "relu" else 1.0)
+        t = (
+            ms[(m, n, k)]
+            * (0.5 if layout == "A@B.T" else 1.0)
+            * (0.9 if operands == "relu" else 1.0)
+        )
         return Timed(t, t, t, 5)
 
     c = Ceilings(device="cpu", name="x", memory_bandwidth=1.0)

@@ -29,6 +29,10 @@ FRAMEWORK = {
     "resnet50_prefetch": "timm",  # or torchvision
     "lightning_fit": "lightning",
     "hf_trainer_llama": "transformers",
+    # out of sample, 2026-12-04
+    "tabular_mlp": None,
+    "vit_timm": "timm",
+    "bert_finetune": "transformers",
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -64,7 +68,7 @@ def in_process(monkeypatch):
     sys.modules.update(saved)
 
 
-def test_six_scripts_and_their_frameworks_are_listed():
+def test_every_script_and_its_framework_is_listed():
     assert set(SCRIPTS) == set(FRAMEWORK)
 
 
@@ -86,6 +90,8 @@ def test_help_works_without_the_framework(script, in_process, monkeypatch, capsy
         ("resnet50_prefetch", ("timm", "torchvision")),
         ("lightning_fit", ("lightning",)),
         ("hf_trainer_llama", ("transformers",)),
+        ("vit_timm", ("timm",)),
+        ("bert_finetune", ("transformers",)),
     ],
 )
 def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
@@ -173,6 +179,17 @@ def test_gpt2_swap_norms_swaps_every_layernorm_and_keeps_the_math(gpt2_runs):
     assert losses == gpt2_runs["baseline"][1]
 
 
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 0), (("--batch-index", "--log-every", "3"), 0), (("--num-workers", "1"), 1)],
+)
+def test_tabular_mlp_runs_with_its_loaders(args, workers):
+    """The default DataLoader, whole-batch indexing and a worker: each a plain timer line."""
+    t = truth(run("tabular_mlp", "--steps", "3", "--warmup-steps", "1", *args))
+    assert t["script"] == "tabular_mlp" and t["steps"] == 3 and t["step_ms"] > 0
+    assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 64
+
+
 def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
     t, losses = gpt2_runs["compiled"]
     assert t["script"] == "gpt2_compiled" and t["steps"] == 1 and len(losses) == 2
@@ -187,6 +204,8 @@ def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
         ("resnet50_prefetch", ("--membound-prefetch", "--channels-last"), {"workers": 0}),
         ("lightning_fit", ("--membound-prefetch",), {"workers": 0}),
         ("hf_trainer_llama", ("--no-logging-nan-inf-filter",), {"norms": 5}),
+        ("vit_timm", ("--swap-norms", "--log-every", "2"), {"norms": 5, "norms_swapped": 5}),
+        ("bert_finetune", ("--swap-norms",), {"norms": 5, "norms_swapped": 5}),
     ],
 )
 def test_framework_script_runs_tiny(script, args, extra):

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from membound.analysis import gpu_whatif
-from membound.analysis.fixes import NORMS, op_family
 from membound.analysis.findings import ranked
+from membound.analysis.fixes import NORMS, op_family
 from membound.analysis.gpu_whatif import GPU_WORK
 
 #: remedies that change how fast kernels run, not what the host launches: their GPU-work
