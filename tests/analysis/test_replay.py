@@ -60,6 +60,19 @@ def test_dropping_the_syncs_lets_the_host_run_ahead(tmp_path):
     assert list(sites) == ["k2"] and sites["k2"].sum() == 6
 
 
+def test_shorter_kernels_shorten_a_step_the_host_waits_on(tmp_path):
+    """`kernel_scale=0.5`: each kernel 50 µs. k1 runs T+5..T+55, k2 T+55..T+105, the 4-byte
+    copy (not a kernel: it keeps its 2 µs) T+105..T+107; its call returns then and takes its
+    own 1 µs, the sync its 2, and 50 µs of Python later the next step starts: 160 µs a step,
+    the 100 µs the kernels lost. The copy's duration is kept whatever the scale."""
+    trace, steps = _loop(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    assert r.act_kernel.sum() == 6 and (~r.act_kernel).sum() == 3
+    assert r.step_ms(0.0, kernel_scale=1.0) == pytest.approx(PERIOD / 1e3)
+    assert r.step_ms(0.0, kernel_scale=0.5) == pytest.approx(160.0 / 1e3)
+    assert r.step_ms(0.0, kernel_scale=0.0) < r.step_ms(0.0, kernel_scale=0.5)
+
+
 def test_calibration_takes_the_profilers_cost_off_every_call(tmp_path):
     trace, steps = _loop(tmp_path)
     r = Replay.from_trace(trace, steps)
