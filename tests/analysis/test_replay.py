@@ -73,6 +73,15 @@ def test_shorter_kernels_shorten_a_step_the_host_waits_on(tmp_path):
     assert r.step_ms(0.0, kernel_scale=0.0) < r.step_ms(0.0, kernel_scale=0.5)
 
 
+def test_a_gpu_paced_replay_takes_a_measured_hidden_cost_off(tmp_path):
+    """Already at the unprofiled step with the profiler's cost kept, the calibration takes
+    none off, or the cost measured on the machine (`trace.profiler_cost`) when given."""
+    trace, steps = _loop(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    assert r.calibrate(PERIOD / 1e3) and r.cost_per_call == 0.0
+    assert r.calibrate(PERIOD / 1e3, hidden_us=3.0) and r.cost_per_call == 3.0
+
+
 def test_calibration_takes_the_profilers_cost_off_every_call(tmp_path):
     trace, steps = _loop(tmp_path)
     r = Replay.from_trace(trace, steps)

@@ -37,6 +37,10 @@ class AnalysedTrace:
     #: membound's norm kernels' measured host and GPU cost here (capture meta
     #: `norm_host_cost`, `nn.host_cost`), for `analysis.norm_whatif`; None when not measured
     norm_host_cost: dict | None = None
+    #: the timeline profiler's host cost per CUDA call measured after the script (µs; the
+    #: meta's `profiler_host_cost`, `trace.profiler_cost`), for `analysis.gpu_whatif`; None
+    #: when not measured
+    profiler_cost_us: float | None = None
 
     @property
     def n_steps(self) -> int:

@@ -10,7 +10,9 @@ above the TF32 roof, while TF32 saved 29.4 and bf16 27.8: once the matmuls ran f
 settled near the ~30 ms the host needs to launch it.
 
 `curve(ctx)` replays the timeline pass (`analysis.replay`, calibrated to the unprofiled
-step, as the host-sync rule does) with every kernel's duration scaled by 1 - f, for a few
+step, as the host-sync rule does; where the GPU set the pace and hid the profiler's host
+cost, the cost `membound diagnose` measured after the script is taken off instead,
+`trace.profiler_cost`) with every kernel's duration scaled by 1 - f, for a few
 f, and records the step saving against the kernel time removed. `saving(curve, removed_ms)`
 interpolates it: a remedy's GPU-work saving is read through it (`analysis.remedies`).
 
@@ -56,7 +58,8 @@ def curve(ctx) -> dict[str, Any] | None:
     r = Replay.from_trace(ctx.trace, ctx.steps)
     if r is None or r.streams_busy() > 1 or not r.act_kernel.any():
         return None
-    if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms):
+    hidden = getattr(ctx, "profiler_cost_us", None) or 0.0
+    if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms, hidden):
         return None
     kernel_ms = float(r.act_dur[r.act_kernel].sum()) / r.steps / 1e3
     if kernel_ms <= 0:

@@ -283,14 +283,16 @@ class Replay:
         threads it does not replay) did not shape this loop."""
         return abs(self.as_profiled_ms - self.profiled_ms) <= MODEL_TOLERANCE * self.profiled_ms
 
-    def calibrate(self, unprofiled_ms: float) -> bool:
+    def calibrate(self, unprofiled_ms: float, hidden_us: float = 0.0) -> bool:
         """Set `cost_per_call` so that the replayed step is `unprofiled_ms`; False (and 0)
         when no cost per call gets within `CALIBRATION_TOLERANCE` of it. A replay already at
         or below it with the profiler's cost kept takes none off (True, 0): the profiler
-        cost no step time there."""
+        cost no step time there; or, with `hidden_us` (the profiler's cost per call measured
+        on this machine, `trace.profiler_cost`), takes that off: the GPU set the pace and hid
+        the host's cost, which a replay of faster GPU work would expose."""
         lo, hi = 0.0, float(np.quantile(self.own + self.gap, 0.9)) if len(self.own) else 0.0
         if self.as_profiled_ms <= unprofiled_ms * (1 + CALIBRATION_TOLERANCE):
-            self.cost_per_call = 0.0
+            self.cost_per_call = max(float(hidden_us or 0.0), 0.0)
             return True
         if self.step_ms(hi) > unprofiled_ms:
             self.cost_per_call = 0.0

@@ -176,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         return outcome.exit_code
     if capture.written and capture.steps_captured and norm_probe_wanted(args):
         _probe_norms(capture)
+        _probe_profiler(capture)
     if background is not None and background.deferred and not background.started:
         background.start(capture, now=True)  # the meta now holds the norm probe's result
     if background is not None and background.started:
@@ -423,6 +424,17 @@ def _probe_norms(capture) -> None:
         _log(probe(capture.meta_path))
     except Exception as exc:
         _log(f"norm host cost not measured ({type(exc).__name__}: {exc}).")
+
+
+def _probe_profiler(capture) -> None:
+    """Measure the timeline profiler's host cost per CUDA call into the capture meta
+    (`trace.profiler_cost`); any failure is one line (and a note in the meta)."""
+    from membound.trace.profiler_cost import probe
+
+    try:
+        _log(probe(capture.meta_path))
+    except Exception as exc:
+        _log(f"profiler cost not measured ({type(exc).__name__}: {exc}).")
 
 
 # [distributed] ------------------------------------------------------------------------

@@ -1,0 +1,124 @@
+"""After `membound diagnose`'s script ends: measure what the timeline pass's profiler adds to
+the host per CUDA call on this machine, and keep it in the capture meta.
+
+The replays (`analysis.replay`) take the profiler's cost off every recorded call, calibrated
+so that the replayed step equals the unprofiled one. Where the GPU sets the pace the step
+does not show that cost (it hides behind the GPU), the calibration reads 0, and a replay
+with shorter kernels then keeps the profiler's cost in the host's floor. Out of sample on
+the H200, BERT-base fp32 (busy 86%): the GPU what-if predicted 9.3 ms/step for bf16 where
+it measured 13.5; 3.5-5 µs per call taken off would have predicted 12.2-13.3. This measures
+the cost instead of assuming it: in a process of its own (after the script, so it never
+takes time from the steps membound timed), `ROUNDS` rounds of `CALLS` launches of a
+one-element in-place add, host-paced, timed with and without a GPU-only profiler (the
+timeline pass's activities). A failure is a note in the meta, never a failed diagnose.
+
+    python -m membound.trace.profiler_cost        # prints one JSON line
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: the meta key the measurement (or why there is none) is kept under
+META_KEY = "profiler_host_cost"
+#: seconds the probe may take (CUDA start-up dominates)
+TIMEOUT_S = 60.0
+#: launches per timed run, and runs of each kind (interleaved)
+CALLS, ROUNDS = 2000, 5
+
+
+def measure(calls: int = CALLS, rounds: int = ROUNDS) -> dict[str, Any]:
+    """{"us_per_call", "plain_us", "profiled_us", "calls", "rounds"}: the median host time
+    per launch without and with a CUDA-only profiler, and their difference (>= 0)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device")
+    x = torch.zeros(1, device="cuda")
+
+    def run() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            x.add_(1.0)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / calls * 1e6
+
+    run()  # warm-up: first launches, allocator
+    plain, profiled = [], []
+    for _ in range(rounds):
+        plain.append(run())
+        with profile(activities=[ProfilerActivity.CUDA]):
+            profiled.append(run())
+    p, q = statistics.median(plain), statistics.median(profiled)
+    return {
+        "us_per_call": round(max(q - p, 0.0), 3),
+        "plain_us": round(p, 3),
+        "profiled_us": round(q, 3),
+        "calls": calls,
+        "rounds": rounds,
+    }
+
+
+def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
+    """Measure in a process of its own and keep the result in the capture meta at
+    `meta_path` under `META_KEY`; returns one sentence saying what happened."""
+    path = Path(meta_path)
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"profiler cost not measured: the capture meta cannot be read ({exc})."
+    cmd = [sys.executable, "-m", "membound.trace.profiler_cost"]
+    try:
+        done = run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return _keep(path, meta, f"the probe took longer than {timeout:.0f} s")
+    except OSError as exc:
+        return _keep(path, meta, f"the probe could not start ({exc})")
+    if done.returncode != 0:
+        last = (done.stderr or "").strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+        return _keep(path, meta, f"the probe failed: {last[0]}")
+    try:
+        result = json.loads((done.stdout or "").strip().splitlines()[-1])
+        cost = float(result["us_per_call"])
+    except (ValueError, IndexError, KeyError, TypeError):
+        return _keep(path, meta, "the probe printed no JSON")
+    meta[META_KEY] = result
+    path.write_text(json.dumps(meta, indent=1) + "\n")
+    return (
+        f"measured the timeline profiler's host cost here: {cost:.1f} us per CUDA call "
+        f"({result['plain_us']:.1f} us a launch without it, {result['profiled_us']:.1f} with)."
+    )
+
+
+def of(meta: Any) -> float | None:
+    """The measured µs per call in a capture meta, or None."""
+    got = meta.get(META_KEY) if isinstance(meta, dict) else None
+    try:
+        value = float(got["us_per_call"]) if isinstance(got, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if value is not None and value >= 0 else None
+
+
+def _keep(path: Path, meta: dict, why: str) -> str:
+    note = f"profiler cost not measured: {why}."
+    meta[META_KEY] = {"error": why}
+    notes = meta.get("notes") if isinstance(meta.get("notes"), list) else []
+    meta["notes"] = [*notes, note]
+    try:
+        path.write_text(json.dumps(meta, indent=1) + "\n")
+    except OSError:
+        pass
+    return note
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure()), flush=True)

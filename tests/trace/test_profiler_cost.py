@@ -1,0 +1,82 @@
+"""`trace.profiler_cost`: the timeline profiler's host cost per CUDA call, measured after
+diagnose's script and kept in the capture meta; the replay takes it off where the GPU hid it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from membound.trace.profiler_cost import META_KEY, measure, of, probe
+
+
+def _meta(tmp_path, doc=None):
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps(doc or {"trace": "trace.json.gz"}))
+    return path
+
+
+def test_keeps_the_measurement_in_the_meta(tmp_path):
+    path = _meta(tmp_path)
+    line = {"us_per_call": 4.2, "plain_us": 5.1, "profiled_us": 9.3, "calls": 2000, "rounds": 5}
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return SimpleNamespace(returncode=0, stdout="warming up\n" + json.dumps(line), stderr="")
+
+    said = probe(path, run=run)
+    assert seen[0][-2:] == ["-m", "membound.trace.profiler_cost"]
+    assert "4.2 us per CUDA call" in said
+    meta = json.loads(path.read_text())
+    assert meta[META_KEY] == line and of(meta) == 4.2
+
+
+@pytest.mark.parametrize(
+    "outcome,why",
+    [
+        (subprocess.TimeoutExpired("x", 60), "took longer than 60 s"),
+        (SimpleNamespace(returncode=1, stdout="", stderr="boom\nRuntimeError: no CUDA"), "no CUDA"),
+        (SimpleNamespace(returncode=0, stdout="not json", stderr=""), "no JSON"),
+    ],
+)
+def test_a_failed_probe_is_a_note_not_an_error(tmp_path, outcome, why):
+    path = _meta(tmp_path)
+
+    def run(cmd, **kw):
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    said = probe(path, run=run)
+    assert said.startswith("profiler cost not measured") and why in said
+    meta = json.loads(path.read_text())
+    assert "error" in meta[META_KEY] and of(meta) is None and said in meta["notes"]
+
+
+def test_of_reads_only_a_measurement():
+    assert of(None) is None and of({}) is None
+    assert of({META_KEY: {"error": "x"}}) is None
+    assert of({META_KEY: {"us_per_call": "nan?"}}) is None
+    assert of({META_KEY: {"us_per_call": 0.0}}) == 0.0
+
+
+def test_measure_needs_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine measures for real (GPU test below)")
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        measure()
+
+
+@pytest.mark.gpu
+def test_measure_on_a_gpu():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    r = measure(calls=500, rounds=3)
+    assert r["profiled_us"] >= r["plain_us"] * 0.9 and r["us_per_call"] >= 0
