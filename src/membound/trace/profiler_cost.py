@@ -6,8 +6,9 @@ so that the replayed step equals the unprofiled one. Where the GPU sets the pace
 does not show that cost (it hides behind the GPU), the calibration reads 0, and a replay
 with shorter kernels then keeps the profiler's cost in the host's floor. Out of sample on
 the H200, BERT-base fp32 (busy 86%): the GPU what-if predicted 9.3 ms/step for bf16 where
-it measured 13.5; 3.5-5 µs per call taken off would have predicted 12.2-13.3. This measures
-the cost instead of assuming it: in a process of its own (after the script, so it never
+it measured 13.5, and 3.5-5 µs per call taken off would have predicted 12.2-13.3. This
+measures the cost instead of assuming it (on the H200, 2026-12-04: 0.8-1.1 µs per call, so
+that was not the miss's cause): in a process of its own (after the script, so it never
 takes time from the steps membound timed), `ROUNDS` rounds of `CALLS` launches of a
 one-element in-place add, host-paced, timed with and without a GPU-only profiler (the
 timeline pass's activities). A failure is a note in the meta, never a failed diagnose.
