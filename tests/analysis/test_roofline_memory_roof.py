@@ -88,7 +88,7 @@ LATER = {
     "h200_real_resnet50_prefetch_run2",
     # 2026-12-04: the out-of-sample truth calls (on the call's ceilings file, not refreshed)
     "h200_real_tabular_mlp_oos1", "h200_real_vit_timm_oos1", "h200_real_bert_finetune_oos1",
-    "h200_real_bert_finetune_oos2", "h200_real_bert_finetune_oos3",
+    "h200_real_bert_finetune_oos2", "h200_real_bert_finetune_oos3", "h200_real_tabular_mlp_oos2",
 }  # fmt: skip
 
 
