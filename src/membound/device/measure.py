@@ -444,51 +444,45 @@ def _sweep(
     if p.sweep_order not in SWEEP_ORDERS:
         raise ValueError(f"sweep order must be one of {SWEEP_ORDERS}, not {p.sweep_order!r}")
     ordered = list(shapes) if p.sweep_order == "forward" else list(shapes)[::-1]
-    best = None
-    rows = []
-    for i, ((m, n, k), layout) in enumerate((s, lay) for s in ordered for lay in layouts):
-        warmup = p.matmul_warmup_ms + (p.sweep_warmup_ms if i == 0 else 0.0)
-        t = timed_shape(m, n, k, layout, warmup)
-        t, burst = t if isinstance(t, tuple) else (t, None)
-        rate = 2 * m * n * k / (t.median_ms / 1e3)
-        row = {"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": i}
-        if best is None or rate > best[0]:
-            best = (rate, t, 2 * m * n * k)
+    best: list = [None]  # (rate, the timing that gave it, FLOPs of one call)
+    rows: list[dict] = []
+
+    def add(m: int, n: int, k: int, layout: str, timing, **extra) -> None:
+        """One timing's row (sustained, burst and kernel-clock rates), the best kept."""
+        t, burst = timing if isinstance(timing, tuple) else (timing, None)
+        flop = 2 * m * n * k
+        row = {"m": m, "n": n, "k": k, "flops": flop / (t.median_ms / 1e3), "layout": layout,
+               "order": len(rows), **extra}  # fmt: skip
+        found = [(row["flops"], t)]
         if burst is not None:
-            row["burst_flops"] = b_rate = 2 * m * n * k / (burst.events.median_ms / 1e3)
-            if b_rate > best[0]:
-                best = (b_rate, burst.events, 2 * m * n * k)
+            row["burst_flops"] = flop / (burst.events.median_ms / 1e3)
+            found.append((row["burst_flops"], burst.events))
             if burst.kernels is not None:
-                row["kernel_flops"] = k_rate = 2 * m * n * k / (burst.kernels.median_ms / 1e3)
-                if k_rate > best[0]:
-                    best = (k_rate, burst.kernels, 2 * m * n * k)
+                row["kernel_flops"] = flop / (burst.kernels.median_ms / 1e3)
+                found.append((row["kernel_flops"], burst.kernels))
+        for rate, timed_by in found:  # ties keep the earlier timing
+            if best[0] is None or rate > best[0][0]:
+                best[0] = (rate, timed_by, flop)
         rows.append(row)
         if c.device == "cuda":
             import torch
 
             torch.cuda.empty_cache()
+
+    for i, ((m, n, k), layout) in enumerate((s, lay) for s in ordered for lay in layouts):
+        warmup = p.matmul_warmup_ms + (p.sweep_warmup_ms if i == 0 else 0.0)
+        add(m, n, k, layout, timed_shape(m, n, k, layout, warmup))
     if relu and p.matmul_relu and rows:
-        top = max(rows, key=lambda r: max(r["flops"], r.get("burst_flops", 0.0),
-                                          r.get("kernel_flops", 0.0)))  # fmt: skip
+
+        def fastest(r: dict) -> float:
+            return max(r["flops"], r.get("burst_flops", 0.0), r.get("kernel_flops", 0.0))
+
+        top = max(rows, key=fastest)
         m, n, k, layout = top["m"], top["n"], top["k"], top["layout"]
-        t = timed_shape(m, n, k, layout, p.matmul_warmup_ms, operands="relu")
-        t, burst = t if isinstance(t, tuple) else (t, None)
-        rate = 2 * m * n * k / (t.median_ms / 1e3)
-        row = {"m": m, "n": n, "k": k, "flops": rate, "layout": layout, "order": len(rows),
-               "operands": "relu"}  # fmt: skip
-        if rate > best[0]:
-            best = (rate, t, 2 * m * n * k)
-        if burst is not None:
-            row["burst_flops"] = b_rate = 2 * m * n * k / (burst.events.median_ms / 1e3)
-            if b_rate > best[0]:
-                best = (b_rate, burst.events, 2 * m * n * k)
-            if burst.kernels is not None:
-                row["kernel_flops"] = k_rate = 2 * m * n * k / (burst.kernels.median_ms / 1e3)
-                if k_rate > best[0]:
-                    best = (k_rate, burst.kernels, 2 * m * n * k)
-        rows.append(row)
+        timing = timed_shape(m, n, k, layout, p.matmul_warmup_ms, operands="relu")
+        add(m, n, k, layout, timing, operands="relu")
     c.matmul_sweep[key] = rows
-    c.flops[key] = _record(c, f"flops.{key}", best[1], best[2])
+    c.flops[key] = _record(c, f"flops.{key}", best[0][1], best[0][2])
 
 
 @contextlib.contextmanager
