@@ -19,35 +19,20 @@ measured savings are the device's, in each fixture's truth.json."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from membound.analysis import analyze, gpu_whatif
+from membound.analysis import gpu_whatif
 from membound.analysis.remedies import combined, remedies_of
 from membound.device.ceilings import Ceilings
-
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures"
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import truth_tally  # noqa: E402
-
-sys.path.pop(0)
+from support.paths import H200_CEILINGS
+from support.truth import analysis as _analysis
+from support.truth import rows as _rows
 
 
 @pytest.fixture(scope="module")
 def ceilings():
-    return Ceilings.load(FIXTURES / "h200_ceilings.json")
-
-
-def _rows(name, ceilings):
-    return {r["fix"]: r for r in truth_tally.rows_of(FIXTURES / f"h200_real_{name}", ceilings)}
-
-
-def _analysis(name, ceilings):
-    return analyze([FIXTURES / f"h200_real_{name}" / "trace.json.gz"], ceilings)
+    return Ceilings.load(H200_CEILINGS)
 
 
 def test_bert_fp32_matmul_is_read_through_the_gpu_whatif(ceilings):
