@@ -155,3 +155,9 @@ def test_vit_gpu_work_saves_little_on_a_host_paced_step(ceilings):
     assert rows["log-every-100"]["within"]
     # under-predicted: pinning saved 10.64 and membound's prefetch 12.40 against 7.80
     assert not rows["pin-mem"]["within"] and not rows["membound-prefetch"]["within"]
+    # membound's norms on this host-paced loop: the what-if replays their measured host cost
+    # (476 us per fwd+bwd against ATen's 151) at each norm launch: -7.13, measured -16.43;
+    # the sign keeps swap_norms out of the remedies, the size is half the loss
+    assert rows["swap-norms"]["predicted_ms"] == pytest.approx(-7.13, abs=0.01)
+    assert rows["swap-norms"]["measured_ms"] == pytest.approx(-16.43, abs=0.01)
+    assert "swap_norms" not in [r.key for r in a.remedies if r.saving_ms_per_step > 0]
