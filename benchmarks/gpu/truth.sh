@@ -5,7 +5,9 @@
 #   bash benchmarks/gpu/truth.sh gpt2,resnet50_fp32,resnet50_prefetch    # ~6-7 min
 #   bash benchmarks/gpu/truth.sh gpt2_compiled                           # ~7 min (compiles)
 #   bash benchmarks/gpu/truth.sh lightning_fit,hf_trainer_llama          # ~5-6 min
-# No argument runs all six (more than one call's time: the budget then skips what does not
+#   bash benchmarks/gpu/truth.sh tabular_mlp,vit_timm                    # ~5 min (out of sample)
+#   bash benchmarks/gpu/truth.sh bert_finetune                           # ~3.5 min (out of sample)
+# No argument runs all nine (more than one call's time: the budget then skips what does not
 # fit). TRUTH_ARGS adds bench_truth options (e.g. "--quick", "--fixes compile,amp").
 # Products under $OUT (or $GPU_OUT/truth): truth.csv (this call's rows; append them to
 # benchmarks/results/truth.csv), bench.log (progress and the tables), env.txt, and
