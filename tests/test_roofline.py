@@ -264,3 +264,31 @@ def test_cuda_path_on_a_recorded_trace():
     # a tensor-core kernel name is evidence of TF32 whatever the flag says now
     tc = _recorded(265.0, "cutlass_80_tensorop_s1688gemm_tf32_256x128_nn")
     assert R.table_from_trace(tc, ceil, "cuda", allow_tf32=False).row("aten::mm").compute == "tf32"
+
+
+def test_compiled_kernels_get_their_read_write_split_in_the_table():
+    """`membound.roofline.measure` of a compiled function passes the launch parameter names of
+    the inductor kernels this process compiled (`trace.kernel_args`) to the table, as
+    diagnose's capture does. On the recorded compiled GPT-2 ops pass (H200, names from its
+    capture.json): GELU backward updates its [12, 1024, 3072] bf16 gradient in place
+    (in_out_ptr0) from the bf16 activation: 3 tensors' bytes a call with the names, the 2 the
+    trace alone shows without them."""
+    import json
+
+    from support.paths import FIXTURES
+
+    run = FIXTURES / "h200_real_gpt2_compiled_run4"
+    names = json.loads((run / "capture.json").read_text())["kernel_args"]
+    trace = load_trace(run / "trace.ops.json.gz")
+    ceil = Ceilings.load(FIXTURES / "h200_ceilings.json")
+    gelu = "triton_poi_fused_gelu_gelu_backward_view_6"
+    plain = R.table_from_trace(trace, ceil, "cuda", allow_tf32=True).row(gelu)
+    split = R.table_from_trace(trace, ceil, "cuda", allow_tf32=True, kernel_args=names).row(gelu)
+    m = 12 * 1024 * 3072 * 2
+    # rows are per `RUNS` runs of the function: per call, the hand counts
+    assert plain.bytes / plain.calls == pytest.approx(2 * m)
+    assert split.bytes / split.calls == pytest.approx(3 * m)
+    assert split.device_ms == pytest.approx(plain.device_ms)
+    assert split.achieved_bandwidth_fraction == pytest.approx(
+        1.5 * plain.achieved_bandwidth_fraction, rel=0.05
+    )

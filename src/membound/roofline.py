@@ -128,7 +128,11 @@ def measure(
         for _ in range(RUNS):
             fn(*args, **kwargs)
         sync()
-    return table_from_trace(_export(prof), ceilings, kind, allow_tf32)
+    from membound.trace.kernel_args import inductor_kernel_args
+
+    # a compiled `fn`'s inductor kernels: their parameter names say what each reads/writes
+    names = inductor_kernel_args() if kind == "cuda" else {}
+    return table_from_trace(_export(prof), ceilings, kind, allow_tf32, names or None)
 
 
 def _export(prof):
@@ -145,13 +149,21 @@ def _export(prof):
         return load_trace(path)
 
 
-def table_from_trace(trace, ceilings: Ceilings, kind: str, allow_tf32: bool) -> RooflineTable:
+def table_from_trace(
+    trace,
+    ceilings: Ceilings,
+    kind: str,
+    allow_tf32: bool,
+    kernel_args: dict[str, list[str]] | None = None,
+) -> RooflineTable:
     """The per-op table of a trace holding `RUNS` calls of the measured function.
 
     CUDA: each kernel joined to the innermost op the cost model knows that launched it
-    (`analysis.ops.join_calls`, as in `membound analyze`); CPU: the outermost known ops,
-    timed by host time (`analysis.ops.cpu_calls`). Rows are `analysis.ops.op_rows`, per call."""
-    calls = join_calls(trace) if kind == "cuda" else cpu_calls(trace)
+    (`analysis.ops.join_calls`, as in `membound analyze`; `kernel_args`, the launch
+    parameter names of the inductor kernels this process compiled, split their bytes into
+    reads and writes as diagnose's capture does); CPU: the outermost known ops, timed by
+    host time (`analysis.ops.cpu_calls`). Rows are `analysis.ops.op_rows`, per call."""
+    calls = join_calls(trace, kernel_args=kernel_args) if kind == "cuda" else cpu_calls(trace)
     total_us = sum(c.device_us for c in calls)
     rows = op_rows(calls, ceilings, total_us, allow_tf32=allow_tf32)
     return RooflineTable([r.per(RUNS) for r in rows], ceilings, kind)
