@@ -136,7 +136,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     # out of sample (2026-12-04): written after the rules above were tuned, measured before
     # any rule was changed for them
     Script("tabular_mlp", REAL / "tabular_mlp.py", (
-        Fix("batch-index", ("--batch-index",), INPUT, "one index per batch: no per-row collate"),
+        Fix("batch-index", ("--batch-index",), INPUT, "one index per batch: no per-row collate", remedies=("batch_index",)),
         Fix("num-workers-4", ("--num-workers", "4"), INPUT, "DataLoader(num_workers=4)", remedies=("workers",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),

@@ -41,6 +41,9 @@ class AnalysedTrace:
     #: meta's `profiler_host_cost`, `trace.profiler_cost`), for `analysis.gpu_whatif`; None
     #: when not measured
     profiler_cost_us: float | None = None
+    #: the trace the op calls came from (membound's ops pass, with CPU ops and shapes, or
+    #: the timeline trace itself); None: the timeline trace
+    op_trace: Any = None
 
     @property
     def n_steps(self) -> int:

@@ -273,7 +273,7 @@ def analyze_trace(
     ctx = AnalysedTrace(
         trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks, op_steps,
         norm_host_cost=norm_cost if isinstance(norm_cost, dict) else None,
-        profiler_cost_us=profiler_cost.of(meta),
+        profiler_cost_us=profiler_cost.of(meta), op_trace=op_source,
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
     gpu_curve = None

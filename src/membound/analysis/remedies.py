@@ -68,6 +68,8 @@ REMEDIES: dict[str, str] = {
     "prefetch": "membound.data.prefetch(loader): pinned batches copied on a side stream",
     "workers": "DataLoader(num_workers=N, persistent_workers=True): batches built off the "
     "training thread",
+    "batch_index": "index whole batches: a BatchSampler with batch_size=None (a TensorDataset "
+    "takes a list of indices), not rows stacked one by one",
 }
 
 
@@ -108,7 +110,11 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         "host-sync": ("sync_less",),
         "pageable-copy": ("pin_memory", "prefetch"),
         "blocking-copy": ("prefetch", "pin_memory"),
-        "input-starved": ("prefetch",) if ev.get("multiprocess_workers", True) else ("workers",),
+        "input-starved": ("prefetch",)
+        if ev.get("multiprocess_workers", True)
+        else ("batch_index", "workers")
+        if ev.get("per_row_collate")
+        else ("workers",),
     }.get(code, ())
 
 
