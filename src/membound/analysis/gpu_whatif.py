@@ -71,7 +71,9 @@ def curve(ctx) -> dict[str, Any] | None:
     removed, saved = [], []
     for f in FRACTIONS:
         removed.append(round(f * kernel_ms, 4))
-        saved.append(round(max(base - r.step_ms(kernel_scale=1.0 - f), 0.0), 4))
+        # nothing removed is the base step itself, already played
+        after = base if f == 0.0 else r.step_ms(kernel_scale=1.0 - f)
+        saved.append(round(max(base - after, 0.0), 4))
     # a replay of shorter kernels never takes longer; keep the curve monotonic
     saved = np.maximum.accumulate(np.array(saved)).tolist()
     ctx._gpu_whatif = {

@@ -267,7 +267,7 @@ def _saving(findings: list, indexes, bf16_storage: bool, gpu_curve: dict | None)
         if not saving > 0.0:
             continue
         if findings[i].code in GPU_WORK:
-            # the kernel time it removes (`gpu_whatif.apply` kept it), read through the curve
+            # the kernel time it removes (`through_curve` kept it), read through the curve
             # once for all of the remedy's findings
             ev = findings[i].evidence or {}
             kernel += float(ev.get("kernel_ms_per_step", saving))

@@ -175,8 +175,7 @@ def run(args: argparse.Namespace) -> int:
             _report_ranks(capture, args, ceilings, info.world_size, started)
         return outcome.exit_code
     if capture.written and capture.steps_captured and norm_probe_wanted(args):
-        _probe_norms(capture)
-        _probe_profiler(capture)
+        _probe_after_script(capture)
     if background is not None and background.deferred and not background.started:
         background.start(capture, now=True)  # the meta now holds the norm probe's result
     if background is not None and background.started:
@@ -415,26 +414,17 @@ def norm_probe_wanted(args: argparse.Namespace) -> bool:
         return False
 
 
-def _probe_norms(capture) -> None:
-    """Measure membound's norm kernels at the trace's norm shape into the capture meta; any
-    failure is one line (and a note in the meta), never diagnose's."""
-    from membound.trace.norm_probe import probe
+def _probe_after_script(capture) -> None:
+    """Measure membound's norm kernels at the trace's norm shape (`trace.norm_probe`) and the
+    timeline profiler's host cost per CUDA call (`trace.profiler_cost`) into the capture
+    meta; any failure is one line (and a note in the meta), never diagnose's."""
+    from membound.trace import norm_probe, profiler_cost
 
-    try:
-        _log(probe(capture.meta_path))
-    except Exception as exc:
-        _log(f"norm host cost not measured ({type(exc).__name__}: {exc}).")
-
-
-def _probe_profiler(capture) -> None:
-    """Measure the timeline profiler's host cost per CUDA call into the capture meta
-    (`trace.profiler_cost`); any failure is one line (and a note in the meta)."""
-    from membound.trace.profiler_cost import probe
-
-    try:
-        _log(probe(capture.meta_path))
-    except Exception as exc:
-        _log(f"profiler cost not measured ({type(exc).__name__}: {exc}).")
+    for probe in (norm_probe, profiler_cost):
+        try:
+            _log(probe.probe(capture.meta_path))
+        except Exception as exc:
+            _log(f"{probe.LABEL} ({type(exc).__name__}: {exc}).")
 
 
 # [distributed] ------------------------------------------------------------------------

@@ -21,8 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from membound.trace import meta_probe
+
 #: the meta key the measurement (or why there is none) is kept under
 META_KEY = "norm_host_cost"
+#: how a note on a missing measurement begins
+LABEL = "norm host cost not measured"
 #: seconds the probe may take: CUDA start-up, Triton's first compile of each kernel (~10-20 s
 #: cold), then < 2 s of GPU work
 TIMEOUT_S = 60.0
@@ -110,32 +114,21 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     try:
         meta = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        return f"norm host cost not measured: the capture meta cannot be read ({exc})."
+        return f"{LABEL}: the capture meta cannot be read ({exc})."
     name = meta.get("ops_trace") or meta.get("trace")
     if not isinstance(name, str) or not (path.parent / name).is_file():
-        return "norm host cost not measured: no trace with op shapes was written."
+        return f"{LABEL}: no trace with op shapes was written."
     try:
         shape = norm_shape(load_trace(path.parent / name))
     except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
         return _keep(path, meta, None, f"the trace cannot be read ({type(exc).__name__}: {exc})")
     if shape is None:
         return "no LayerNorm/RMSNorm op with shapes recorded: norm host cost not measured."
-    try:
-        done = run(probe_command(shape), capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return _keep(path, meta, shape, f"the probe took longer than {timeout:.0f} s")
-    except OSError as exc:
-        return _keep(path, meta, shape, f"the probe could not start ({exc})")
-    if done.returncode != 0:
-        last = (done.stderr or "").strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
-        return _keep(path, meta, shape, f"the probe failed: {last[0]}")
-    try:
-        result = json.loads((done.stdout or "").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return _keep(path, meta, shape, "the probe printed no JSON")
+    result, why = meta_probe.run_json(probe_command(shape), timeout, run)
+    if why is not None:
+        return _keep(path, meta, shape, why)
     result["shape"] = shape
-    meta[META_KEY] = result
-    path.write_text(json.dumps(meta, indent=1) + "\n")
+    meta_probe.keep(path, meta, META_KEY, result)
     return (
         f"measured membound's norm kernels at {shape['rows']} x {shape['hidden']} "
         f"{shape['dtype']}: host {result['membound']['host_us']:.0f} us per fwd+bwd against "
@@ -145,12 +138,4 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
 
 def _keep(path: Path, meta: dict, shape, why: str) -> str:
     """Keep why there is no measurement in the meta (its notes, and `META_KEY`)."""
-    note = f"norm host cost not measured: {why}."
-    meta[META_KEY] = {"error": why, "shape": shape}
-    notes = meta.get("notes") if isinstance(meta.get("notes"), list) else []
-    meta["notes"] = [*notes, note]
-    try:
-        path.write_text(json.dumps(meta, indent=1) + "\n")
-    except OSError:
-        pass
-    return note
+    return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why, shape=shape)

@@ -26,8 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from membound.trace import meta_probe
+
 #: the meta key the measurement (or why there is none) is kept under
 META_KEY = "profiler_host_cost"
+#: how a note on a missing measurement begins
+LABEL = "profiler cost not measured"
 #: seconds the probe may take (CUDA start-up dominates)
 TIMEOUT_S = 60.0
 #: launches per timed run, and runs of each kind (interleaved)
@@ -75,24 +79,16 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     try:
         meta = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        return f"profiler cost not measured: the capture meta cannot be read ({exc})."
+        return f"{LABEL}: the capture meta cannot be read ({exc})."
     cmd = [sys.executable, "-m", "membound.trace.profiler_cost"]
+    result, why = meta_probe.run_json(cmd, timeout, run)
+    if why is not None:
+        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why)
     try:
-        done = run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return _keep(path, meta, f"the probe took longer than {timeout:.0f} s")
-    except OSError as exc:
-        return _keep(path, meta, f"the probe could not start ({exc})")
-    if done.returncode != 0:
-        last = (done.stderr or "").strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
-        return _keep(path, meta, f"the probe failed: {last[0]}")
-    try:
-        result = json.loads((done.stdout or "").strip().splitlines()[-1])
         cost = float(result["us_per_call"])
-    except (ValueError, IndexError, KeyError, TypeError):
-        return _keep(path, meta, "the probe printed no JSON")
-    meta[META_KEY] = result
-    path.write_text(json.dumps(meta, indent=1) + "\n")
+    except (KeyError, TypeError, ValueError):
+        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, "the probe printed no JSON")
+    meta_probe.keep(path, meta, META_KEY, result)
     return (
         f"measured the timeline profiler's host cost here: {cost:.1f} us per CUDA call "
         f"({result['plain_us']:.1f} us a launch without it, {result['profiled_us']:.1f} with)."
@@ -107,18 +103,6 @@ def of(meta: Any) -> float | None:
     except (KeyError, TypeError, ValueError):
         return None
     return value if value is not None and value >= 0 else None
-
-
-def _keep(path: Path, meta: dict, why: str) -> str:
-    note = f"profiler cost not measured: {why}."
-    meta[META_KEY] = {"error": why}
-    notes = meta.get("notes") if isinstance(meta.get("notes"), list) else []
-    meta["notes"] = [*notes, note]
-    try:
-        path.write_text(json.dumps(meta, indent=1) + "\n")
-    except OSError:
-        pass
-    return note
 
 
 if __name__ == "__main__":

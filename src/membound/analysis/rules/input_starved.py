@@ -13,6 +13,7 @@ ROW_OPS = ("aten::select", "aten::index", "aten::index_select")
 #: row ops per batch from which a single-process loader is said to collate row by row (the
 #: tabular MLP of examples/real: 2048 a batch, two tensors x 1024 rows)
 PER_ROW = 32
+_ADD_WORKERS = "add DataLoader workers (num_workers>0, persistent_workers=True)."
 
 
 def _row_ops_per_batch(trace) -> float | None:
@@ -71,20 +72,19 @@ def input_starved(ctx):
             "uint8 batches normalized on the GPU with membound.data.Normalize); overlap loading "
             "with compute via membound.data.prefetch(loader)."
         )
+    elif per_row:
+        fix = (
+            f"The loader takes its rows one at a time ({rows:.0f} row ops a batch) and "
+            "stacks them (a TensorDataset under the default collate): index whole batches, "
+            "DataLoader(dataset, sampler=BatchSampler(RandomSampler(dataset), batch_size, "
+            "drop_last=True), batch_size=None), or keep the tensors on the GPU and index "
+            f"them there; or {_ADD_WORKERS}"
+        )
     else:
         fix = (
             "The batch is built on the training thread (num_workers=0), where a prefetch thread "
-            "would share its interpreter: add DataLoader workers (num_workers>0, "
-            "persistent_workers=True)."
+            f"would share its interpreter: {_ADD_WORKERS}"
         )
-        if per_row:
-            fix = (
-                f"The loader takes its rows one at a time ({rows:.0f} row ops a batch) and "
-                "stacks them (a TensorDataset under the default collate): index whole batches, "
-                "DataLoader(dataset, sampler=BatchSampler(RandomSampler(dataset), batch_size, "
-                "drop_last=True), batch_size=None), or keep the tensors on the GPU and index "
-                "them there; or " + fix[fix.index("add DataLoader workers") :]
-            )
     return [
         ctx.finding(
             code="input-starved",

@@ -1,0 +1,50 @@
+"""The plumbing of a measurement `membound diagnose` takes after the script ends: a command
+run in a process of its own, with a timeout, whose last line of output is one JSON object,
+kept in the capture meta under the measurement's key. A failure never fails diagnose: it is
+kept in the meta as `{"error": why, ...}` and as a note. `trace.norm_probe` and
+`trace.profiler_cost` are its two users."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+
+def run_json(cmd: list[str], timeout: float, run=subprocess.run) -> tuple[Any, str | None]:
+    """(the JSON of `cmd`'s last line of output, None), or (None, why there is none)."""
+    try:
+        done = run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"the probe took longer than {timeout:.0f} s"
+    except OSError as exc:
+        return None, f"the probe could not start ({exc})"
+    if done.returncode != 0:
+        last = (done.stderr or "").strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+        return None, f"the probe failed: {last[0]}"
+    try:
+        return json.loads((done.stdout or "").strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return None, "the probe printed no JSON"
+
+
+def keep(path: Path, meta: dict, key: str, value: Any) -> None:
+    """`meta[key] = value`, written back to the meta file at `path`."""
+    meta[key] = value
+    path.write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def keep_failure(path: Path, meta: dict, key: str, label: str, why: str, **extra: Any) -> str:
+    """Keep why there is no measurement in the meta (`meta[key]` and the note
+    "<label>: <why>." in its notes, as best it can: an unwritable meta costs the note, not
+    diagnose); returns the note."""
+    note = f"{label}: {why}."
+    meta[key] = {"error": why, **extra}
+    notes = meta.get("notes") if isinstance(meta.get("notes"), list) else []
+    meta["notes"] = [*notes, note]
+    try:
+        path.write_text(json.dumps(meta, indent=1) + "\n")
+    except OSError:
+        pass
+    return note
