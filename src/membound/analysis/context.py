@@ -41,6 +41,10 @@ class AnalysedTrace:
     #: meta's `profiler_host_cost`, `trace.profiler_cost`), for `analysis.gpu_whatif`; None
     #: when not measured
     profiler_cost_us: float | None = None
+    #: what pinning moves off the training thread when it drops a worker batch, measured
+    #: after the script (ms per batch; the meta's `loader_host_cost`, `trace.loader_probe`),
+    #: for `pageable-copy`; None when not measured
+    loader_release_moved_ms: float | None = None
     #: the trace the op calls came from (membound's ops pass, with CPU ops and shapes, or
     #: the timeline trace itself); None: the timeline trace
     op_trace: Any = None

@@ -415,12 +415,13 @@ def norm_probe_wanted(args: argparse.Namespace) -> bool:
 
 
 def _probe_after_script(capture) -> None:
-    """Measure membound's norm kernels at the trace's norm shape (`trace.norm_probe`) and the
-    timeline profiler's host cost per CUDA call (`trace.profiler_cost`) into the capture
-    meta; any failure is one line (and a note in the meta), never diagnose's."""
-    from membound.trace import norm_probe, profiler_cost
+    """Measure membound's norm kernels at the trace's norm shape (`trace.norm_probe`), the
+    timeline profiler's host cost per CUDA call (`trace.profiler_cost`) and what a worker
+    batch costs the training thread (`trace.loader_probe`) into the capture meta; any
+    failure is one line (and a note in the meta), never diagnose's."""
+    from membound.trace import loader_probe, norm_probe, profiler_cost
 
-    for probe in (norm_probe, profiler_cost):
+    for probe in (norm_probe, profiler_cost, loader_probe):
         try:
             _log(probe.probe(capture.meta_path))
         except Exception as exc:

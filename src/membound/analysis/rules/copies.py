@@ -7,7 +7,20 @@ import numpy as np
 from membound.analysis import intervals as iv
 from membound.analysis.findings import rule
 from membound.analysis.fixes import pageable_fix
-from membound.trace.model import DATALOADER_ROLES, H2D, PAGEABLE, PINNED
+from membound.trace.model import (
+    DATALOADER_ROLES,
+    DATALOADER_WORKERS,
+    H2D,
+    LAUNCH_CALLS,
+    MEMCPY_CALL,
+    PAGEABLE,
+    PINNED,
+)
+
+#: idle causes the GPU waits in beside a worker batch's copies that are not the copy's own
+#: (`pageable_copy`), the GPU's turnaround (`queued`) or the loader's (`dataloader`,
+#: `input-starved`'s)
+_BESIDE_CAUSES = ("copy", "sync", "launch", "other")
 
 
 def _h2d(ctx, pageable: bool | None):
@@ -24,7 +37,9 @@ def pageable_copy(ctx):
 
     Time lost per step = [Σ over pageable H2D memcpys of max(0, duration − bytes ÷ pinned
     H2D bandwidth)] + [GPU idle while the host sat inside the runtime memcpy call of a
-    pageable copy (timeline cause `pageable_copy`)], divided by the number of steps. The
+    pageable copy (timeline cause `pageable_copy`)], divided by the number of steps, + where
+    a loader's workers made the batch and its release cost was measured, the GPU idle beside
+    the copies that pinning moves off the training thread (`_worker_batch_release`). The
     pinned bandwidth is the measured ceiling (`membound roofline`), else the fastest pinned
     copy in the trace, else a typical PCIe Gen4 rate (the evidence says which).
     """
@@ -39,6 +54,9 @@ def pageable_copy(ctx):
     excess_ms = float(np.sum(np.maximum(dur_us - pinned_us, 0.0))) / 1e3
     idle_ms = ctx.idle_ms_per_step("pageable_copy") * ctx.n_steps
     lost = ctx.per_step(excess_ms + idle_ms)
+    beside = _worker_batch_release(ctx)
+    if beside is not None:
+        lost += beside["moved_off_thread_ms_per_step"]
     achieved = float(nbytes.sum() / (dur_us.sum() * 1e-6)) if dur_us.sum() > 0 else 0.0
     spans = [(float(gpu.ts[i]), float(gpu.ts[i] + gpu.dur[i])) for i in sel[:2000]]
     spans += ctx.spans(ctx.idle("pageable_copy"))
@@ -56,6 +74,7 @@ def pageable_copy(ctx):
                 "pinned_bandwidth_source": bw_source,
                 "excess_over_pinned_ms_per_step": ctx.per_step(excess_ms),
                 "gpu_idle_in_copy_call_ms_per_step": ctx.per_step(idle_ms),
+                **(beside or {}),
             },
             fix=pageable_fix(
                 ctx.frameworks, bool(np.isin(ctx.trace.cpu.role, DATALOADER_ROLES).any())
@@ -63,6 +82,60 @@ def pageable_copy(ctx):
             spans=spans,
         )
     ]
+
+
+def _worker_batch_release(ctx) -> dict | None:
+    """What pinning moves off the training thread beside the copies of a batch a loader's
+    worker made (`trace.loader_probe`): the thread drops the shared-memory batch (its pages
+    unmapped) in a host gap the timeline cannot name, right after the copies (or, in a loop
+    that keeps the batch until the next `__next__`, right before them). Per step: the GPU
+    idle in the copying thread's gaps from the end of the loader's `__next__` to the batch's
+    first pageable copy call and from the end of its last to the thread's next launch, in
+    the causes `_BESIDE_CAUSES`, at most the measured release cost per batch x batches per
+    step. None without a loader with workers, or without the measurement (a trace recorded
+    elsewhere: then only the copies count, as before)."""
+    moved = ctx.loader_release_moved_ms
+    t = ctx.trace
+    cpu, rt, gpu = t.cpu, t.runtime, t.gpu
+    nexts = np.flatnonzero((cpu.role == DATALOADER_WORKERS) & ctx.in_window(cpu.ts))
+    if moved is None or not len(nexts) or not len(rt):
+        return None
+    corr = gpu.correlation[(gpu.direction == H2D) & (gpu.host_memory == PAGEABLE)]
+    copy = np.flatnonzero((rt.call == MEMCPY_CALL) & np.isin(rt.correlation, corr))
+    launch = np.flatnonzero(np.isin(rt.call, LAUNCH_CALLS))
+    if not len(copy):
+        return None
+    order = np.argsort(cpu.ts[nexts])
+    n_start = cpu.ts[nexts][order]
+    n_end = n_start + cpu.dur[nexts][order]
+    starts, ends = [], []
+    for k in range(len(n_start)):
+        hi = n_start[k + 1] if k + 1 < len(n_start) else np.inf
+        mine = copy[(rt.ts[copy] >= n_end[k]) & (rt.ts[copy] < hi)]
+        if not len(mine):
+            continue
+        tid = rt.tid[mine[0]]
+        mine = mine[rt.tid[mine] == tid]
+        first, last = float(rt.ts[mine].min()), float((rt.ts[mine] + rt.dur[mine]).max())
+        after = launch[(rt.tid[launch] == tid) & (rt.ts[launch] >= last)]
+        starts += [float(n_end[k]), last]
+        ends += [first, float(rt.ts[after].min()) if len(after) else last]
+    if not starts:
+        return None
+    gaps = iv.union(np.array(starts), np.array(ends))
+    idle = 0.0
+    for cause in _BESIDE_CAUSES:
+        s, e = iv.intersect(ctx.idle(cause), gaps)
+        idle += float(np.sum(e - s)) / 1e3
+    idle_ms = ctx.per_step(idle)
+    batches = len(nexts) / ctx.n_steps
+    cap = moved * batches
+    return {
+        "worker_batches_per_step": batches,
+        "gpu_idle_beside_copies_ms_per_step": idle_ms,
+        "release_moved_ms_per_batch": moved,
+        "moved_off_thread_ms_per_step": min(idle_ms, cap),
+    }
 
 
 @rule("blocking-copy")

@@ -1,0 +1,130 @@
+"""What does a worker-fed batch cost the training thread, pageable against pinned (issue 15)?
+
+On the H200 truth runs, pinning the batches of a DataLoader with workers saved more than
+`pageable-copy` predicted: the Lightning fit 9.7-13.6 ms/step against 6.8-8.9 predicted, the
+timm ViT 10.6-12.4 against 7.8, with the same 38.5 MB batch (64 x 3 x 224 x 224 fp32). The
+prediction counts the copy's time beyond a pinned copy's. The hypothesis this tests: a batch
+a worker made lives in shared memory, and the training thread pays for it twice more outside
+any profiled call. The copy's first read of its pages faults them in, and dropping the batch
+unmaps them. With `pin_memory=True` the loader's pin thread receives, reads and drops the
+shared batch, and the training thread gets pinned memory.
+
+One process, one loader per variant (8 workers by default, a pool of made images so that the
+workers always keep up), each batch taken the way a training loop takes it:
+
+    x, y = next(it)                               # t_next
+    xg = x.to("cuda", non_blocking=True)           # t_copy
+    del x, y                                       # t_release (the loop rebinding its names)
+    GPU work of --gpu-ms (torch.cuda._sleep), loss.item()-like sync each step
+
+Variants: `pageable` (pin_memory=False), `pinned` (pin_memory=True), and `local` (a
+pageable batch the training thread made itself, no shared memory: the copy's and release's
+floor). Per variant, one JSON line with the medians (ms) of t_next, t_copy, t_release, their
+sum (`thread_ms`), and the step (`step_ms`: window / steps, synchronized at its ends).
+
+    PYTHONPATH=src python benchmarks/probe_loader_host.py [--steps 40] [--gpu-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+
+class Pool(torch.utils.data.Dataset):
+    """`n` items, each a clone of one of `pool` made images of `shape` (fp32)."""
+
+    def __init__(self, n: int, shape: tuple[int, ...], pool: int = 16):
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.rand((pool, *shape), generator=g)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return self.images[i % len(self.images)].clone(), i % 1000
+
+
+def run(variant: str, a) -> dict:
+    shape = (3, a.size, a.size)
+    n = a.batch * (a.steps + a.warmup + 4)
+    cycles = int(a.gpu_ms * 1e-3 * torch.cuda.clock_rate() * 1e6) if a.gpu_ms > 0 else 0
+    if variant == "local":
+        host = torch.rand(a.batch, *shape)
+
+        def batches():
+            while True:
+                yield host.clone(), torch.zeros(a.batch, dtype=torch.long)
+
+        it = batches()
+    else:
+        loader = torch.utils.data.DataLoader(
+            Pool(n, shape),
+            batch_size=a.batch,
+            num_workers=a.workers,
+            pin_memory=variant == "pinned",
+            persistent_workers=False,
+            drop_last=True,
+        )
+        it = iter(loader)
+    nexts, copies, releases = [], [], []
+    sink = torch.zeros((), device="cuda")
+    start = 0.0
+    for s in range(a.warmup + a.steps):
+        if s == a.warmup:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+        t0 = time.perf_counter()
+        x, y = next(it)
+        t1 = time.perf_counter()
+        xg = x.to("cuda", non_blocking=True)
+        yg = y.to("cuda", non_blocking=True)
+        t2 = time.perf_counter()
+        del x, y
+        t3 = time.perf_counter()
+        if cycles:
+            torch.cuda._sleep(cycles)
+        sink += xg[0, 0, 0, 0] + yg[0]
+        sink.item()  # the loop's loss.item()
+        if s >= a.warmup:
+            nexts.append((t1 - t0) * 1e3)
+            copies.append((t2 - t1) * 1e3)
+            releases.append((t3 - t2) * 1e3)
+    torch.cuda.synchronize()
+    step = (time.perf_counter() - start) * 1e3 / a.steps
+    med = {k: statistics.median(v) for k, v in
+           (("next_ms", nexts), ("copy_ms", copies), ("release_ms", releases))}  # fmt: skip
+    return {
+        "variant": variant,
+        **{k: round(v, 3) for k, v in med.items()},
+        "thread_ms": round(sum(med.values()), 3),
+        "step_ms": round(step, 3),
+        "batch_mb": round(a.batch * 4 * a.size * a.size * 3 / 1e6, 2),
+        "workers": a.workers,
+        "gpu_ms": a.gpu_ms,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=8)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--gpu-ms", type=float, default=20.0)
+    p.add_argument("--variants", default="pageable,pinned,local,pageable,pinned")
+    a = p.parse_args()
+    for v in a.variants.split(","):
+        row = run(v, a)
+        row.update(torch=torch.__version__, gpu=torch.cuda.get_device_name())
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
