@@ -156,6 +156,15 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on BERT", membound=True, remedies=("swap_norms",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", remedies=("compile",)),
     ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=200),
+    # out of sample (2026-12-04, evening): written before any rule was changed for it
+    Script("segmentation_tv", REAL / "segmentation_tv.py", (
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last model and images", remedies=("channels_last",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "the reference's print_freq: no per-step .item()", remedies=("sync_less",)),
+        Fix("bf16", ("--bf16",), SYNC, "bf16 autocast without the GradScaler (its found-inf check syncs)"),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+    ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=220),
 )}  # fmt: skip
 
 

@@ -89,6 +89,9 @@ LATER = {
     # 2026-12-04: the out-of-sample truth calls (on the call's ceilings file, not refreshed)
     "h200_real_tabular_mlp_oos1", "h200_real_vit_timm_oos1", "h200_real_bert_finetune_oos1",
     "h200_real_bert_finetune_oos2", "h200_real_bert_finetune_oos3", "h200_real_tabular_mlp_oos2",
+    # 2026-12-04 (evening): DeepLabV3 out of sample, worker-fed loaders with the release probe
+    "h200_real_segmentation_tv_oos1", "h200_real_segmentation_tv_oos2",
+    "h200_real_lightning_fit_run6", "h200_real_vit_timm_oos2",
 }  # fmt: skip
 
 

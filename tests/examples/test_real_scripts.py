@@ -33,6 +33,8 @@ FRAMEWORK = {
     "tabular_mlp": None,
     "vit_timm": "timm",
     "bert_finetune": "transformers",
+    # out of sample, 2026-12-04 (evening)
+    "segmentation_tv": "torchvision",
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -92,6 +94,7 @@ def test_help_works_without_the_framework(script, in_process, monkeypatch, capsy
         ("hf_trainer_llama", ("transformers",)),
         ("vit_timm", ("timm",)),
         ("bert_finetune", ("transformers",)),
+        ("segmentation_tv", ("torchvision",)),
     ],
 )
 def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
@@ -206,6 +209,7 @@ def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
         ("hf_trainer_llama", ("--no-logging-nan-inf-filter",), {"norms": 5}),
         ("vit_timm", ("--swap-norms", "--log-every", "2"), {"norms": 5, "norms_swapped": 5}),
         ("bert_finetune", ("--swap-norms",), {"norms": 5, "norms_swapped": 5}),
+        ("segmentation_tv", ("--channels-last", "--bf16", "--log-every", "2"), {"workers": 0}),
     ],
 )
 def test_framework_script_runs_tiny(script, args, extra):

@@ -80,6 +80,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         if "ops_below_roof" in ev:  # the summed finding (rules/memory_gap.py)
             return ("compile",)
         family = op_family(str(ev.get("op", "")))
+        if family == "upsample":  # atomics on NCHW (analysis.fixes): layout, not fusion
+            return ("channels_last",)
         if family in ("batch_norm", "conv"):
             return ("channels_last", "compile") if family == "batch_norm" else ("channels_last",)
         if family in NORMS:  # no headroom on the host: our kernels' host cost may lose

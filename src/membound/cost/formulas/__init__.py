@@ -13,4 +13,5 @@ from membound.cost.formulas import (  # noqa: F401
     pool,
     reduction,
     softmax,
+    upsample,
 )
