@@ -23,6 +23,12 @@ floor). Per variant, one JSON line with the medians (ms) of t_next, t_copy, t_re
 sum (`thread_ms`), and the step (`step_ms`: window / steps, synchronized at its ends).
 
     PYTHONPATH=src python benchmarks/probe_loader_host.py [--steps 40] [--gpu-ms 20]
+
+With `--launches N --normalize` the step also launches N small kernels (the training thread's
+host work) and the workers normalize each image (CPU work, as the ViT's do): the variants
+`prefetch` and `prefetch-tN` (membound.data.prefetch with N copy threads) then show whether the
+prefetcher's copy threads compete with them (on the H200 it trailed pin_memory by 2.5-3 ms a
+step on Lightning and the ViT, 2026-12-04 calls 2 and 3).
 """
 
 from __future__ import annotations
@@ -33,6 +39,25 @@ import statistics
 import time
 
 import torch
+
+
+class Normalized(torch.utils.data.Dataset):
+    """`n` items made the way the timm ViT's loader makes them: a uint8 image from a pool,
+    flipped, made fp32 and normalized per item (CPU work in the workers)."""
+
+    def __init__(self, n: int, shape: tuple[int, ...], pool: int = 16):
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 256, (pool, *shape), dtype=torch.uint8, generator=g)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        img = self.images[i % len(self.images)]
+        if i % 2:
+            img = img.flip(-1)
+        return (img.float() / 255.0 - 0.5) / 0.5, i % 1000
 
 
 class Pool(torch.utils.data.Dataset):
@@ -63,15 +88,22 @@ def run(variant: str, a) -> dict:
 
         it = batches()
     else:
+        data = Normalized(n, shape) if a.normalize else Pool(n, shape)
         loader = torch.utils.data.DataLoader(
-            Pool(n, shape),
+            data,
             batch_size=a.batch,
             num_workers=a.workers,
             pin_memory=variant == "pinned",
             persistent_workers=False,
             drop_last=True,
         )
+        if variant.startswith("prefetch"):
+            import membound.data
+
+            threads = int(variant.split("-t")[1]) if "-t" in variant else None
+            loader = membound.data.prefetch(loader, "cuda", num_threads=threads)
         it = iter(loader)
+    small = torch.zeros(1, device="cuda")
     nexts, copies, releases = [], [], []
     sink = torch.zeros((), device="cuda")
     start = 0.0
@@ -87,6 +119,8 @@ def run(variant: str, a) -> dict:
         t2 = time.perf_counter()
         del x, y
         t3 = time.perf_counter()
+        for _ in range(a.launches):  # the step's own host work: launching its kernels
+            small.add_(1.0)
         if cycles:
             torch.cuda._sleep(cycles)
         sink += xg[0, 0, 0, 0] + yg[0]
@@ -107,6 +141,8 @@ def run(variant: str, a) -> dict:
         "batch_mb": round(a.batch * 4 * a.size * a.size * 3 / 1e6, 2),
         "workers": a.workers,
         "gpu_ms": a.gpu_ms,
+        "launches": a.launches,
+        "normalize": a.normalize,
     }
 
 
@@ -118,7 +154,14 @@ def main() -> None:
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--gpu-ms", type=float, default=20.0)
-    p.add_argument("--variants", default="pageable,pinned,local,pageable,pinned")
+    p.add_argument("--launches", type=int, default=0, help="kernel launches a step (host work)")
+    p.add_argument("--normalize", action="store_true", help="workers normalize each image")
+    p.add_argument(
+        "--variants",
+        default="pageable,pinned,local,pageable,pinned",
+        help="pageable, pinned, local, prefetch (membound.data.prefetch), prefetch-tN (N copy "
+        "threads)",
+    )
     a = p.parse_args()
     for v in a.variants.split(","):
         row = run(v, a)

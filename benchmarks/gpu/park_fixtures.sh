@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The device call sends the working tree, 64 MiB at most, and the recorded fixtures alone are
+# over 60 MB. Before a call: `bash benchmarks/gpu/park_fixtures.sh out` moves the largest
+# fixture folders (the eager GPT-2 runs, ~3.5 MB each; no session script reads them) to
+# $PARK (default /tmp/membound_fixture_park); after it, `... back` returns them. Run here, not
+# on the device machine. `git status` shows them deleted while they are parked.
+set -e
+cd "$(dirname "$0")/../.."
+PARK="${PARK:-/tmp/membound_fixture_park}"
+case "${1:-}" in
+  out)
+    mkdir -p "$PARK"
+    for f in tests/fixtures/h200_real_gpt2_run{3,4,5,6,7}; do
+      [ -d "$f" ] && mv "$f" "$PARK/"
+    done
+    git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 ;;
+  back)
+    for f in "$PARK"/h200_real_gpt2_run*; do
+      [ -d "$f" ] && mv "$f" tests/fixtures/
+    done
+    git status --short tests/fixtures | head -3 ;;
+  *) echo "usage: park_fixtures.sh out|back" >&2; exit 2 ;;
+esac
