@@ -34,6 +34,7 @@ step on Lightning and the ViT, 2026-12-04 calls 2 and 3).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -76,6 +77,11 @@ class Pool(torch.utils.data.Dataset):
 
 
 def run(variant: str, a) -> dict:
+    # a variant's leftovers (the prefetcher's device tensors, with the events of the streams
+    # that used them) must be gone before the next loader forks its workers: a forked worker
+    # whose garbage collector frees one calls CUDA and dies (call 4's first attempt)
+    gc.collect()
+    torch.cuda.synchronize()
     shape = (3, a.size, a.size)
     n = a.batch * (a.steps + a.warmup + 4)
     cycles = int(a.gpu_ms * 1e-3 * torch.cuda.clock_rate() * 1e6) if a.gpu_ms > 0 else 0
