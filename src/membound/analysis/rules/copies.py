@@ -105,21 +105,26 @@ def _worker_batch_release(ctx) -> dict | None:
     launch = np.flatnonzero(np.isin(rt.call, LAUNCH_CALLS))
     if not len(copy):
         return None
-    order = np.argsort(cpu.ts[nexts])
-    n_start = cpu.ts[nexts][order]
-    n_end = n_start + cpu.dur[nexts][order]
+    n_start = np.sort(cpu.ts[nexts])
+    n_end = n_start + cpu.dur[nexts][np.argsort(cpu.ts[nexts])]
+    copy = copy[np.argsort(rt.ts[copy], kind="stable")]
+    c_ts = rt.ts[copy]
+    # each batch's copies: those issued after its __next__ returned, before the next began
+    lo = np.searchsorted(c_ts, n_end, side="left")
+    hi = np.searchsorted(c_ts, np.append(n_start[1:], np.inf), side="left")
+    by_tid: dict[int, np.ndarray] = {}  # launch call times per thread, sorted
     starts, ends = [], []
-    for k in range(len(n_start)):
-        hi = n_start[k + 1] if k + 1 < len(n_start) else np.inf
-        mine = copy[(rt.ts[copy] >= n_end[k]) & (rt.ts[copy] < hi)]
-        if not len(mine):
-            continue
-        tid = rt.tid[mine[0]]
+    for k in np.flatnonzero(hi > lo):
+        mine = copy[lo[k] : hi[k]]
+        tid = int(rt.tid[mine[0]])
         mine = mine[rt.tid[mine] == tid]
         first, last = float(rt.ts[mine].min()), float((rt.ts[mine] + rt.dur[mine]).max())
-        after = launch[(rt.tid[launch] == tid) & (rt.ts[launch] >= last)]
+        if tid not in by_tid:
+            by_tid[tid] = np.sort(rt.ts[launch[rt.tid[launch] == tid]])
+        times = by_tid[tid]
+        i = np.searchsorted(times, last, side="left")
         starts += [float(n_end[k]), last]
-        ends += [first, float(rt.ts[after].min()) if len(after) else last]
+        ends += [first, float(times[i]) if i < len(times) else last]
     if not starts:
         return None
     gaps = iv.union(np.array(starts), np.array(ends))
