@@ -131,15 +131,14 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     from membound.trace.load import load_trace
 
     path = Path(meta_path)
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return f"{LABEL}: the capture meta cannot be read ({exc})."
-    name = meta.get("trace")
-    if not isinstance(name, str) or not (path.parent / name).is_file():
+    meta, unread = meta_probe.read_meta(path, LABEL)
+    if meta is None:
+        return unread
+    trace = meta_probe.trace_beside(path, meta, "trace")
+    if trace is None:
         return f"{LABEL}: no trace was written."
     try:
-        nbytes = batch_bytes(load_trace(path.parent / name))
+        nbytes = batch_bytes(load_trace(trace))
     except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
         why = f"the trace cannot be read ({type(exc).__name__}: {exc})"
         return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why)

@@ -1,8 +1,8 @@
 """The plumbing of a measurement `membound diagnose` takes after the script ends: a command
 run in a process of its own, with a timeout, whose last line of output is one JSON object,
 kept in the capture meta under the measurement's key. A failure never fails diagnose: it is
-kept in the meta as `{"error": why, ...}` and as a note. `trace.norm_probe` and
-`trace.profiler_cost` are its two users."""
+kept in the meta as `{"error": why, ...}` and as a note. `trace.norm_probe`,
+`trace.profiler_cost` and `trace.loader_probe` are its users."""
 
 from __future__ import annotations
 
@@ -10,6 +10,24 @@ import json
 import subprocess
 from pathlib import Path
 from typing import Any
+
+
+def read_meta(path: Path, label: str) -> tuple[dict | None, str | None]:
+    """(the capture meta at `path`, None), or (None, "<label>: the capture meta cannot be
+    read (why).")."""
+    try:
+        return json.loads(path.read_text()), None
+    except (OSError, ValueError) as exc:
+        return None, f"{label}: the capture meta cannot be read ({exc})."
+
+
+def trace_beside(path: Path, meta: dict, *keys: str) -> Path | None:
+    """The trace file the meta names under the first of `keys` it holds, beside the meta;
+    None when none is named or the file is missing."""
+    name = next((meta.get(k) for k in keys if meta.get(k)), None)
+    if not isinstance(name, str) or not (path.parent / name).is_file():
+        return None
+    return path.parent / name
 
 
 def run_json(cmd: list[str], timeout: float, run=subprocess.run) -> tuple[Any, str | None]:

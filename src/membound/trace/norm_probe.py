@@ -14,7 +14,6 @@ the meta, never a failed diagnose.
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -111,15 +110,14 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     from membound.trace.load import load_trace
 
     path = Path(meta_path)
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return f"{LABEL}: the capture meta cannot be read ({exc})."
-    name = meta.get("ops_trace") or meta.get("trace")
-    if not isinstance(name, str) or not (path.parent / name).is_file():
+    meta, unread = meta_probe.read_meta(path, LABEL)
+    if meta is None:
+        return unread
+    trace = meta_probe.trace_beside(path, meta, "ops_trace", "trace")
+    if trace is None:
         return f"{LABEL}: no trace with op shapes was written."
     try:
-        shape = norm_shape(load_trace(path.parent / name))
+        shape = norm_shape(load_trace(trace))
     except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
         return _keep(path, meta, None, f"the trace cannot be read ({type(exc).__name__}: {exc})")
     if shape is None:

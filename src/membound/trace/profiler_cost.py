@@ -76,10 +76,9 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     """Measure in a process of its own and keep the result in the capture meta at
     `meta_path` under `META_KEY`; returns one sentence saying what happened."""
     path = Path(meta_path)
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return f"{LABEL}: the capture meta cannot be read ({exc})."
+    meta, unread = meta_probe.read_meta(path, LABEL)
+    if meta is None:
+        return unread
     cmd = [sys.executable, "-m", "membound.trace.profiler_cost"]
     result, why = meta_probe.run_json(cmd, timeout, run)
     if why is not None:
