@@ -105,8 +105,8 @@ def _worker_batch_release(ctx) -> dict | None:
     launch = np.flatnonzero(np.isin(rt.call, LAUNCH_CALLS))
     if not len(copy):
         return None
-    n_start = np.sort(cpu.ts[nexts])
-    n_end = n_start + cpu.dur[nexts][np.argsort(cpu.ts[nexts])]
+    nexts = nexts[np.argsort(cpu.ts[nexts], kind="stable")]
+    n_start, n_end = cpu.ts[nexts], cpu.ts[nexts] + cpu.dur[nexts]
     copy = copy[np.argsort(rt.ts[copy], kind="stable")]
     c_ts = rt.ts[copy]
     # each batch's copies: those issued after its __next__ returned, before the next began
