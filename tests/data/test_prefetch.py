@@ -155,6 +155,39 @@ def test_early_break_and_many_epochs_leave_nothing_behind():
     assert pf.pool.count() == counts and pf.pool.allocations == allocs
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["tuple", "dict", "dataclass"])
+def test_batches_are_freed_without_the_garbage_collector(kind, workers):
+    # Every batch used to sit in a reference cycle (flatten's closure) until a collection
+    # freed it. On CUDA those are device tensors with recorded streams; a DataLoader worker
+    # forked before the collection freed them in the child, called CUDA there and died.
+    import gc
+
+    data = [_make(kind, i) for i in range(8)]
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for full in (True, False):
+            loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=workers)
+            it = iter(Prefetcher(loader, "cpu", backend=HostBackend(), depth=2))
+            for i, b in enumerate(it):
+                assert float(_first_tensor(b)[0, 0, 0, 0]) == i
+                if not full and i == 2:
+                    break
+            it.close()
+            del it, b
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, torch.Tensor)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if enabled:
+            gc.enable()
+    assert left == []
+
+
 def test_abandoned_iterator_is_cleaned_up():
     it = iter(Prefetcher([torch.ones(4)] * 10, "cpu", backend=HostBackend(), depth=1))
     next(it)

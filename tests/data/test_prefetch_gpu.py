@@ -162,3 +162,39 @@ def test_every_copy_seen_on_the_device_and_from_pinned_memory(tmp_path):
     assert all("Pinned" in e["name"] for e in h2d), {e["name"] for e in h2d}
     big = [e for e in h2d if e["args"]["bytes"] >= 1 << 16]
     assert big and sum(e["args"]["bytes"] for e in big) / (sum(e["dur"] for e in big) * 1e3) < 100
+
+
+def _collect_in_worker(_worker_id):
+    gc.collect()  # frees, in the forked child, whatever the parent left to the collector
+
+
+def test_a_loader_forked_after_prefetching_survives_its_garbage_collector():
+    # Found on the H200: a DataLoader worker forked after membound.data.prefetch had run in
+    # the process died with a CUDA initialization error, because its collector freed the
+    # prefetcher's leftover device tensors (recorded streams: the free calls CUDA). Batches
+    # must be freed by reference count, so nothing of them is left for the child's collector.
+    import multiprocessing
+
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()  # the parent's collection must not hide leftovers by running first
+    try:
+        it = iter(prefetch(_batches(), "cuda", depth=2))
+        for i, b in enumerate(it):
+            b["img"].add_(1)
+            if i == 3:
+                break
+        it.close()
+        del it, b
+        torch.cuda.synchronize()
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.arange(8.0)),
+            batch_size=2,
+            num_workers=2,
+            worker_init_fn=_collect_in_worker,
+            multiprocessing_context=multiprocessing.get_context("fork"),
+        )
+        assert sum(float(x.sum()) for (x,) in loader) == 28.0
+    finally:
+        if enabled:
+            gc.enable()

@@ -83,3 +83,41 @@ def test_bare_tensor_and_non_tensor_batches():
     assert torch.equal(tree_map(lambda x: x + 1, t), t + 1)
     assert tree_map(lambda x: x, 5) == 5
     assert flatten("text")[0] == []
+
+
+def _garbage_after(fn):
+    """What `fn` leaves to the cyclic garbage collector (objects freed only by a collection)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        fn()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if enabled:
+            gc.enable()
+
+
+def test_flatten_leaves_no_reference_cycle_holding_the_leaves():
+    # The prefetcher flattens every batch; its device tensors must be freed when the user
+    # drops them, not by a later collection that may run in a forked DataLoader worker.
+    import weakref
+
+    refs = []
+
+    def use():
+        batch = {"a": (torch.ones(3), [torch.zeros(2)]), "s": Sample(torch.ones(1), torch.ones(1))}
+        leaves, rebuild = flatten(batch)
+        refs.extend(weakref.ref(t) for t in leaves)
+        rebuild([t + 1 for t in leaves])
+        tree_map(lambda t: t * 2, batch)
+
+    garbage = _garbage_after(use)
+    assert not [o for o in garbage if isinstance(o, torch.Tensor)]
+    assert len(refs) == 4 and all(r() is None for r in refs)

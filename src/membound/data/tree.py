@@ -31,53 +31,57 @@ def _is_namedtuple(obj: Any) -> bool:
 def flatten(batch: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     """Return (leaves, rebuild): `rebuild(new_leaves)` makes a batch of the same structure."""
     leaves: list[Any] = []
+    return leaves, _walk(batch, leaves)
 
-    def walk(obj: Any) -> Callable[[list[Any]], Any]:
-        if isinstance(obj, torch.Tensor) or (
-            is_movable(obj)
-            and not dataclasses.is_dataclass(obj)
-            and not isinstance(obj, (tuple, list, dict))
-        ):
-            i = len(leaves)
-            leaves.append(obj)
-            return lambda new: new[i]
-        if _is_namedtuple(obj):
-            parts = [walk(v) for v in obj]
-            cls = type(obj)
-            return lambda new: cls(*(p(new) for p in parts))
-        if isinstance(obj, (tuple, list)):
-            parts = [walk(v) for v in obj]
-            cls = type(obj)
-            if cls in (tuple, list):
-                return lambda new: cls(p(new) for p in parts)
-            # A subclass of list/tuple: rebuild through a shallow copy so extra state survives.
-            return lambda new: _rebuild_sequence(obj, [p(new) for p in parts])
-        if isinstance(obj, dict):
-            parts = {k: walk(v) for k, v in obj.items()}
 
-            def rebuild_dict(new: list[Any]) -> Any:
-                out = copy.copy(obj)  # keeps OrderedDict/defaultdict and their extra state
-                for k, p in parts.items():
-                    out[k] = p(new)
-                return out
+def _walk(obj: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
+    # A module function, not a closure over `leaves`: a nested `walk` refers to itself through
+    # its closure cell, and that cycle held every batch's leaves until the garbage collector
+    # ran. For the prefetcher those are device tensors with recorded streams; a DataLoader
+    # worker forked before the collection freed them in the child, called CUDA there and died.
+    # The rebuild functions below hold the structure, never the leaves.
+    if isinstance(obj, torch.Tensor) or (
+        is_movable(obj)
+        and not dataclasses.is_dataclass(obj)
+        and not isinstance(obj, (tuple, list, dict))
+    ):
+        i = len(leaves)
+        leaves.append(obj)
+        return lambda new: new[i]
+    if _is_namedtuple(obj):
+        parts = [_walk(v, leaves) for v in obj]
+        cls = type(obj)
+        return lambda new: cls(*(p(new) for p in parts))
+    if isinstance(obj, (tuple, list)):
+        parts = [_walk(v, leaves) for v in obj]
+        cls = type(obj)
+        if cls in (tuple, list):
+            return lambda new: cls(p(new) for p in parts)
+        # A subclass of list/tuple: rebuild through a shallow copy so extra state survives.
+        return lambda new: _rebuild_sequence(obj, [p(new) for p in parts])
+    if isinstance(obj, dict):
+        parts_of = {k: _walk(v, leaves) for k, v in obj.items()}
 
-            return rebuild_dict
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            parts = {f.name: walk(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        def rebuild_dict(new: list[Any]) -> Any:
+            out = copy.copy(obj)  # keeps OrderedDict/defaultdict and their extra state
+            for k, p in parts_of.items():
+                out[k] = p(new)
+            return out
 
-            def rebuild_dataclass(new: list[Any]) -> Any:
-                # copy + object.__setattr__ works for frozen dataclasses and init=False fields,
-                # which `dataclasses.replace` does not.
-                out = copy.copy(obj)
-                for name, p in parts.items():
-                    object.__setattr__(out, name, p(new))
-                return out
+        return rebuild_dict
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {f.name: _walk(getattr(obj, f.name), leaves) for f in dataclasses.fields(obj)}
 
-            return rebuild_dataclass
-        return lambda new: obj
+        def rebuild_dataclass(new: list[Any]) -> Any:
+            # copy + object.__setattr__ works for frozen dataclasses and init=False fields,
+            # which `dataclasses.replace` does not.
+            out = copy.copy(obj)
+            for name, p in fields.items():
+                object.__setattr__(out, name, p(new))
+            return out
 
-    rebuild = walk(batch)
-    return leaves, rebuild
+        return rebuild_dataclass
+    return lambda new: obj
 
 
 def _rebuild_sequence(template: Any, values: list[Any]) -> Any:
