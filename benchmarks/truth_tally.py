@@ -55,6 +55,8 @@ def rows_of(folder: Path, ceilings) -> list[dict]:
     report = report_of(folder, ceilings)
     findings = report.get("findings") or []
     top = findings[0] if findings else {}
+    remedies = report.get("remedies") or []
+    top_remedy = remedies[0]["remedy"] if remedies else ""
     out = []
     for name, fx in sorted(truth.get("fixes", {}).items()):
         fix = next((f for f in plan.fixes if f.name == name), None) if plan else None
@@ -72,6 +74,40 @@ def rows_of(folder: Path, ceilings) -> list[dict]:
             "within": bench_truth.within_tolerance(predicted, measured),
             "top_finding": top.get("code", ""),
             "top_ms": top.get("time_lost_ms_per_step"),
+            "top_remedy": top_remedy,
+            "fix_remedies": "+".join(fix.remedies),
+        })  # fmt: skip
+    return out
+
+
+def top_verdicts(rows: list[dict]) -> list[dict]:
+    """Issue 15's first target, per fixture: is membound's top remedy (the report's first,
+    the largest predicted saving) the measured fix that saved the most? `tie` when the fix
+    the top remedy names saved within the tolerance of the best one (max(25%, 2 ms): the
+    spread between two device processes on these loops)."""
+    out = []
+    for fixture in dict.fromkeys(r["fixture"] for r in rows):
+        mine = [r for r in rows if r["fixture"] == fixture]
+        best = max(mine, key=lambda r: r["measured_ms"])
+        top = mine[0]["top_remedy"]
+        named = [r for r in mine if top and top in r["fix_remedies"].split("+")]
+        if not top:
+            verdict = "none"
+        elif best in named:
+            verdict = "yes"
+        elif named and bench_truth.within_tolerance(
+            max(r["measured_ms"] for r in named), best["measured_ms"]
+        ):
+            verdict = "tie"
+        elif not named:
+            verdict = "unmeasured"
+        else:
+            verdict = "NO"
+        out.append({
+            "fixture": fixture, "top_remedy": top or "-", "best_fix": best["fix"],
+            "best_ms": best["measured_ms"],
+            "top_fix_ms": max((r["measured_ms"] for r in named), default=None),
+            "verdict": verdict,
         })  # fmt: skip
     return out
 
@@ -107,6 +143,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     n_ok = sum(r["within"] for r in rows)
     print(f"within tolerance: {n_ok} of {len(rows)}")
+    tops = top_verdicts(rows)
+    print(
+        f"\n{'fixture':34} {'top remedy':16} {'its fix saved':>13} {'best fix':22} {'saved':>7}  top"
+    )
+    for t in tops:
+        mine = "-" if t["top_fix_ms"] is None else f"{t['top_fix_ms']:.2f}"
+        print(
+            f"{t['fixture']:34} {t['top_remedy']:16} {mine:>13} {t['best_fix']:22} "
+            f"{t['best_ms']:7.2f}  {t['verdict']}"
+        )
+    n_top = sum(t["verdict"] in ("yes", "tie") for t in tops)
+    print(f"top remedy is the best measured fix (or ties it): {n_top} of {len(tops)}")
     if args.csv:
         with args.csv.open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["fixture"])
