@@ -11,7 +11,13 @@ For each script of `examples/real/` (PLAN below), in one invocation:
    membound's own fix wherever one applies;
 4. the baseline again, so machine drift shows (the two baselines' spread is printed).
 
-Savings are measured against the mean of the baselines: `baseline - with fix`. Each fix names
+Savings are measured against the mean of the baselines: `baseline - with fix`. With
+`--rounds N` every fix runs N times, in rounds that alternate their order (forward, then
+backward), with a baseline between rounds; each fix run is paired with the baseline at its
+place (interpolated between the baselines around it: a machine that drifts during the call,
+as these hosts did by 9-15% between baselines, moves both alike), and a fix's saving is the
+median of its rounds. One run per fix in a fixed order had put membound.data.prefetch after
+pin_memory in every call, each later run on a slower machine. Each fix names
 the finding codes it is the remedy for; the finding among them with the largest predicted
 saving is set against the measured saving (issue 15's target: |predicted - measured| <=
 max(25% of measured, 2 ms)). Rows (one per run) go to one CSV, appended.
@@ -352,6 +358,9 @@ class FixResult:
     fix: Fix
     run: Run
     saving_ms: float | None = None
+    #: with rounds (`--rounds`): each run of the fix, the baseline paired with it (ms, None:
+    #: no baseline succeeded) and that round's saving (None: failed run); `run` is the first
+    rounds: list[tuple[Run, float | None, float | None]] = field(default_factory=list)
     saving_pct: float | None = None
     predicted_ms: float | None = None
     predicted_code: str | None = None
@@ -396,10 +405,51 @@ class ScriptResult:
         return max(done, key=lambda f: f.saving_ms) if done else None
 
 
+def paired_baselines(seq: list[Run]) -> list[float | None]:
+    """For each run of `seq` (a script's runs in the order they ran), the baseline at its
+    place: linear between the nearest succeeded baselines before and after it, the one
+    there is at an end, None where none succeeded. A baseline's own is its step."""
+    at = [i for i, r in enumerate(seq) if r.kind == "baseline" and r.ok]
+    out: list[float | None] = []
+    for i in range(len(seq)):
+        before = [j for j in at if j <= i]
+        after = [j for j in at if j >= i]
+        if not before and not after:
+            out.append(None)
+        elif not before or not after:
+            out.append(seq[(before or after)[-1 if before else 0]].step_ms)
+        else:
+            a, b = before[-1], after[0]
+            ya, yb = seq[a].step_ms, seq[b].step_ms
+            out.append(ya if a == b else ya + (yb - ya) * (i - a) / (b - a))
+    return out
+
+
+def rounds_of(seq: list[tuple[str | None, Run]]) -> dict[str, list[tuple[Run, float | None]]]:
+    """{fix name: [(run, its paired baseline)]} from a script's runs in order, each with the
+    fix it applies (None: a baseline or the diagnose run, which pairs nothing)."""
+    runs = [r for _, r in seq if r.kind != "diagnose"]
+    paired = iter(paired_baselines(runs))
+    out: dict[str, list[tuple[Run, float | None]]] = {}
+    for name, run in seq:
+        if run.kind == "diagnose":
+            continue
+        p = next(paired)
+        if name is not None:
+            out.setdefault(name, []).append((run, p))
+    return out
+
+
 def summarize(
-    s: Script, baselines: list[Run], diagnose: Run | None, fixes: list[tuple[Fix, Run]]
+    s: Script,
+    baselines: list[Run],
+    diagnose: Run | None,
+    fixes: list[tuple[Fix, Run]],
+    rounds: dict[str, list[tuple[Run, float | None]]] | None = None,
 ) -> ScriptResult:
-    """Pair the runs: baseline mean and drift, each fix's saving, predictions set against it."""
+    """Pair the runs: baseline mean and drift, each fix's saving, predictions set against it.
+    With `rounds` (`rounds_of`), a fix's saving is the median of its runs' savings against
+    their paired baselines."""
     res = ScriptResult(s, baselines, diagnose, [FixResult(f, r) for f, r in fixes])
     good = [b.step_ms for b in baselines if b.ok]
     if good:
@@ -409,7 +459,16 @@ def summarize(
     else:
         res.notes.append("no baseline run succeeded: no savings computed")
     for fr in res.fixes:
-        if res.baseline_ms is not None and fr.run.ok:
+        pairs = (rounds or {}).get(fr.fix.name)
+        if pairs:
+            fr.rounds = [
+                (r, p, p - r.step_ms if r.ok and p is not None else None) for r, p in pairs
+            ]
+            got = [(sv, p) for _, p, sv in fr.rounds if sv is not None]
+            if got:
+                fr.saving_ms = statistics.median(sv for sv, _ in got)
+                fr.saving_pct = 100 * fr.saving_ms / statistics.fmean(p for _, p in got)
+        elif res.baseline_ms is not None and fr.run.ok:
             fr.saving_ms = res.baseline_ms - fr.run.step_ms
             fr.saving_pct = 100 * fr.saving_ms / res.baseline_ms
         fr.predicted_ms, fr.predicted_code = predict(res.report, fr.fix)
@@ -590,6 +649,11 @@ def format_table(res: ScriptResult) -> str:
             f"{_f(fr.predicted_ms, '.2f'):>11}  {fr.predicted_code or '-':<16}"
             f"{_f({True: 'yes', False: 'NO', None: None}[fr.within_tolerance]):>11}"
         )
+        if len(fr.rounds) > 1:
+            each = ", ".join(
+                _f(sv, ".2f") if sv is not None else "failed" for _, _, sv in fr.rounds
+            )
+            lines.append(f"    {len(fr.rounds)} rounds saved {each} ms (median above)")
         if not fr.run.ok:
             lines.append(f"    {fr.run.error or 'failed'} (log: {fr.run.log or '-'})")
         extra = (fr.run.truth or {}).get("extra") or {}
@@ -653,14 +717,25 @@ def csv_rows(res: ScriptResult, run_id: str, env: dict[str, str], bench_command:
             extra[f"top{i}_after_ms"] = f["expected_step_ms_after_fix"]
         rows.append(row(res.diagnose, **extra))
     for fr in res.fixes:
-        rows.append(
-            row(
-                fr.run, args=" ".join(fr.fix.args), membound_fix=fr.fix.membound,
-                addresses=" ".join(fr.fix.addresses), saving_ms=fr.saving_ms,
-                saving_pct=fr.saving_pct, predicted_ms=fr.predicted_ms,
-                predicted_code=fr.predicted_code, within_tolerance=fr.within_tolerance,
-            )
-        )  # fmt: skip
+        # with rounds, one row per run, each with its own round's saving (`saving_ms` of
+        # the fix, the median, is in truth.json and the table)
+        each = [(r, sv) for r, _, sv in fr.rounds] if fr.rounds else [(fr.run, fr.saving_ms)]
+        for run, saving in each:
+            pct = None
+            if saving is not None and fr.saving_ms and fr.saving_pct is not None:
+                pct = fr.saving_pct * saving / fr.saving_ms
+            elif saving is not None and res.baseline_ms:
+                pct = 100 * saving / res.baseline_ms
+            rows.append(
+                row(
+                    run, args=" ".join(fr.fix.args), membound_fix=fr.fix.membound,
+                    addresses=" ".join(fr.fix.addresses), saving_ms=saving,
+                    saving_pct=pct, predicted_ms=fr.predicted_ms,
+                    predicted_code=fr.predicted_code,
+                    within_tolerance=None if saving is None
+                    else within_tolerance(fr.predicted_ms, saving),
+                )
+            )  # fmt: skip
     return rows
 
 
@@ -699,12 +774,14 @@ class Bench:
     def __init__(self, log_dir: Path, budget_s: float, steps: int | None = None, quick: bool = False,
                  trace_dir: Path | None = None, ceilings: str | None = None, diagnose: bool = True,
                  rebaseline: bool = True, fixes: set[str] | None = None, say=print,
-                 extra_baselines: int = 0):  # fmt: skip
+                 extra_baselines: int = 0, rounds: int = 1):  # fmt: skip
         self.log_dir, self.budget_s, self.steps, self.quick = log_dir, budget_s, steps, quick
         self.trace_dir, self.ceilings, self.do_diagnose = trace_dir, ceilings, diagnose
         self.rebaseline, self.only_fixes, self.say = rebaseline, fixes, say
         #: baselines run between the fixes too (spread evenly), on noisy loops
         self.extra_baselines = max(int(extra_baselines), 0)
+        #: runs of each fix, in rounds of alternating order with a baseline between them
+        self.rounds = max(int(rounds), 1)
         self.t0 = time.perf_counter()
         self.env = script_env()
 
@@ -723,6 +800,9 @@ class Bench:
             self.say(f"[truth] {_now()} {s.name} {variant}: {run.error}")
             return run
         log = self.log_dir / f"{s.name}.{variant}.log"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / f"{s.name}.order").open("a") as fh:  # how `recovered` pairs runs
+            fh.write(variant + "\n")
         self.say(f"[truth] {_now()} {s.name} {variant}: start (timeout {limit:.0f} s)")
         run.rc, run.error, run.wall_s = run_command(command, log, limit, self.env)
         run.log = str(log)
@@ -778,10 +858,30 @@ class Bench:
         }
         if not logs:
             return None
-        baselines = [
-            run_of("baseline", v, p) for v, p in sorted(logs.items()) if v.startswith("baseline")
-        ]
-        fixes = [(f, run_of("fix", f.name, logs[f.name])) for f in s.fixes if f.name in logs]
+        order = self.log_dir / f"{s.name}.order"
+        names = {f.name: f for f in s.fixes}
+        seq: list[tuple[str | None, Run]] = []
+        if order.exists():  # the runs in the order they ran (rounds pair by it)
+            for v in dict.fromkeys(order.read_text().split()):
+                fix = v.rsplit(".r", 1)[0] if ".r" in v else v
+                if v not in logs or v == "diagnose":
+                    continue
+                if v.startswith("baseline"):
+                    seq.append((None, run_of("baseline", v, logs[v])))
+                elif fix in names:
+                    seq.append((fix, run_of("fix", v, logs[v])))
+        rounds = rounds_of(seq) if seq else {}
+        if any(len(v) > 1 for v in rounds.values()):
+            baselines = [r for n, r in seq if n is None]
+            fixes = [(names[n], runs[0][0]) for n, runs in rounds.items()]
+        else:
+            rounds = {}
+            baselines = [
+                run_of("baseline", v, p)
+                for v, p in sorted(logs.items())
+                if v.startswith("baseline")
+            ]
+            fixes = [(f, run_of("fix", f.name, logs[f.name])) for f in s.fixes if f.name in logs]
         diag = None
         if "diagnose" in logs:
             diag = run_of("diagnose", "diagnose", logs["diagnose"])
@@ -790,7 +890,7 @@ class Bench:
                 diag.report = read_report(report)
             else:
                 diag.error = "no kept report.json"
-        res = summarize(s, baselines, diag, fixes)
+        res = summarize(s, baselines, diag, fixes, rounds)
         if self.trace_dir is not None:
             _write_truth_json(self.trace_dir / s.name / "truth.json", res)
         return res
@@ -808,6 +908,8 @@ class Bench:
         reserve = 1.5 * baselines[0].wall_s + 10 if self.rebaseline and baselines[0].ok else 0.0
         diag = self._diagnose(s, reserve) if self.do_diagnose else None
         todo = self.fixes_of(s)
+        if self.rounds > 1:
+            return self._rounds(s, baselines, diag, todo, unprofiled, reserve)
         # extra baselines go after fixes at even intervals: baseline-m1, baseline-m2, ...
         extra = {
             round((k + 1) * len(todo) / (self.extra_baselines + 1)): k + 1
@@ -825,6 +927,31 @@ class Bench:
             _write_truth_json(self.trace_dir / s.name / "truth.json", res)
         return res
 
+    def _rounds(self, s, baselines, diag, todo, unprofiled, reserve) -> ScriptResult:
+        """`self.rounds` rounds of every fix, forward then backward in turn, a baseline after
+        each round (the last one `baseline-2`, kept out of the fixes' budget)."""
+        seq: list[tuple[str | None, Run]] = [(None, baselines[0])]
+        first: dict[str, Run] = {}
+        for r in range(self.rounds):
+            for f in todo if r % 2 == 0 else todo[::-1]:
+                run = unprofiled("fix", f.name if r == 0 else f"{f.name}.r{r + 1}", f.args, reserve)
+                first.setdefault(f.name, run)
+                seq.append((f.name, run))
+            last = r == self.rounds - 1
+            name = "baseline-2" if last else f"baseline-r{r + 1}"
+            b = unprofiled("baseline", name, (), 0.0 if last else reserve)
+            baselines.append(b)
+            seq.append((None, b))
+        res = summarize(s, baselines, diag, [(f, first[f.name]) for f in todo], rounds_of(seq))
+        if self.trace_dir is not None:
+            _write_truth_json(self.trace_dir / s.name / "truth.json", res)
+        return res
+
+
+def _runs_of(fr: FixResult) -> list[Run]:
+    """Every run of a fix: its rounds', or its one run."""
+    return [r for r, _, _ in fr.rounds] or [fr.run]
+
 
 def _write_truth_json(path: Path, res: ScriptResult) -> None:
     """Beside a kept trace: the plain-timer figures of the same invocation (fixture truth)."""
@@ -839,6 +966,21 @@ def _write_truth_json(path: Path, res: ScriptResult) -> None:
                 "args": list(fr.fix.args),
                 "truth": fr.run.truth,
                 "saving_ms": fr.saving_ms,
+                **(
+                    {
+                        "rounds": [
+                            {
+                                "variant": r.variant,
+                                "step_ms": r.step_ms,
+                                "paired_baseline_ms": p,
+                                "saving_ms": sv,
+                            }
+                            for r, p, sv in fr.rounds
+                        ]
+                    }
+                    if len(fr.rounds) > 1
+                    else {}
+                ),
             }
             for fr in res.fixes
         },
@@ -881,6 +1023,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-diagnose", action="store_true", help="only the unprofiled runs")
     p.add_argument("--no-rebaseline", action="store_true", help="one baseline, not one before and one after the fixes")
     p.add_argument("--extra-baselines", type=int, default=0, metavar="N", help="N more baselines spread among the fixes (noisy loops; default 0)")
+    p.add_argument("--rounds", type=int, default=1, metavar="N", help="run each fix N times, in rounds of alternating order with a baseline between rounds; each run is paired with the baseline at its place and a fix's saving is the median (default 1)")
     p.add_argument("--run", help="the run column (default truth-<UTC time>)")
     p.add_argument("--list", action="store_true", help="print the plan and exit")
     # fmt: on
@@ -914,6 +1057,8 @@ def main(argv: list[str] | None = None) -> int:
     known = {f.name for n in names for f in PLAN[n].fixes}
     if fixes and fixes - known:
         p.error(f"unknown intervention(s) {', '.join(sorted(fixes - known))}; see --list")
+    if args.rounds < 1:
+        p.error(f"--rounds must be >= 1, got {args.rounds}")
     if args.list:
         _print_plan(names)
         return 0
@@ -931,7 +1076,7 @@ def main(argv: list[str] | None = None) -> int:
     traces = Path(args.keep_traces) if args.keep_traces else None
     bench = Bench(log_dir, args.budget_s, args.steps, args.quick, traces, args.ceilings,
                   not args.no_diagnose, not args.no_rebaseline, fixes,
-                  extra_baselines=args.extra_baselines)  # fmt: skip
+                  extra_baselines=args.extra_baselines, rounds=args.rounds)  # fmt: skip
     env = _env_columns()
     if args.from_logs:  # the machine the logs came from, as their runs printed it
         logs = sorted(log_dir.glob("*.log"))
@@ -954,7 +1099,9 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(res), flush=True)
         if not args.no_csv:
             append_csv(Path(args.csv), csv_rows(res, run_id, env, bench_command))
-    runs = [run for r in results for run in (*r.baselines, *(fr.run for fr in r.fixes))]
+    runs = [
+        run for r in results for run in (*r.baselines, *(x for fr in r.fixes for x in _runs_of(fr)))
+    ]
     failed = sum(not run.ok for run in runs)
     where = "" if args.no_csv else f"; rows appended to {args.csv}"
     print(f"[truth] {_now()} done in {time.perf_counter() - bench.t0:.0f} s; {failed} of {len(runs)} unprofiled run(s) failed or skipped{where}")  # fmt: skip

@@ -3,7 +3,9 @@
 Prints one `MEMBOUND_TRUTH {json}` line as the real scripts do: the baseline takes 100 ms per
 step, plus 2 ms for every earlier baseline run counted in $FAKE_TRUTH_COUNTER (planted
 drift); `--fix-sync` takes 80 ms, `--fix-copy` 95 ms. `--broken` dies before printing,
-`--hang` writes its pid to $FAKE_TRUTH_PIDFILE and sleeps. `--train` runs a tiny torch loop
+With $FAKE_TRUTH_ALL_DRIFT set, every run
+(fixes too) takes 2 ms more per earlier run: a machine drifting during the call. `--hang`
+writes its pid to $FAKE_TRUTH_PIDFILE and sleeps. `--train` runs a tiny torch loop
 of real optimizer steps, so that `membound diagnose` can capture it.
 """
 
@@ -40,7 +42,12 @@ if args.train:
         opt.step()
         opt.zero_grad()
 
-if args.fix_sync:
+if os.environ.get("FAKE_TRUTH_ALL_DRIFT"):  # every run drifts: +2 ms per earlier run
+    counter = Path(os.environ["FAKE_TRUTH_COUNTER"])
+    earlier = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(earlier + 1))
+    step_ms = (80.0 if args.fix_sync else 95.0 if args.fix_copy else 100.0) + 2.0 * earlier
+elif args.fix_sync:
     step_ms = 80.0
 elif args.fix_copy:
     step_ms = 95.0

@@ -12,6 +12,7 @@ import csv
 import importlib
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -455,3 +456,66 @@ def test_from_logs_rebuilds_a_call_without_running_anything(bt, tmp_path, capsys
     fix = next(r for r in rows if r["variant"] == "pin-memory")
     assert float(fix["predicted_ms"]) == pytest.approx(6.81, abs=0.01)
     assert fix["gpu"] == "NVIDIA H200"
+
+
+def test_paired_baselines_interpolate_between_the_baselines_around_each_run(bt):
+    def run(kind, step):
+        return bt.Run("s", kind, kind, [], rc=0, truth=None if step is None else {"step_ms": step})
+
+    seq = [
+        run("fix", 50.0),  # before any baseline: the first one
+        run("baseline", 100.0),
+        run("fix", 80.0),
+        run("baseline", None),  # failed: skipped over
+        run("fix", 80.0),
+        run("baseline", 104.0),
+        run("fix", 90.0),  # after the last: the last one
+    ]
+    assert bt.paired_baselines(seq) == [100.0, 100.0, 101.0, 102.0, 103.0, 104.0, 104.0]
+    assert bt.paired_baselines([run("fix", 1.0), run("baseline", None)]) == [None, None]
+
+
+def test_rounds_cancel_a_machine_that_drifts_during_the_call(bt, fake, tmp_path, monkeypatch):
+    """Every run 2 ms slower than the one before it: one run per fix in a fixed order would
+    charge the later fix for the drift; rounds in alternating order, each run against the
+    baseline at its place, give the planted savings exactly (20 and 5 ms)."""
+    monkeypatch.setenv("FAKE_TRUTH_ALL_DRIFT", "1")
+    traces = tmp_path / "traces"
+    bench = _bench(bt, tmp_path, quick=True, rounds=3, trace_dir=traces)
+    res = bench.script(fake)
+    order = (tmp_path / "logs" / "fake.order").read_text().split()
+    assert order == [
+        "baseline-1", "sync", "copy", "baseline-r1", "copy.r2", "sync.r2", "baseline-r2",
+        "sync.r3", "copy.r3", "baseline-2",
+    ]  # fmt: skip
+    sync, copy = res.fixes
+    assert [sv for _, _, sv in sync.rounds] == pytest.approx([20.0, 20.0, 20.0])
+    assert sync.saving_ms == pytest.approx(20.0) and copy.saving_ms == pytest.approx(5.0)
+    # the old pairing (the mean of all baselines) is off by the drift
+    mean = statistics.fmean(b.step_ms for b in res.baselines)
+    assert mean - sync.run.step_ms != pytest.approx(20.0, abs=1.0)
+    table = bt.format_table(res)
+    assert "3 rounds saved 20.00, 20.00, 20.00 ms" in table
+    truth = json.loads((traces / "fake" / "truth.json").read_text())
+    assert truth["fixes"]["copy"]["saving_ms"] == pytest.approx(5.0)
+    assert [r["variant"] for r in truth["fixes"]["copy"]["rounds"]] == [
+        "copy",
+        "copy.r2",
+        "copy.r3",
+    ]
+    rows = bt.csv_rows(res, "r", {}, "cmd")
+    fix_rows = [r for r in rows if r["kind"] == "fix"]
+    assert (
+        len(fix_rows) == 6
+        and sorted(round(r["saving_ms"], 6) for r in fix_rows) == [5.0] * 3 + [20.0] * 3
+    )
+    # rebuilt from the logs alone, the same pairing
+    again = _bench(bt, tmp_path, quick=True, trace_dir=traces).recovered(fake)
+    assert [f.saving_ms for f in again.fixes] == pytest.approx([20.0, 5.0])
+    assert len(again.baselines) == 4
+
+
+def test_rounds_must_be_positive(bt, capsys):
+    with pytest.raises(SystemExit):
+        bt.main(["--rounds", "0", "--list"])
+    assert "--rounds must be >= 1" in capsys.readouterr().err
