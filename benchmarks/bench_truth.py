@@ -130,6 +130,8 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("lightning_fit", REAL / "lightning_fit.py", (
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("membound-prefetch-t1", ("--membound-prefetch", "--prefetch-threads", "1"), INPUT, "membound.data.prefetch(loader, num_threads=1)", membound=True, core=False, remedies=("prefetch",)),
+        Fix("membound-prefetch-t2", ("--membound-prefetch", "--prefetch-threads", "2"), INPUT, "membound.data.prefetch(loader, num_threads=2)", membound=True, core=False, remedies=("prefetch",)),
         Fix("bf16-mixed", ("--precision", "bf16-mixed"), _AMP, "Trainer(precision='bf16-mixed')", remedies=("bf16",)),
         Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False, remedies=("sync_less",)),
     ), steps=30, warmup=5),
@@ -152,6 +154,8 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("vit_timm", REAL / "vit_timm.py", (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("membound-prefetch-t1", ("--membound-prefetch", "--prefetch-threads", "1"), INPUT, "membound.data.prefetch(loader, num_threads=1)", membound=True, core=False, remedies=("prefetch",)),
+        Fix("membound-prefetch-t2", ("--membound-prefetch", "--prefetch-threads", "2"), INPUT, "membound.data.prefetch(loader, num_threads=2)", membound=True, core=False, remedies=("prefetch",)),
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the ViT", membound=True, remedies=("swap_norms",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", remedies=("compile",)),

@@ -132,6 +132,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="fit on membound.data.prefetch(loader) instead of the loader",
     )
     p.add_argument(
+        "--prefetch-threads",
+        type=int,
+        default=None,
+        help="with --membound-prefetch: its copy threads (default: the prefetcher's own)",
+    )
+    p.add_argument(
         "--precision", default="32-true", help="Trainer precision (default 32-true; bf16-mixed)"
     )
     p.add_argument(
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.membound_prefetch:
         import membound.data
 
-        loader = membound.data.prefetch(loader, args.device)
+        loader = membound.data.prefetch(loader, args.device, num_threads=args.prefetch_threads)
     trainer = L.Trainer(
         accelerator="gpu" if args.cuda else "cpu",
         devices=1,

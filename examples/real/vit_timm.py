@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--membound-prefetch", action="store_true", help="membound.data.prefetch(loader)"
     )
+    p.add_argument(
+        "--prefetch-threads",
+        type=int,
+        default=None,
+        help="with --membound-prefetch: its copy threads (default: the prefetcher's own)",
+    )
     p.add_argument("--swap-norms", action="store_true", help="membound.swap_norms(model)")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
     p.add_argument(
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.membound_prefetch:
         import membound.data
 
-        loader = membound.data.prefetch(loader, args.device)
+        loader = membound.data.prefetch(loader, args.device, num_threads=args.prefetch_threads)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
     amp = torch.autocast(device_type="cuda" if args.cuda else "cpu", dtype=torch.bfloat16)
