@@ -125,8 +125,9 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch + Normalize", membound=True, remedies=("prefetch",)),
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last", remedies=("channels_last",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile: its top remedy, unmeasured before", core=False, remedies=("compile",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False, remedies=("sync_less",)),
-    ), steps=20, warmup=5),
+    ), steps=20, warmup=5, timeout_s=240),  # compile: ResNet-50's inductor compile
     Script("lightning_fit", REAL / "lightning_fit.py", (
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),

@@ -13,6 +13,7 @@ Fixes, one flag each:
   --membound-prefetch  membound.data.prefetch(loader, transform=membound.data.Normalize(...))
                        in place of the prefetch loader (pinned staging on its own threads)
   --channels-last      model and inputs in channels_last memory format
+  --compile            torch.compile(model) (timm's --torchcompile)
   --log-every N        read the loss (.item(), a sync) every N steps, not every step
 
     python examples/real/resnet50_prefetch.py --steps 20
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--no-amp", action="store_true", help="train in fp32 (AMP is on by default)")
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format")
+    p.add_argument("--compile", action="store_true", help="torch.compile(model)")
     p.add_argument(
         "--log-every",
         type=int,
@@ -173,6 +175,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model = model.to(args.device)
+    if args.compile:
+        model = torch.compile(model)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
     optimizer = torch.optim.SGD(
         model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=2e-5
