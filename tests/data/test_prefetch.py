@@ -423,3 +423,23 @@ def test_transform_of_batches_with_opaque_objects_runs_at_delivery():
     out = list(Prefetcher(data, "cpu", backend=HostBackend(), transform=transform))
     assert len(out) == 3 and all(isinstance(b[1], Box) for b in out)
     assert seen and all(t is threading.main_thread() for t in seen)
+
+
+def test_staged_sources_are_dropped_on_the_producer_thread():
+    """A worker's batch lives in shared memory and whoever drops it last unmaps it: once its
+    host copy is staged, the prefetcher drops it on its own thread, never on the training
+    thread (the slot used to keep every source until the batch was delivered)."""
+    import weakref
+
+    freed_on: list[str] = []
+
+    def loader():
+        for i in range(6):
+            t = torch.full((64, 64), float(i))
+            weakref.finalize(t, lambda: freed_on.append(threading.current_thread().name))
+            yield {"x": t, "i": i}
+            del t
+
+    got = [int(b["x"][0, 0]) for b in Prefetcher(loader(), "cpu", backend=HostBackend(), depth=2)]
+    assert got == list(range(6))
+    assert len(freed_on) == 6 and set(freed_on) == {"membound-prefetch"}

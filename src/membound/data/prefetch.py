@@ -41,7 +41,9 @@ class _Slot:
     leaves: list[Any]
     rebuild: Callable[[list[Any]], Any]
     event: Any
-    sources: list[Any]  # keeps pinned source tensors alive until the batch is delivered
+    # the source tensors the device copies read directly (pinned already, not staged), kept
+    # alive until the batch is delivered; staged sources are not kept: their host copy is done
+    sources: list[Any]
     finished: bool = False  # transform/memory_format already applied on the copy stream
 
 
@@ -245,7 +247,15 @@ class Prefetcher:
             raise
         for buf in bufs:
             pool.release(buf, event)
-        return _Slot(out, rebuild, event, leaves, finished)
+        # Staged sources are dropped here, on the producer thread: a worker's batch lives in
+        # shared memory, and whoever drops it last unmaps it. Kept in the slot, it was freed
+        # on the training thread when the next batch was asked for.
+        direct = [
+            x
+            for x, st in zip(leaves, staged, strict=True)
+            if x is st and isinstance(x, torch.Tensor)
+        ]
+        return _Slot(out, rebuild, event, direct, finished)
 
     def _deliver(self, backend, slot: _Slot) -> Any:
         backend.consumer_wait(slot.event)
