@@ -112,6 +112,39 @@ def top_verdicts(rows: list[dict]) -> list[dict]:
     return out
 
 
+def script_verdicts(rows: list[dict]) -> list[dict]:
+    """The same target per script, over every call that measured it: each fix's saving is
+    its mean over the calls that timed it, the top remedy the one most fixtures of the
+    script put first (ties: the latest fixture's), judged as `top_verdicts` judges one."""
+    from collections import Counter
+
+    out = []
+    for script in dict.fromkeys(r["script"] for r in rows):
+        mine = [r for r in rows if r["script"] == script]
+        tops = Counter(r["top_remedy"] for r in {r["fixture"]: r for r in mine}.values())
+        ranked = tops.most_common()
+        latest = mine[-1]["top_remedy"]
+        best_n = ranked[0][1]
+        top = latest if tops[latest] == best_n else ranked[0][0]
+        pooled = {}
+        for r in mine:
+            pooled.setdefault(r["fix"], []).append(r)
+        merged = [
+            {
+                "fixture": script,
+                "fix": fix,
+                "measured_ms": sum(x["measured_ms"] for x in rs) / len(rs),
+                "fix_remedies": rs[0]["fix_remedies"],
+                "top_remedy": top,
+                "calls": len(rs),
+            }
+            for fix, rs in pooled.items()
+        ]
+        (verdict,) = top_verdicts(merged)
+        out.append({**verdict, "script": script, "top_votes": f"{tops[top]}/{sum(tops.values())}"})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated script names (gpt2, gpt2_compiled, ...)")
@@ -155,6 +188,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     n_top = sum(t["verdict"] in ("yes", "tie") for t in tops)
     print(f"top remedy is the best measured fix (or ties it): {n_top} of {len(tops)}")
+    per = script_verdicts(rows)
+    print("\nper script, each fix's saving its mean over the calls that measured it:")
+    print(
+        f"{'script':20} {'top remedy':16} {'votes':>6} {'its fix saved':>13} {'best fix':22} {'saved':>7}  top"
+    )
+    for t in per:
+        mine = "-" if t["top_fix_ms"] is None else f"{t['top_fix_ms']:.2f}"
+        print(
+            f"{t['script']:20} {t['top_remedy']:16} {t['top_votes']:>6} {mine:>13} "
+            f"{t['best_fix']:22} {t['best_ms']:7.2f}  {t['verdict']}"
+        )
+    n_per = sum(t["verdict"] in ("yes", "tie") for t in per)
+    print(f"per script: {n_per} of {len(per)}")
     if args.csv:
         with args.csv.open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["fixture"])
