@@ -115,13 +115,14 @@ def test_graphed_planted_loop_is_costed_and_not_launch_bound(h200):
 def test_reduce_overhead_gpt2_is_costed_from_its_captures(h200):
     """examples/real/gpt2_compiled.py --mode reduce-overhead on the H200 (2026-12-03): 8
     captures recorded (graphs of 200 and 442 launches), 16 replays in the ops pass, all
-    matched: 99.4% of the GPU time costed (6.3% without the captures: 69% of it ran in
-    replays, and the eager ops outside them are few). Inductor's kernels
+    matched: 99.8% of the GPU time costed (6.8% without the captures: 69% of it ran in
+    replays, and the eager ops outside them are few; 99.4% and 6.3% before the gradient
+    clipping's foreach ops were costed from the parameters, 2026-12-04). Inductor's kernels
     keep their names and arguments: `_to_copy_add` reads a bf16 and an fp32 50304 x 768
     tensor and writes an fp32 one, 10 bytes an element. No launch-bound on graphed code."""
     a = analyze([FIXTURES / "h200_real_gpt2_reduce_overhead" / "trace.json.gz"], h200)
     assert any("16 of 16 CUDA-graph replays costed" in n for n in a.notes)
-    assert a.ops_costed_fraction == pytest.approx(0.9936, abs=1e-4)
+    assert a.ops_costed_fraction == pytest.approx(0.9979, abs=1e-4)
     rows = {r.name: r for r in a.ops}
     k = rows["triton_poi_fused__to_copy_add_19"]
     assert k.bytes / k.calls == 50304 * 768 * (2 + 4 + 4) and k.exact_cost
@@ -144,7 +145,7 @@ def test_without_its_capture_files_the_replays_count_as_uncosted(tmp_path, h200)
     for name in ("capture.json", "trace.json.gz", "trace.ops.json.gz"):
         (tmp_path / name).write_bytes((gpt2 / name).read_bytes())
     b = analyze([tmp_path / "trace.json.gz"], h200)
-    assert b.ops_costed_fraction == pytest.approx(0.0634, abs=1e-4)
+    assert b.ops_costed_fraction == pytest.approx(0.0677, abs=1e-4)
 
 
 def test_fused_adamw_is_charged_for_the_updates_its_windows_hold(h200):

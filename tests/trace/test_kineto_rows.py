@@ -46,7 +46,7 @@ _COPY = {
     "args": {"device": 0, "stream": 7, "correlation": 100, "bytes": 4096},
 }  # fmt: skip
 _FIELDS = ("name", "tid", "ts", "dur", "args")
-_ARGS = ("External id", "correlation", "stream", "device", "bytes", "Input Dims")
+_ARGS = ("External id", "correlation", "stream", "device", "bytes", "Input Dims", "grid")
 
 
 def _variants() -> list:
@@ -69,6 +69,10 @@ def _variants() -> list:
             out.append(ev)
         ev = copy.deepcopy(base)
         ev["name"] = 12
+        out.append(ev)
+    for grid in ([4, 2, 3], [4, "x", 1], [4, 2], None, 7, [2.0, 1, 1], [True, 1, 1]):
+        ev = copy.deepcopy(_KERNEL)
+        ev["args"]["grid"] = grid  # blocks: 24, then -1 for every grid that is not 3 ints
         out.append(ev)
     steplike = copy.deepcopy(_OP)
     steplike["name"] = "ProfilerStep#4"  # a cpu_op step mark: an annotation, no shape
@@ -115,13 +119,21 @@ def _reference(events: list) -> dict[str, list[tuple]]:
         elif cat in gpu_kind:
             rows["gpu"].append(
                 (ev.get("ts"), ev.get("dur"), name, gpu_kind[cat], args.get("stream", ev.get("tid")),
-                 args.get("device", 0), args.get("correlation", -1), args.get("bytes", -1))
+                 args.get("device", 0), args.get("correlation", -1), args.get("bytes", -1),
+                 _blocks(args.get("grid")))
             )  # fmt: skip
         else:
             rows["runtime"].append(
                 (ev.get("ts"), ev.get("dur"), name, ev.get("tid"), args.get("correlation", -1))
             )
     return rows
+
+
+def _blocks(grid) -> int:
+    """The documented blocks of a kernel: x·y·z of a grid of three ints, else -1."""
+    if isinstance(grid, list) and len(grid) == 3 and all(type(v) is int for v in grid):
+        return grid[0] * grid[1] * grid[2]
+    return -1
 
 
 def _as_columns(rows: list[tuple], builder_cols: Columns) -> dict[str, list]:

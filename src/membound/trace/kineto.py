@@ -124,6 +124,18 @@ def read(path: Path, progress: Callable[[int, int], None] | None = None) -> Trac
         return _read(p, progress, limits, exact=True)
 
 
+def _blocks(grid: Any) -> int:
+    """A kernel's thread blocks from its recorded launch `grid` ([x, y, z]); -1 when it has
+    none or it is not three integers."""
+    try:
+        x, y, z = grid
+    except (TypeError, ValueError):
+        return -1
+    if type(x) is not int or type(y) is not int or type(z) is not int:
+        return -1
+    return x * y * z
+
+
 def _text(name: Any) -> str:
     """An event name that is not a string (null, a number, a list), as text; a number that
     is no number (NaN, inf) is no name a report should print ("nan"): "(unnamed)"."""
@@ -174,7 +186,7 @@ class _Builder:
         self.runtime = Columns(d, ts="f8", dur="f8", name="i4", tid="i8", correlation="i8")
         self.gpu = Columns(
             d, ts="f8", dur="f8", name="i4", kind="i1", stream="i8", device="i8",
-            correlation="i8", bytes="i8",
+            correlation="i8", bytes="i8", blocks="i8",
         )  # fmt: skip
         self.events = 0
 
@@ -292,7 +304,9 @@ class _Builder:
                 sid, stid = ids
                 cpu_add((ts, dur, nid, tid, kind, ext, sid, stid, args.get(SEQ, -1)))
             elif table == _GPU:
-                gpu_add((ts, dur, nid, kind, stream, device, corr, args.get("bytes", -1)))
+                grid = args.get("grid")
+                blocks = -1 if grid is None else _blocks(grid)
+                gpu_add((ts, dur, nid, kind, stream, device, corr, args.get("bytes", -1), blocks))
             else:
                 rt_add((ts, dur, nid, tid, corr))
         self.gpu.extend(gpu_rows)
@@ -323,6 +337,7 @@ class _Builder:
                     args.get("device", 0),
                     args.get("correlation", -1),
                     args.get("bytes", -1),
+                    _blocks(args.get("grid")),
                 )
             )
         elif table == _CPU:

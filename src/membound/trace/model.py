@@ -96,7 +96,8 @@ class Trace:
     - `runtime`: CUDA runtime/driver calls: ts, dur, name, tid, correlation, call (`LAUNCH`,
       `SYNC`, `MEMCPY_CALL`, `OTHER_CALL`).
     - `gpu`: kernels, memcpys, memsets: ts, dur, name, kind, stream, device, correlation,
-      bytes (-1 when unknown), direction (`H2D`, ...), host_memory (`PAGEABLE`, `PINNED`),
+      bytes (-1 when unknown), blocks (a kernel's thread blocks, its launch grid's x·y·z; -1
+      when not recorded; absent from tables a reader built without it), direction (`H2D`, ...), host_memory (`PAGEABLE`, `PINNED`),
       collective (1 + index into `COLLECTIVE_KINDS`, 0 when not a collective).
     - `names`: interned event names; `shapes`: interned (Input Dims, Input type, Concrete
       Inputs) of ops that recorded shapes; `strides`: interned Input Strides (one list per
