@@ -1,9 +1,9 @@
-"""`trace.meta_probe`: reading the capture meta and the trace it names, shared by the three
-after-script probes (norm_probe, profiler_cost, loader_probe)."""
+"""`trace.meta_probe`: reading the capture meta and the trace it names, shared by the four
+after-script probes (norm_probe, profiler_cost, loader_probe, layout_probe)."""
 
 from __future__ import annotations
 
-from membound.trace import loader_probe, norm_probe, profiler_cost
+from membound.trace import layout_probe, loader_probe, norm_probe, profiler_cost
 from membound.trace.meta_probe import read_meta, trace_beside
 
 
@@ -12,7 +12,7 @@ def test_an_unreadable_meta_is_one_sentence_for_every_probe(tmp_path):
     path.write_text("{not json")
     meta, why = read_meta(path, "x not measured")
     assert meta is None and why.startswith("x not measured: the capture meta cannot be read (")
-    for probe in (norm_probe, profiler_cost, loader_probe):
+    for probe in (norm_probe, profiler_cost, loader_probe, layout_probe):
 
         def run(cmd, **kw):
             raise AssertionError("must not run")

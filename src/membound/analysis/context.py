@@ -45,6 +45,10 @@ class AnalysedTrace:
     #: after the script (ms per batch; the meta's `loader_host_cost`, `trace.loader_probe`),
     #: for `pageable-copy`; None when not measured
     loader_release_moved_ms: float | None = None
+    #: channels_last's time over NCHW's for the trace's interpolations, measured after the
+    #: script ({(op, input dims, dtype): ratio}; the meta's `layout_cost`,
+    #: `trace.layout_probe`), for `memory-bound-op`; empty when not measured
+    layout_ratios: dict = field(default_factory=dict)
     #: the trace the op calls came from (membound's ops pass, with CPU ops and shapes, or
     #: the timeline trace itself); None: the timeline trace
     op_trace: Any = None

@@ -26,7 +26,7 @@ from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
-from membound.trace import graph_ops, loader_probe, profiler_cost
+from membound.trace import graph_ops, layout_probe, loader_probe, profiler_cost
 from membound.trace.capture import notes_from_meta, read_meta
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP
@@ -275,6 +275,7 @@ def analyze_trace(
         norm_host_cost=norm_cost if isinstance(norm_cost, dict) else None,
         profiler_cost_us=profiler_cost.of(meta), op_trace=op_source,
         loader_release_moved_ms=loader_probe.release_moved_ms(meta),
+        layout_ratios=layout_probe.ratios(meta),
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
     gpu_curve = None

@@ -417,11 +417,12 @@ def norm_probe_wanted(args: argparse.Namespace) -> bool:
 def _probe_after_script(capture) -> None:
     """Measure membound's norm kernels at the trace's norm shape (`trace.norm_probe`), the
     timeline profiler's host cost per CUDA call (`trace.profiler_cost`) and what a worker
-    batch costs the training thread (`trace.loader_probe`) into the capture meta; any
+    batch costs the training thread (`trace.loader_probe`), and the trace's NCHW
+    interpolations in channels_last (`trace.layout_probe`) into the capture meta; any
     failure is one line (and a note in the meta), never diagnose's."""
-    from membound.trace import loader_probe, norm_probe, profiler_cost
+    from membound.trace import layout_probe, loader_probe, norm_probe, profiler_cost
 
-    for probe in (norm_probe, profiler_cost, loader_probe):
+    for probe in (norm_probe, profiler_cost, loader_probe, layout_probe):
         try:
             _log(probe.probe(capture.meta_path))
         except Exception as exc:

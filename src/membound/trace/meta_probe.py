@@ -2,7 +2,7 @@
 run in a process of its own, with a timeout, whose last line of output is one JSON object,
 kept in the capture meta under the measurement's key. A failure never fails diagnose: it is
 kept in the meta as `{"error": why, ...}` and as a note. `trace.norm_probe`,
-`trace.profiler_cost` and `trace.loader_probe` are its users."""
+`trace.profiler_cost`, `trace.loader_probe` and `trace.layout_probe` are its users."""
 
 from __future__ import annotations
 

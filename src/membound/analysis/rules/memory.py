@@ -129,6 +129,11 @@ def memory_bound_op(ctx):
         lost = ctx.per_op_step(max((r.device_ms - taken_ms) - (at_roof_ms - taken_roof_ms), 0.0))
         if not lost > 0.0 and r.name in claimed:
             continue
+        layout = None
+        if op_family(r.name) == "upsample" and ctx.layout_ratios:
+            layout = _layout_saving(ctx, cols, r.name)
+            if layout is not None:  # channels_last timed here: what it saves, not the gap
+                lost = max(ctx.per_op_step(layout["saving_ms"]) + lost * layout["rest"], 0.0)
         norm = op_family(r.name) in NORMS
         what = limited
         if norm and replayed is not None:  # the replay decides (this remedy is swap_norms)
@@ -149,6 +154,12 @@ def memory_bound_op(ctx):
         }
         if norm and replayed is not None:
             evidence["norm_whatif"] = replayed
+        if layout is not None:
+            evidence["channels_last_measured"] = {
+                "saving_ms_per_step": ctx.per_op_step(layout["saving_ms"]),
+                "share_of_calls_measured": 1.0 - layout["rest"],
+                "ratios": layout["ratios"],
+            }
         out.append(
             ctx.finding(
                 code="memory-bound-op",
@@ -159,6 +170,37 @@ def memory_bound_op(ctx):
             )
         )
     return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out}, claimed)
+
+
+def _layout_saving(ctx, cols: _Columns, name: str) -> dict | None:
+    """What channels_last saves on op `name`'s calls, from its time on them measured after
+    the script (`trace.layout_probe`: channels_last over NCHW per input shape and dtype):
+    {"saving_ms": each measured call's time x (1 - its ratio), summed (the analysed steps'
+    total); "rest": the share of the op's time in calls of no measured shape, which keep
+    their gap to the roof; "ratios": {shape: ratio} used}; None when no call's shape was
+    measured."""
+    from membound.trace.layout_probe import DTYPES
+
+    idx = np.flatnonzero(cols.names_in({name}))
+    total = float(cols.device_us[idx].sum())
+    saving = measured = 0.0
+    used: dict[str, float] = {}
+    for i in idx.tolist():
+        call = ctx.calls[i]
+        dims = call.dims[0] if isinstance(call.dims, list) and call.dims else None
+        dtype = DTYPES.get(call.dtypes[0] if call.dtypes else None)
+        if not isinstance(dims, list) or dtype is None:
+            continue
+        ratio = ctx.layout_ratios.get((name, tuple(dims), dtype))
+        if ratio is None:
+            continue
+        t = float(cols.device_us[i])
+        measured += t
+        saving += t * (1.0 - ratio)
+        used["x".join(map(str, dims)) + f" {dtype}"] = round(ratio, 4)
+    if not measured or not total:
+        return None
+    return {"saving_ms": saving / 1e3, "rest": max(total - measured, 0.0) / total, "ratios": used}
 
 
 def _claimed_by_name(ctx, cols: _Columns, bw: float) -> dict[str, tuple[float, float]]:
