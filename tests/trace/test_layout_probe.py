@@ -26,8 +26,9 @@ FWD = "aten::upsample_bilinear2d"
 def test_the_segmentation_scripts_interpolations_most_time_first():
     """DeepLabV3 (H200 ops pass, 3 steps): the pooled ASPP branch's backward (8 x 256 x 60 x
     60 -> 1 x 1, 13.2 ms a call) before the classifier's (8 x 21 x 480 x 480 -> 60 x 60),
-    then the forwards; autocast runs them in fp32. The pooled branch's gradient is a slice
-    of the concatenation's (batch stride 1280 x 60 x 60): NCHW rows and planes, taken."""
+    then the forwards; autocast runs them in fp32 (its outer fp16 calls, which hold the
+    casts and the fp32 call, are not keys). The pooled branch's gradient is a slice of the
+    concatenation's (batch stride 1280 x 60 x 60): NCHW rows and planes, taken."""
     keys = keys_of(load_trace(SEG / "trace.ops.json.gz"))
     got = [(k["name"], k["dims"], k.get("input_size"), k["output_size"], k["calls"]) for k in keys]
     assert got == [
@@ -37,7 +38,7 @@ def test_the_segmentation_scripts_interpolations_most_time_first():
         (FWD, [8, 256, 1, 1], None, [60, 60], 3),
     ]
     assert all(k["dtype"] == "float32" and k["align_corners"] is False for k in keys)
-    assert keys[0]["device_ms"] == pytest.approx(39.5707, abs=1e-3)
+    assert keys[0]["device_ms"] == pytest.approx(39.6424, abs=1e-3)  # its copy of the slice too
 
 
 @pytest.mark.parametrize(

@@ -110,31 +110,42 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
 
 
 def keys_of(trace) -> list[dict[str, Any]]:
-    """The interpolation keys of `trace`'s op calls that own kernel time, the most time first
-    (at most `MAX_KEYS`), each with its `device_ms` in the trace."""
-    from membound.analysis.ops import join_calls
+    """The interpolation keys of `trace`'s op calls that launched kernels, the most kernel
+    time first (at most `MAX_KEYS`), each with its `device_ms` in the trace (the kernels
+    launched inside its calls) and `calls`."""
+    import numpy as np
 
-    cpu = trace.cpu
-    if not len(cpu) or not any(n in UPSAMPLE_2D for n in trace.names):
+    from membound.trace.model import KERNEL, LAUNCH_CALLS
+
+    cpu, rt, gpu = trace.cpu, trace.runtime, trace.gpu
+    ids = [i for i, n in enumerate(trace.names) if n in UPSAMPLE_2D]
+    if not len(cpu) or not len(rt) or not len(gpu) or not ids:
         return []
-    calls = join_calls(trace)
+    ops = np.flatnonzero(np.isin(cpu.name, ids) & (cpu.shape >= 0))
+    launch = np.isin(rt.call, LAUNCH_CALLS)
+    kernels = gpu.kind == KERNEL
     found: dict[str, dict[str, Any]] = {}
-    for k in range(len(calls)):
-        call = calls[k]
-        if call.name not in UPSAMPLE_2D or not call.device_us > 0:
+    for i in ops.tolist():
+        t0, t1, tid = float(cpu.ts[i]), float(cpu.ts[i] + cpu.dur[i]), cpu.tid[i]
+        nested = (cpu.tid[ops] == tid) & (cpu.ts[ops] >= t0) & (cpu.ts[ops] <= t1) & (ops != i)
+        if nested.any():
+            continue  # an outer call (autocast's cast, then the op again): the inner one runs
+        inside = launch & (rt.tid == tid) & (rt.ts >= t0) & (rt.ts <= t1)
+        if not inside.any():
             continue
-        sid = int(cpu.shape[call.cpu_index])
-        if sid < 0:
+        mine = kernels & np.isin(gpu.correlation, rt.correlation[inside])
+        if not mine.any():
             continue
-        dims, types, concrete = trace.shapes[sid]
-        stid = int(cpu.strides[call.cpu_index])
+        name = trace.names[int(cpu.name[i])]
+        dims, types, concrete = trace.shapes[int(cpu.shape[i])]
+        stid = int(cpu.strides[i])
         strides = trace.strides[stid] if stid >= 0 else None
-        key = key_of(call.name, dims, types, concrete, strides)
+        key = key_of(name, dims, types, concrete, strides)
         if key is None:
             continue
         tag = json.dumps(key, sort_keys=True)
         entry = found.setdefault(tag, {**key, "device_ms": 0.0, "calls": 0})
-        entry["device_ms"] += float(call.device_us) / 1e3
+        entry["device_ms"] += float(gpu.dur[mine].sum()) / 1e3
         entry["calls"] += 1
     ranked = sorted(found.values(), key=lambda e: -e["device_ms"])[:MAX_KEYS]
     for e in ranked:
