@@ -225,6 +225,10 @@ def test_channels_last_predicted_from_the_measurement(tmp_path):
     measured = f.evidence["channels_last_measured"]
     assert measured["share_of_calls_measured"] == pytest.approx(1.0)
     assert measured["ratios"] == {"8x256x60x60 float32": 0.1, "8x21x480x480 float32": 0.5}
+    assert f.fix.endswith(
+        "channels_last ran 8x256x60x60 float32 in 10% of its NCHW time, 8x21x480x480 float32 "
+        "in 50% of its NCHW time."
+    )
     (cl,) = [r for r in a.remedies if r.key == "channels_last"]
     assert cl.saving_ms_per_step == pytest.approx(want, rel=1e-3)
 

@@ -160,13 +160,19 @@ def memory_bound_op(ctx):
                 "share_of_calls_measured": 1.0 - layout["rest"],
                 "ratios": layout["ratios"],
             }
+        fix = memory_bound_fix(r.name, r.name in after_add, what)
+        if layout is not None:
+            timed = ", ".join(
+                f"{k} in {v:.0%} of its NCHW time" for k, v in layout["ratios"].items()
+            )
+            fix += f" Timed here in both layouts after the script: channels_last ran {timed}."
         out.append(
             ctx.finding(
                 code="memory-bound-op",
                 title=f"{r.name} is memory-bound and takes {r.share_of_gpu_time:.0%} of GPU time",
                 lost_ms=lost,
                 evidence=evidence,
-                fix=memory_bound_fix(r.name, r.name in after_add, what),
+                fix=fix,
             )
         )
     return out + memory_ops_below_roof(ctx, bw, {f.evidence["op"] for f in out}, claimed)
@@ -185,6 +191,7 @@ def _layout_saving(ctx, cols: _Columns, name: str) -> dict | None:
     total = float(cols.device_us[idx].sum())
     saving = measured = 0.0
     used: dict[str, float] = {}
+    time_of: dict[str, float] = {}
     for i in idx.tolist():
         call = ctx.calls[i]
         dims = call.dims[0] if isinstance(call.dims, list) and call.dims else None
@@ -197,9 +204,12 @@ def _layout_saving(ctx, cols: _Columns, name: str) -> dict | None:
         t = float(cols.device_us[i])
         measured += t
         saving += t * (1.0 - ratio)
-        used["x".join(map(str, dims)) + f" {dtype}"] = round(ratio, 4)
+        shape = "x".join(map(str, dims)) + f" {dtype}"
+        used[shape] = round(ratio, 4)
+        time_of[shape] = time_of.get(shape, 0.0) + t
     if not measured or not total:
         return None
+    used = {k: used[k] for k in sorted(used, key=lambda k: -time_of[k])}  # most time first
     return {"saving_ms": saving / 1e3, "rest": max(total - measured, 0.0) / total, "ratios": used}
 
 
