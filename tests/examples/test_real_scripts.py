@@ -35,6 +35,8 @@ FRAMEWORK = {
     "bert_finetune": "transformers",
     # out of sample, 2026-12-04 (evening)
     "segmentation_tv": "torchvision",
+    # out of sample, 2026-12-04 (late)
+    "dcgan": None,
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -191,6 +193,18 @@ def test_tabular_mlp_runs_with_its_loaders(args, workers):
     t = truth(run("tabular_mlp", "--steps", "3", "--warmup-steps", "1", *args))
     assert t["script"] == "tabular_mlp" and t["steps"] == 3 and t["step_ms"] > 0
     assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 64
+
+
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 0), (("--log-every", "3", "--channels-last"), 0), (("--workers", "1", "--pin-memory"), 1),
+     (("--membound-prefetch",), 0)],
+)  # fmt: skip
+def test_dcgan_runs_with_its_fixes(args, workers):
+    """The example's loop (two optimizers a step, five numbers read a step) with each fix."""
+    t = truth(run("dcgan", "--steps", "3", "--warmup-steps", "1", *args))
+    assert t["script"] == "dcgan" and t["steps"] == 3 and t["step_ms"] > 0
+    assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 4
 
 
 def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
