@@ -279,7 +279,7 @@ def test_compiled_kernels_get_their_read_write_split_in_the_table():
 
     run = FIXTURES / "h200_real_gpt2_compiled_run4"
     names = json.loads((run / "capture.json").read_text())["kernel_args"]
-    trace = load_trace(run / "trace.ops.json.gz")
+    trace = load_trace(run / "trace.ops.json.xz")
     ceil = Ceilings.load(FIXTURES / "h200_ceilings.json")
     gelu = "triton_poi_fused_gelu_gelu_backward_view_6"
     plain = R.table_from_trace(trace, ceil, "cuda", allow_tf32=True).row(gelu)

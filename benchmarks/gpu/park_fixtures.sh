@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The device call sends the working tree, 64 MiB at most, and the recorded fixtures alone are
-# over 60 MB. Before a call: `bash benchmarks/gpu/park_fixtures.sh out` moves the largest
+# The device call sends the working tree, 64 MiB at most. Since the ops passes are kept as xz
+# (2026-12-04, benchmarks/fixture_xz.py) the tree is about 57 MB and this is not needed; when
+# new fixtures push it over again, before a call: `bash benchmarks/gpu/park_fixtures.sh out` moves the largest
 # fixture folders (the eager GPT-2 runs, ~3.5 MB each; no session script reads them) to
 # $PARK (default /tmp/membound_fixture_park); after it, `... back` returns them. Run here, not
 # on the device machine. `git status` shows them deleted while they are parked.

@@ -14,8 +14,8 @@ TRITON_INTERPRET_VAR = "TRITON_INTERPRET"
 #: The largest single event (or run of bytes without an event boundary) a trace may hold,
 #: in MiB, before the loader refuses it (default 256; 0: no limit).
 MAX_EVENT_MB_VAR = "MEMBOUND_MAX_EVENT_MB"
-#: How many times its size a gzipped trace may expand past 2 GiB before the loader refuses
-#: it as a likely gzip bomb (default 100; 0: no limit).
+#: How many times its size a compressed (gzip or xz) trace may expand past 2 GiB before the
+#: loader refuses it as a likely compression bomb (default 100; 0: no limit).
 MAX_GZIP_RATIO_VAR = "MEMBOUND_MAX_GZIP_RATIO"
 #: Set (unless the user set them) before any NCCL initialisation in a process membound
 #: starts or runs: the shared multi-GPU machines refuse NVLink multicast.

@@ -71,7 +71,7 @@ def test_cat_of_a_tensor_list_takes_its_element_size_from_the_copy_kernel():
         2,
         0,
     ]
-    trace = load_trace(FIXTURES / "h200_real_gpt2" / "trace.ops.json.gz")
+    trace = load_trace(FIXTURES / "h200_real_gpt2" / "trace.ops.json.xz")
     cats = [c for c in join_calls(trace) if c.name == "aten::cat" and c.dims]
     bf16 = [c for c in cats if c.dims[0] and len(c.dims[0]) == 3]
     assert bf16 and all(c.bytes == 2 * 2 * 3 * 12 * 1024 * 768 for c in bf16)  # read + write

@@ -10,8 +10,8 @@ inductor calls, exactly as many arguments as the kernel has launch parameters.""
 
 from __future__ import annotations
 
-import gzip
 import json
+import lzma
 import math
 
 import numpy as np
@@ -54,7 +54,7 @@ def _analysed(meta=None):
         if meta is None:
             a = analyze([RUN / "trace.json.gz"], ceil)
         else:
-            ops = load_trace(RUN / "trace.ops.json.gz")
+            ops = load_trace(RUN / "trace.ops.json.xz")
             a = pipeline.analyze_trace(load_trace(RUN / "trace.json.gz"), ceil, meta, ops)
     (calls,) = kept
     return a, calls
@@ -84,7 +84,7 @@ def _inductor(calls):
 def test_the_recorded_arguments_are_the_named_parameters(meta):
     """The capture's assumption: the profiler records an inductor kernel's launch
     parameters (not its constexprs), one argument each, in order."""
-    events = json.loads(gzip.decompress((RUN / "trace.ops.json.gz").read_bytes()))["traceEvents"]
+    events = json.loads(lzma.decompress((RUN / "trace.ops.json.xz").read_bytes()))["traceEvents"]
     calls = [e for e in events if e.get("cat") == "cpu_op" and e["name"].startswith("triton_")]
     assert len(calls) == 4332 and len({e["name"] for e in calls}) == 41
     table = meta["kernel_args"]
@@ -95,7 +95,7 @@ def test_the_cast_add_reads_six_of_its_ten_bytes_per_element(named, meta):
     """The tied embedding's gradient: bf16 lm_head grad (in_ptr0) + fp32 embedding grad
     (in_ptr1) -> fp32 (out_ptr0), [50304, 768] each: 2 + 4 bytes read, 4 written per
     element, counted here from the recorded event and the parameter names."""
-    events = json.loads(gzip.decompress((RUN / "trace.ops.json.gz").read_bytes()))["traceEvents"]
+    events = json.loads(lzma.decompress((RUN / "trace.ops.json.xz").read_bytes()))["traceEvents"]
     args = next(e["args"] for e in events if e.get("name") == CAST_ADD)
     reads = writes = 0
     for param, dims, dtype in zip(meta["kernel_args"][CAST_ADD], args["Input Dims"],

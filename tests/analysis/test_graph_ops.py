@@ -136,13 +136,13 @@ def test_without_its_capture_files_the_replays_count_as_uncosted(tmp_path, h200)
     """The same run with the capture traces gone: the meta still lists them, the analysis
     reads none and says the replays are uncosted."""
     src = FIXTURES / "h200_launch_bound_graphed_run2"
-    for name in ("capture.json", "trace.json.gz", "trace.ops.json.gz"):
+    for name in ("capture.json", "trace.json.gz", "trace.ops.json.xz"):
         (tmp_path / name).write_bytes((src / name).read_bytes())
     a = analyze([tmp_path / "trace.json.gz"], h200)
     assert a.ops_costed_fraction < 0.2
     assert any("CUDA-graph replays" in n and "uncosted" in n for n in a.notes)
     gpt2 = FIXTURES / "h200_real_gpt2_reduce_overhead"
-    for name in ("capture.json", "trace.json.gz", "trace.ops.json.gz"):
+    for name in ("capture.json", "trace.json.gz", "trace.ops.json.xz"):
         (tmp_path / name).write_bytes((gpt2 / name).read_bytes())
     b = analyze([tmp_path / "trace.json.gz"], h200)
     assert b.ops_costed_fraction == pytest.approx(0.0677, abs=1e-4)

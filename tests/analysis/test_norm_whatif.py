@@ -51,7 +51,7 @@ def _analyse(name, ceilings, cost):
     meta = read_meta(d / "trace.json.gz")
     if cost is not None:
         meta = {**meta, "norm_host_cost": cost}
-    trace, ops = load_trace(d / "trace.json.gz"), load_trace(d / "trace.ops.json.gz")
+    trace, ops = load_trace(d / "trace.json.gz"), load_trace(d / "trace.ops.json.xz")
     return analyze_trace(trace, ceilings, meta, ops, ceilings_origin="given")
 
 

@@ -303,7 +303,7 @@ def test_a_mode_000_folder_is_one_line(tmp_path, capsys):
 def test_only_non_traces_is_one_line(tmp_path, capsys):
     (tmp_path / "config.json").write_text('{"lr": 0.1}')
     assert main(["analyze", str(tmp_path)]) == 2
-    _one_line_error(capsys, "holds no .json or .json.gz trace")
+    _one_line_error(capsys, "holds no .json, .json.gz or .json.xz trace")
 
 
 # ---- diagnose: before the script runs ---------------------------------------------------

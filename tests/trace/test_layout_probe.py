@@ -29,7 +29,7 @@ def test_the_segmentation_scripts_interpolations_most_time_first():
     then the forwards; autocast runs them in fp32 (its outer fp16 calls, which hold the
     casts and the fp32 call, are not keys). The pooled branch's gradient is a slice of the
     concatenation's (batch stride 1280 x 60 x 60): NCHW rows and planes, taken."""
-    keys = keys_of(load_trace(SEG / "trace.ops.json.gz"))
+    keys = keys_of(load_trace(SEG / "trace.ops.json.xz"))
     got = [(k["name"], k["dims"], k.get("input_size"), k["output_size"], k["calls"]) for k in keys]
     assert got == [
         (BWD, [8, 256, 60, 60], [8, 256, 1, 1], [60, 60], 3),
@@ -90,7 +90,7 @@ def _small(keys):
 def test_both_layouts_run_the_same_op():
     """Each key's op on an NCHW and a channels_last input gives the same result (the CPU
     has NHWC kernels for these too), and is timed in both."""
-    keys = _small(keys_of(load_trace(SEG / "trace.ops.json.gz")))
+    keys = _small(keys_of(load_trace(SEG / "trace.ops.json.xz")))
     got = measure(keys, "cpu")
     assert got["device"] == "cpu" and len(got["ops"]) == len(keys)
     for row, key in zip(got["ops"], keys, strict=True):
@@ -127,7 +127,7 @@ LINE = {
 
 
 def _capture(tmp_path, extra=None):
-    for name in ("trace.json.gz", "trace.ops.json.gz", "capture.steps.jsonl"):
+    for name in ("trace.json.gz", "trace.ops.json.xz", "capture.steps.jsonl"):
         shutil.copy(SEG / name, tmp_path / name)
     meta = json.loads((SEG / "capture.json").read_text())
     meta.pop(META_KEY, None)
@@ -154,10 +154,10 @@ def test_keeps_the_measurement_in_the_meta(tmp_path):
 
 def test_nothing_to_measure_runs_nothing(tmp_path):
     src = FIXTURES / "h200_real_lightning_fit_run6"
-    for name in ("trace.json.gz", "trace.ops.json.gz"):
+    for name in ("trace.json.gz", "trace.ops.json.xz"):
         shutil.copy(src / name, tmp_path / name)
     path = tmp_path / "capture.json"
-    path.write_text(json.dumps({"trace": "trace.json.gz", "ops_trace": "trace.ops.json.gz"}))
+    path.write_text(json.dumps({"trace": "trace.json.gz", "ops_trace": "trace.ops.json.xz"}))
     said = probe(path, run=lambda *a, **k: pytest.fail("ran"))
     assert said.startswith("no NCHW interpolation")
 
@@ -237,7 +237,7 @@ def test_measure_needs_cuda():
     if torch.cuda.is_available():
         pytest.skip("a CUDA machine measures for real (GPU test below)")
     with pytest.raises(RuntimeError, match="no CUDA"):
-        measure(_small(keys_of(load_trace(SEG / "trace.ops.json.gz"))))
+        measure(_small(keys_of(load_trace(SEG / "trace.ops.json.xz"))))
 
 
 @pytest.mark.gpu
@@ -249,7 +249,7 @@ def test_measure_the_segmentation_keys_on_a_gpu():
         pytest.skip("needs CUDA")
     keys = [
         {a: b for a, b in k.items() if a not in ("device_ms", "calls")}
-        for k in keys_of(load_trace(SEG / "trace.ops.json.gz"))
+        for k in keys_of(load_trace(SEG / "trace.ops.json.xz"))
     ]
     got = measure(keys)
     assert all(row["max_abs_diff"] < 1e-3 for row in got["ops"])

@@ -1,9 +1,10 @@
-"""Loading kineto traces: both layouts agree, gz and plain, bad files get one clear error."""
+"""Loading kineto traces: both layouts agree, gz, xz and plain, bad files get one clear error."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import lzma
 from pathlib import Path
 
 import numpy as np
@@ -142,11 +143,47 @@ def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
     assert parallel.shapes[parallel.cpu.shape[add]][0] == [[4, 4], [4, 4], []]
 
 
-@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_xz_loads_as_its_plain_text(tmp_path):
+    """An xz-compressed trace (membound's fixtures: a third smaller than gzip) is judged by
+    its first bytes, whatever its name, and loads to the same tables."""
+    text = tracebuilder.planted_input_pipeline().text().encode()
+    plain = tmp_path / "t.json"
+    plain.write_bytes(text)
+    for name in ("t.json.xz", "t.xz.json.gz"):
+        packed = tmp_path / name
+        packed.write_bytes(lzma.compress(text))
+        assert _tables(load_trace(packed)) == _tables(load_trace(plain))
+
+
+def test_truncated_xz_raises_bad_input(tmp_path):
+    data = lzma.compress(tracebuilder.planted_input_pipeline().text().encode())
+    p = tmp_path / "cut.json.xz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BadInput, match="truncated or not a kineto trace|cannot read it"):
+        load_trace(p)
+
+
+def test_an_xz_that_expands_past_its_ratio_is_refused(tmp_path, monkeypatch):
+    """The expansion limit (a compression bomb) holds for xz as for gzip."""
+    text = tracebuilder.planted_launch_bound(steps=2, kernels=200).text().encode()
+    p = tmp_path / "t.json.xz"
+    p.write_bytes(lzma.compress(text))
+    monkeypatch.setattr(jsonstream, "GZIP_RATIO_FLOOR", 0)
+    monkeypatch.setattr(jsonstream, "CHUNK", 4096)
+    monkeypatch.setenv(jsonstream.MAX_GZIP_RATIO_VAR, "2")
+    with pytest.raises(BadInput, match="compression bomb"):
+        load_trace(p)
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz", "t.json.xz"])
 def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path, monkeypatch, name):
     # `membound analyze` draws its progress bar for big traces from these calls
     b = tracebuilder.planted_launch_bound(steps=2, kernels=200)
-    path = Path(b.write(tmp_path / name))
+    if name.endswith(".xz"):
+        path = tmp_path / name
+        path.write_bytes(lzma.compress(b.text().encode()))
+    else:
+        path = Path(b.write(tmp_path / name))
     monkeypatch.setattr(jsonstream, "CHUNK", 4096)
     seen = []
     trace = load_trace(path, progress=lambda done, total: seen.append((done, total)))
@@ -156,7 +193,7 @@ def test_progress_reports_bytes_of_the_file_up_to_its_size(tmp_path, monkeypatch
     assert all(total == size for _, total in seen)
     dones = [d for d, _ in seen]
     assert dones == sorted(dones) and dones[-1] == size and dones[0] > 0
-    if not name.endswith(".gz"):  # gzip reads its compressed input in 128 KiB blocks
+    if name.endswith(".json"):  # gzip and xz read their compressed input in blocks
         assert dones[0] < size
 
 

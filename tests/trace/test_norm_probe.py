@@ -15,7 +15,7 @@ from support.paths import FIXTURES
 def test_finds_gpt2s_layernorm_shape():
     # examples/real/gpt2.py: batch 12 x 1024 tokens, hidden 768, the fp32 residual stream
     # normalised under bf16 autocast; 25 LayerNorms x 4 micro-batches x 3 steps recorded
-    shape = norm_shape(load_trace(FIXTURES / "h200_real_gpt2" / "trace.ops.json.gz"))
+    shape = norm_shape(load_trace(FIXTURES / "h200_real_gpt2" / "trace.ops.json.xz"))
     assert shape == {"kind": "layer", "rows": 12288, "hidden": 768, "dtype": "float32",
                      "autocast": True, "calls": 300}  # fmt: skip
     cmd = probe_command(shape)
@@ -27,7 +27,7 @@ def test_a_gpu_only_trace_has_no_shape():
 
 
 def _capture(tmp_path):
-    for name in ("capture.json", "trace.ops.json.gz"):
+    for name in ("capture.json", "trace.ops.json.xz"):
         shutil.copy(FIXTURES / "h200_real_gpt2" / name, tmp_path / name)
     return tmp_path / "capture.json"
 

@@ -50,7 +50,9 @@ def analyze(
         if enabled:
             gc.enable()
     if not results:
-        raise BadInput("no trace given; pass one or more kineto trace files (.json or .json.gz).")
+        raise BadInput(
+            "no trace given; pass one or more kineto trace files (.json, .json.gz or .json.xz)."
+        )
     return results[0] if len(results) == 1 else merge(results)
 
 

@@ -11,9 +11,11 @@ from membound.device.ceilings import Ceilings
 from membound.errors import BadInput
 from membound.report.options import FORMATS
 
-HELP = "analyze existing kineto trace files (.json, .json.gz): timeline, roofline, findings"
+HELP = (
+    "analyze existing kineto trace files (.json, .json.gz, .json.xz): timeline, roofline, findings"
+)
 
-_SUFFIXES = (".json", ".json.gz")
+_SUFFIXES = (".json", ".json.gz", ".json.xz")
 
 
 def add_arguments(parser) -> None:
@@ -74,7 +76,7 @@ def _expand(items: list[str]) -> tuple[list[Path], list[str]]:
             notes += skipped
             if not found:
                 raise BadInput(
-                    f"{p} holds no .json or .json.gz trace"
+                    f"{p} holds no .json, .json.gz or .json.xz trace"
                     + (f" ({len(skipped)} skipped: see above)" if skipped else "")
                     + "; pass trace files or a folder of them."
                     + _unwritten_capture(p)
@@ -86,7 +88,8 @@ def _expand(items: list[str]) -> tuple[list[Path], list[str]]:
             notes.append(f"{p} is {_kind(p)}, not a trace file: skipped")
         else:
             raise BadInput(
-                f"{p} does not exist; pass a kineto trace file (.json or .json.gz) or a folder."
+                f"{p} does not exist; pass a kineto trace file (.json, .json.gz or .json.xz) "
+                "or a folder."
             )
     unique: dict[Path, Path] = {}
     for p in out:

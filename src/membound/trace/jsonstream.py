@@ -230,7 +230,7 @@ class EventArray:
         ):
             raise TooBig(
                 f"expands to more than {ratio:g} times its size, past "
-                f"{GZIP_RATIO_FLOOR >> 30} GiB (a gzip bomb?); set {MAX_GZIP_RATIO_VAR} to a "
+                f"{GZIP_RATIO_FLOOR >> 30} GiB (a compression bomb?); set {MAX_GZIP_RATIO_VAR} to a "
                 "higher ratio, or 0 for no limit, to read it anyway"
             )
         return data

@@ -41,7 +41,7 @@ import numpy as np
 from membound.errors import BadInput
 from membound.trace import jsonstream
 from membound.trace.columns import Columns
-from membound.trace.files import is_gzip, open_trace
+from membound.trace.files import is_compressed, open_trace
 from membound.trace.kineto_names import STEP_PREFIX, classify
 from membound.trace.model import (
     CPU_OP,
@@ -664,18 +664,20 @@ class _Sink:
 
 def _workers(p: Path) -> tuple[int, int]:
     """(worker processes, bytes to parse inline before starting them): at once for a big
-    file, once a gzip has expanded past the same size (its size on disk says little)."""
+    file, once a compressed one has expanded past the same size (its size on disk says
+    little)."""
     workers = min(_MAX_WORKERS, os.cpu_count() or 1)
     if workers < 2:
         return 1, 0
-    if not is_gzip(p) and p.stat().st_size >= _PARALLEL_MIN:
+    if not is_compressed(p) and p.stat().st_size >= _PARALLEL_MIN:
         return workers, 0
     return workers, _PARALLEL_MIN
 
 
 def _position(f) -> int:
-    """Bytes of the file on disk consumed so far (the compressed position for gzip)."""
-    raw = getattr(f, "fileobj", None) or f
+    """Bytes of the file on disk consumed so far (the compressed position for gzip and xz:
+    a GzipFile's `fileobj`, an LZMAFile's `_fp`)."""
+    raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None) or f
     try:
         return raw.tell()
     except (OSError, ValueError):
@@ -692,7 +694,10 @@ def _read(
         sink = _Sink(builder, *_workers(p))
         try:
             events = jsonstream.EventArray(
-                f, exact=exact, limits=limits, compressed_size=total if is_gzip(p) else None
+                f,
+                exact=exact,
+                limits=limits,
+                compressed_size=total if is_compressed(p) else None,
             )
             for piece, offset, length in events.spans():
                 sink.submit(piece, None if offset is None else (str(p), offset), length)

@@ -9,6 +9,7 @@ Nsight Systems SQLite export, say) is one module with `sniff(head) -> bool` and
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 import zlib
 from collections.abc import Callable
@@ -51,13 +52,14 @@ def load_trace(
     p = Path(path)
     if not p.is_file():
         raise BadInput(
-            f"{p} does not exist or is not a file; pass a kineto trace (.json or .json.gz)."
+            f"{p} does not exist or is not a file; pass a kineto trace (.json, .json.gz or "
+            ".json.xz)."
         )
     try:
         first = head(p)
         for reader in READERS.values():
             if reader.sniff(first):
                 return reader.read(p, progress)
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as exc:
         raise kineto.bad(p, f"cannot read it: {exc}") from None
     raise kineto.bad(p, "it is not JSON")

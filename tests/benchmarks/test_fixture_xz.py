@@ -1,0 +1,48 @@
+"""benchmarks/fixture_xz.py: a fixture's ops pass recompressed to xz, named so in its meta."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import lzma
+import sys
+from pathlib import Path
+
+import pytest
+
+from membound.trace.load import load_trace
+from support import tracebuilder
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def fx():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module("fixture_xz")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_the_ops_pass_is_the_same_text_and_the_meta_names_it(fx, tmp_path):
+    text = tracebuilder.planted_input_pipeline().text().encode()
+    (tmp_path / "trace.ops.json.gz").write_bytes(gzip.compress(text))
+    meta = {"trace": "trace.json.gz", "ops_trace": "trace.ops.json.gz", "steps": 4}
+    (tmp_path / "capture.json").write_text(json.dumps(meta, indent=1))
+    assert fx.main([str(tmp_path)]) == 0
+    assert not (tmp_path / "trace.ops.json.gz").exists()
+    xz = tmp_path / "trace.ops.json.xz"
+    assert lzma.decompress(xz.read_bytes()) == text
+    assert json.loads((tmp_path / "capture.json").read_text()) == {
+        **meta, "ops_trace": "trace.ops.json.xz"
+    }  # fmt: skip
+    assert len(load_trace(xz).gpu) == 6
+    assert "nothing to do" in fx.convert(tmp_path)  # a second run changes nothing
+
+
+def test_a_missing_folder_exits_2(fx, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        fx.main([str(tmp_path / "nope")])
+    assert e.value.code == 2
