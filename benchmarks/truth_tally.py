@@ -145,6 +145,23 @@ def script_verdicts(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _print_verdicts(verdicts: list[dict], label: str, width: int, votes: str, total: str) -> None:
+    """A table of `top_verdicts` / `script_verdicts` rows (`votes`: the column of the top
+    remedy's votes, "" for none), then the count that agree or tie."""
+    print(
+        f"\n{label:{width}} {'top remedy':16}" + (f" {'votes':>6}" if votes else "")
+        + f" {'its fix saved':>13} {'best fix':22} {'saved':>7}  top"
+    )  # fmt: skip
+    for t in verdicts:
+        mine = "-" if t["top_fix_ms"] is None else f"{t['top_fix_ms']:.2f}"
+        print(
+            f"{t[label]:{width}} {t['top_remedy']:16}" + (f" {t[votes]:>6}" if votes else "")
+            + f" {mine:>13} {t['best_fix']:22} {t['best_ms']:7.2f}  {t['verdict']}"
+        )  # fmt: skip
+    agree = sum(t["verdict"] in ("yes", "tie") for t in verdicts)
+    print(f"{total}: {agree} of {len(verdicts)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated script names (gpt2, gpt2_compiled, ...)")
@@ -176,31 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     n_ok = sum(r["within"] for r in rows)
     print(f"within tolerance: {n_ok} of {len(rows)}")
-    tops = top_verdicts(rows)
-    print(
-        f"\n{'fixture':34} {'top remedy':16} {'its fix saved':>13} {'best fix':22} {'saved':>7}  top"
-    )
-    for t in tops:
-        mine = "-" if t["top_fix_ms"] is None else f"{t['top_fix_ms']:.2f}"
-        print(
-            f"{t['fixture']:34} {t['top_remedy']:16} {mine:>13} {t['best_fix']:22} "
-            f"{t['best_ms']:7.2f}  {t['verdict']}"
-        )
-    n_top = sum(t["verdict"] in ("yes", "tie") for t in tops)
-    print(f"top remedy is the best measured fix (or ties it): {n_top} of {len(tops)}")
-    per = script_verdicts(rows)
+    _print_verdicts(
+        top_verdicts(rows), "fixture", 34, "",
+        "top remedy is the best measured fix (or ties it)",
+    )  # fmt: skip
     print("\nper script, each fix's saving its mean over the calls that measured it:")
-    print(
-        f"{'script':20} {'top remedy':16} {'votes':>6} {'its fix saved':>13} {'best fix':22} {'saved':>7}  top"
-    )
-    for t in per:
-        mine = "-" if t["top_fix_ms"] is None else f"{t['top_fix_ms']:.2f}"
-        print(
-            f"{t['script']:20} {t['top_remedy']:16} {t['top_votes']:>6} {mine:>13} "
-            f"{t['best_fix']:22} {t['best_ms']:7.2f}  {t['verdict']}"
-        )
-    n_per = sum(t["verdict"] in ("yes", "tie") for t in per)
-    print(f"per script: {n_per} of {len(per)}")
+    _print_verdicts(script_verdicts(rows), "script", 20, "top_votes", "per script")
     if args.csv:
         with args.csv.open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["fixture"])

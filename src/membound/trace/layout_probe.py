@@ -238,20 +238,12 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     """Find the trace's NCHW interpolations, time them in both layouts, and keep the result
     in the capture meta at `meta_path` under `META_KEY`; returns one sentence saying what
     happened."""
-    from membound.trace.load import load_trace
-
     path = Path(meta_path)
-    meta, unread = meta_probe.read_meta(path, LABEL)
-    if meta is None:
-        return unread
-    trace = meta_probe.trace_beside(path, meta, "ops_trace", "trace")
-    if trace is None:
-        return f"{LABEL}: no trace with op shapes was written."
-    try:
-        keys = keys_of(load_trace(trace))
-    except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
-        why = f"the trace cannot be read ({type(exc).__name__}: {exc})"
-        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why)
+    where = ("ops_trace", "trace")
+    what = "no trace with op shapes"
+    meta, keys, said = meta_probe.read_beside(path, LABEL, META_KEY, where, what, keys_of)
+    if said is not None:
+        return said
     if not keys:
         return "no NCHW interpolation with kernel time recorded: channels_last not measured."
     wanted = [{k: v for k, v in key.items() if k not in ("device_ms", "calls")} for key in keys]

@@ -128,20 +128,12 @@ def batch_bytes(trace) -> int | None:
 def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
     """Measure the trace's worker batch and keep the result in the capture meta at
     `meta_path` under `META_KEY`; returns one sentence saying what happened."""
-    from membound.trace.load import load_trace
-
     path = Path(meta_path)
-    meta, unread = meta_probe.read_meta(path, LABEL)
-    if meta is None:
-        return unread
-    trace = meta_probe.trace_beside(path, meta, "trace")
-    if trace is None:
-        return f"{LABEL}: no trace was written."
-    try:
-        nbytes = batch_bytes(load_trace(trace))
-    except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
-        why = f"the trace cannot be read ({type(exc).__name__}: {exc})"
-        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why)
+    meta, nbytes, said = meta_probe.read_beside(
+        path, LABEL, META_KEY, ("trace",), "no trace", batch_bytes
+    )
+    if said is not None:
+        return said
     if nbytes is None:
         return "no worker-fed batch copied from pageable memory: worker batch cost not measured."
     cmd = [sys.executable, "-m", "membound.trace.loader_probe", "--bytes", str(nbytes)]

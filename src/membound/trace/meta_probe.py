@@ -30,6 +30,29 @@ def trace_beside(path: Path, meta: dict, *keys: str) -> Path | None:
     return path.parent / name
 
 
+def read_beside(
+    path: Path, label: str, key: str, names: tuple[str, ...], what: str, read, **extra: Any
+) -> tuple[dict | None, Any, str | None]:
+    """(meta, `read(trace)`, None) for the capture meta at `path` and the first trace it
+    names under `names` (`read` takes what the probe needs from it), or (meta or None, None,
+    the sentence to say): the meta cannot be read, no such trace was written (`what` names
+    it: "no trace with op shapes"), or the trace cannot be read (kept in the meta under `key`
+    as a failure, with `extra`)."""
+    from membound.trace.load import load_trace
+
+    meta, unread = read_meta(path, label)
+    if meta is None:
+        return None, None, unread
+    found = trace_beside(path, meta, *names)
+    if found is None:
+        return meta, None, f"{label}: {what} was written."
+    try:
+        return meta, read(load_trace(found)), None
+    except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
+        why = f"the trace cannot be read ({type(exc).__name__}: {exc})"
+        return meta, None, keep_failure(path, meta, key, label, why, **extra)
+
+
 def run_json(cmd: list[str], timeout: float, run=subprocess.run) -> tuple[Any, str | None]:
     """(the JSON of `cmd`'s last line of output, None), or (None, why there is none)."""
     try:

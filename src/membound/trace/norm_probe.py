@@ -107,19 +107,14 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     """Find the norm shape in the capture's ops pass (or its trace), measure it, and keep
     the result in the capture meta at `meta_path` under `META_KEY`; returns one sentence
     saying what happened (a failure is said in it and kept in the meta as a note)."""
-    from membound.trace.load import load_trace
-
     path = Path(meta_path)
-    meta, unread = meta_probe.read_meta(path, LABEL)
-    if meta is None:
-        return unread
-    trace = meta_probe.trace_beside(path, meta, "ops_trace", "trace")
-    if trace is None:
-        return f"{LABEL}: no trace with op shapes was written."
-    try:
-        shape = norm_shape(load_trace(trace))
-    except Exception as exc:  # a trace that cannot be read costs the probe, not diagnose
-        return _keep(path, meta, None, f"the trace cannot be read ({type(exc).__name__}: {exc})")
+    where = ("ops_trace", "trace")
+    what = "no trace with op shapes"
+    meta, shape, said = meta_probe.read_beside(
+        path, LABEL, META_KEY, where, what, norm_shape, shape=None
+    )
+    if said is not None:
+        return said
     if shape is None:
         return "no LayerNorm/RMSNorm op with shapes recorded: norm host cost not measured."
     result, why = meta_probe.run_json(probe_command(shape), timeout, run)
