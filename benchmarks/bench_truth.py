@@ -185,6 +185,13 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last networks and images", remedies=("channels_last",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile both networks", core=False, remedies=("compile",)),
     ), steps=30, warmup=5, timeout_s=150, diag_timeout_s=200),
+    Script("t5_seq2seq", REAL / "t5_seq2seq.py", (
+        Fix("bf16", ("--bf16",), _AMP, "Seq2SeqTrainingArguments(bf16=True)", remedies=("bf16",)),
+        Fix("tf32", ("--tf32",), ("fp32-matmul",), "Seq2SeqTrainingArguments(tf32=True)", remedies=("tf32",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on T5's T5LayerNorm", membound=True, remedies=("swap_norms",)),
+        Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host", remedies=("sync_less",)),
+        Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "Seq2SeqTrainingArguments(torch_compile=True)", core=False, remedies=("compile",)),
+    ), steps=30, warmup=5, timeout_s=180, diag_timeout_s=240),
 )}  # fmt: skip
 
 

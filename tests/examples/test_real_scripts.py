@@ -37,6 +37,7 @@ FRAMEWORK = {
     "segmentation_tv": "torchvision",
     # out of sample, 2026-12-04 (late)
     "dcgan": None,
+    "t5_seq2seq": "transformers",
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -97,6 +98,7 @@ def test_help_works_without_the_framework(script, in_process, monkeypatch, capsy
         ("vit_timm", ("timm",)),
         ("bert_finetune", ("transformers",)),
         ("segmentation_tv", ("torchvision",)),
+        ("t5_seq2seq", ("transformers",)),
     ],
 )
 def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
@@ -224,6 +226,11 @@ def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
         ("vit_timm", ("--swap-norms", "--log-every", "2"), {"norms": 5, "norms_swapped": 5}),
         ("bert_finetune", ("--swap-norms",), {"norms": 5, "norms_swapped": 5}),
         ("segmentation_tv", ("--channels-last", "--bf16", "--log-every", "2"), {"workers": 0}),
+        (
+            "t5_seq2seq",
+            ("--swap-norms", "--no-logging-nan-inf-filter"),
+            {"norms": 12, "norms_swapped": 12},
+        ),
     ],
 )
 def test_framework_script_runs_tiny(script, args, extra):
