@@ -129,3 +129,17 @@ def test_analyze_a_real_h200_trace_with_its_measured_ceilings(tmp_path):
     assert top["code"] == "launch-bound"
     assert top["time_lost_ms_per_step"] == pytest.approx(5.907, rel=1e-3)
     assert "profiler" in top["evidence"]["note"]
+
+
+def test_an_xz_trace_in_a_folder_is_analysed_as_its_gzip(tmp_path, capsys):
+    """A `.json.xz` trace (kept so by some users, and by membound's fixtures for their ops
+    passes) is found in a folder and gives the report its gzip gives."""
+    import gzip
+    import lzma
+
+    (tmp_path / "t.json.xz").write_bytes(lzma.compress(gzip.decompress(PIPELINE.read_bytes())))
+    assert main(["analyze", str(tmp_path), "--json", str(tmp_path / "xz.json"), "--quiet"]) == 0
+    assert main(["analyze", str(PIPELINE), "--json", str(tmp_path / "gz.json"), "--quiet"]) == 0
+    xz, gz = (json.loads((tmp_path / f"{k}.json").read_text()) for k in ("xz", "gz"))
+    assert [f["code"] for f in xz["findings"]] == [f["code"] for f in gz["findings"]]
+    assert xz["steps"] == gz["steps"] and xz["findings"]
