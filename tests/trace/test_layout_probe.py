@@ -99,17 +99,36 @@ def test_both_layouts_run_the_same_op():
         assert row["max_abs_diff"] < 1e-4
 
 
-def test_the_backward_is_the_gradient_of_the_forward():
-    """The probe calls the backward overload with (grad, output_size, input_size, ...): its
-    result is autograd's gradient of the forward."""
-    x = torch.randn(1, 3, 5, 5, requires_grad=True)
-    y = torch.nn.functional.interpolate(x, size=(11, 11), mode="bilinear", align_corners=False)
-    g = torch.randn_like(y)
-    y.backward(g)
-    key = key_of(BWD, [[1, 3, 11, 11]], ["float"], ["", "[11, 11]", "[1, 3, 5, 5]", "False"])
+@pytest.mark.parametrize(
+    ("mode", "name", "flag"),
+    [
+        ("bilinear", "upsample_bilinear2d", ["False"]),
+        ("bicubic", "upsample_bicubic2d", ["True"]),
+        ("nearest", "upsample_nearest2d", []),
+        ("nearest-exact", "_upsample_nearest_exact2d", []),
+    ],
+)
+def test_each_overload_is_the_interpolation_and_its_gradient(mode, name, flag):
+    """The probe calls each forward overload with (input, output_size[, align_corners]) and
+    each backward with (grad, output_size, input_size[, align_corners]): the forward gives
+    F.interpolate's output, the backward autograd's gradient of it."""
     from membound.trace.layout_probe import _op
 
-    op, args = _op(key)
+    x = torch.randn(1, 3, 5, 5, requires_grad=True)
+    extra = {"align_corners": flag == ["True"]} if flag else {}
+    y = torch.nn.functional.interpolate(x, size=(11, 11), mode=mode, **extra)
+    g = torch.randn_like(y)
+    y.backward(g)
+    fwd = key_of(f"aten::{name}", [[1, 3, 5, 5]], ["float"], ["", "[11, 11]", *flag])
+    bwd = key_of(
+        f"aten::{name}_backward",
+        [[1, 3, 11, 11]],
+        ["float"],
+        ["", "[11, 11]", "[1, 3, 5, 5]", *flag],
+    )
+    op, args = _op(fwd)
+    assert torch.allclose(op(x.detach(), *args), y.detach(), atol=1e-5)
+    op, args = _op(bwd)
     assert torch.allclose(op(g, *args), x.grad, atol=1e-5)
 
 
