@@ -87,8 +87,8 @@ def discriminator(ndf: int, nc: int = 3) -> nn.Sequential:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    # ~10 ms steps on a GPU: 100 make a window the host's jitter does not swing; cuDNN's
-    # benchmark mode tries its algorithms in the first steps
+    # a step of a few ms on a GPU (estimated, not measured): 100 make a window the host's
+    # jitter does not swing; cuDNN's benchmark mode tries its algorithms in the first steps
     p = parser(__doc__, steps=100, warmup=10)
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default 128)")
     p.add_argument("--workers", type=int, default=None, help="DataLoader workers (default 2)")
