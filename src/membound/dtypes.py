@@ -151,6 +151,17 @@ def trace_dtype(type_name: str) -> str | None:
     return TRACE_DTYPES.get(type_name.strip())
 
 
+#: the floating dtypes membound's after-script probes run their kernels in
+PROBED_FLOATS = ("float32", "bfloat16", "float16")
+
+
+def probed_float(type_name: Any) -> str | None:
+    """A profiler type string's canonical name when it is one of `PROBED_FLOATS`, else None
+    (also for a type that is not a string: a trace may hold anything)."""
+    found = trace_dtype(type_name) if isinstance(type_name, str) else None
+    return found if found in PROBED_FLOATS else None
+
+
 def canonical(value: Any) -> str | None:
     """Any spelling of a dtype membound meets (torch.dtype, canonical name, the profiler's C++
     name, "c10::BFloat16", a ScalarType name "BFloat16", "half", "bf16") -> canonical name;

@@ -143,3 +143,12 @@ def test_canonical_reads_every_spelling(spelling, name):
     from membound.dtypes import canonical
 
     assert canonical(spelling) == name
+
+
+def test_probed_float_takes_the_three_floats_the_probes_run_and_nothing_else():
+    from membound.dtypes import probed_float
+
+    assert [probed_float(t) for t in ("float", "c10::BFloat16", "c10::Half")] == [
+        "float32", "bfloat16", "float16",
+    ]  # fmt: skip
+    assert [probed_float(t) for t in ("double", "long int", "Scalar", "", None, 3)] == [None] * 6

@@ -613,10 +613,9 @@ def _cost_foreach_lists(trace, windows, cpu_index, names, known, nbytes, reads, 
     no group or two. The lists' dtype is the one
     their kernel names (`formulas.foreach.list_dtypes_of`). `kernel_name`: per call, the
     name id of one of its multi_tensor_apply kernels (-1: none)."""
-    cand = np.flatnonzero(
-        ~known & (blocks > 0) & (kernel_name >= 0)
-        & np.array([str(n).startswith(_FOREACH) for n in names], dtype=bool)
-    )  # fmt: skip
+    cand = np.flatnonzero(~known & (blocks > 0) & (kernel_name >= 0))
+    # names are tested on those calls only: a big trace has millions of calls
+    cand = cand[[str(names[k]).startswith(_FOREACH) for k in cand.tolist()]]
     if not len(cand) or windows is None or not len(windows[0]):
         return
     found = _parameters(trace, windows)
@@ -651,7 +650,6 @@ def _cost_foreach_lists(trace, windows, cpu_index, names, known, nbytes, reads, 
             hit == "vectors" and str(names[k]) in per_group
         ):
             continue  # the count pins only how many tensors
-        hits = [hit]
         sid = int(cpu.shape[i])
         if sid < 0:
             continue
@@ -664,9 +662,9 @@ def _cost_foreach_lists(trace, windows, cpu_index, names, known, nbytes, reads, 
         dtypes = list_dtypes_of(name, [trace.names[int(kernel_name[k])]])
         if dtypes is None:
             continue
-        key = (name, sid, hits[0], dtypes)
+        key = (name, sid, hit, dtypes)
         if key not in memo:
-            shapes = [list(s) for s in groups[hits[0]][0]]
+            shapes = [list(s) for s in groups[hit][0]]
             filled = [shapes if j in lists else d for j, d in enumerate(dims)]
             try:
                 cost = fn(name, filled, types, concrete, None, list_dtypes=dtypes)
@@ -674,7 +672,7 @@ def _cost_foreach_lists(trace, windows, cpu_index, names, known, nbytes, reads, 
                 cost = None
             ok = cost is not None and cost.family != "unknown" and getattr(cost, "exact", True)
             if ok and name.removeprefix(_FOREACH).rstrip("_") == "addcmul" and len(lists) >= 3:
-                cost = _one_read_of_the_factors(cost, groups[hits[0]][0], dtypes)
+                cost = _one_read_of_the_factors(cost, groups[hit][0], dtypes)
             memo[key] = cost if ok else None
         cost = memo[key]
         if cost is None:

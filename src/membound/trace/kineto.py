@@ -662,14 +662,14 @@ class _Sink:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _workers(p: Path) -> tuple[int, int]:
+def _workers(p: Path, compressed: bool) -> tuple[int, int]:
     """(worker processes, bytes to parse inline before starting them): at once for a big
     file, once a compressed one has expanded past the same size (its size on disk says
     little)."""
     workers = min(_MAX_WORKERS, os.cpu_count() or 1)
     if workers < 2:
         return 1, 0
-    if not is_compressed(p) and p.stat().st_size >= _PARALLEL_MIN:
+    if not compressed and p.stat().st_size >= _PARALLEL_MIN:
         return workers, 0
     return workers, _PARALLEL_MIN
 
@@ -688,16 +688,17 @@ def _read(
     p: Path, progress: Callable[[int, int], None] | None, limits: jsonstream.Limits, exact: bool
 ) -> Trace:
     total = p.stat().st_size
+    compressed = is_compressed(p)  # judged once: the workers and the expansion limit ask
     builder = _Builder(str(p))
     events = None
     with open_trace(p) as f:
-        sink = _Sink(builder, *_workers(p))
+        sink = _Sink(builder, *_workers(p, compressed))
         try:
             events = jsonstream.EventArray(
                 f,
                 exact=exact,
                 limits=limits,
-                compressed_size=total if is_compressed(p) else None,
+                compressed_size=total if compressed else None,
             )
             for piece, offset, length in events.spans():
                 sink.submit(piece, None if offset is None else (str(p), offset), length)

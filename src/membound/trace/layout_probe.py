@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from membound.dtypes import PROBED_FLOATS, probed_float
 from membound.trace import meta_probe
 
 #: the meta key the measurement (or why there is none) is kept under
@@ -52,8 +53,6 @@ UPSAMPLE_2D = {
     "aten::upsample_bilinear2d_backward": ("bilinear", True),
     "aten::upsample_bicubic2d_backward": ("bicubic", True),
 }
-#: Input type strings of the dtypes the probe takes
-DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
 #: timed calls of each layout (after `WARMUP`); the median is kept
 REPS, WARMUP = 9, 3
 
@@ -88,7 +87,7 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
         # gradient: the ASPP pooled branch's), channels_last (channel stride 1) is not
         if list(strides[0])[1:] != [h * w, w, 1] and c > 1:
             return None
-    dtype = DTYPES.get(types[0] if isinstance(types, list) and types else None)
+    dtype = probed_float(types[0] if isinstance(types, list) and types else None)
     concrete = concrete if isinstance(concrete, list) else []
     out = _ints(concrete[1]) if len(concrete) > 1 else None
     if dtype is None or out is None or len(out) != 2:
@@ -269,7 +268,7 @@ def _valid(key: Any) -> bool:
         return False
     dims, out = key.get("dims"), key.get("output_size")
     ok = isinstance(dims, list) and len(dims) == 4 and all(type(d) is int and d > 0 for d in dims)
-    ok = ok and key.get("dtype") in DTYPES.values() and isinstance(out, list) and len(out) == 2
+    ok = ok and key.get("dtype") in PROBED_FLOATS and isinstance(out, list) and len(out) == 2
     if UPSAMPLE_2D[key["name"]][1]:
         ok = ok and isinstance(key.get("input_size"), list) and len(key["input_size"]) == 4
     return ok

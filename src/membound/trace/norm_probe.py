@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from membound.dtypes import probed_float
 from membound.trace import meta_probe
 
 #: the meta key the measurement (or why there is none) is kept under
@@ -38,8 +39,6 @@ NORM_OPS = {
     "aten::rms_norm": "rms",
 }
 _LOW = ("aten::native_layer_norm", "aten::_fused_rms_norm")
-#: Input type strings of the dtypes the probe takes
-_DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: ops whose 16-bit inputs beside an fp32 norm show autocast (the norm runs in fp32 under it)
 _MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul")
@@ -67,7 +66,7 @@ def norm_shape(trace) -> dict[str, Any] | None:
             dims, types, _ = shapes[s]
             if not dims or not isinstance(dims[0], list) or len(dims[0]) < 1:
                 continue
-            dtype = _DTYPES.get(types[0] if types else None)
+            dtype = probed_float(types[0] if types else None)
             if dtype is None or not all(isinstance(d, int) for d in dims[0]):
                 continue
             rows, hidden = math.prod(dims[0][:-1]), dims[0][-1]

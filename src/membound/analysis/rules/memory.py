@@ -23,6 +23,7 @@ from membound.analysis.ops import call_column, first_input_bytes, value_codes
 from membound.analysis.roofline import call_memory_roof, call_rates, copy_rate_only
 from membound.analysis.rules import norm_written
 from membound.analysis.rules.memory_gap import LATENCY_US, attainable_ms, memory_ops_below_roof
+from membound.dtypes import probed_float
 
 #: share of kernel time above which a memory-bound op is worth a finding of its own
 MEMORY_OP_SHARE = 0.10
@@ -185,8 +186,6 @@ def _layout_saving(ctx, cols: _Columns, name: str) -> dict | None:
     total); "rest": the share of the op's time in calls of no measured shape, which keep
     their gap to the roof; "ratios": {shape: ratio} used}; None when no call's shape was
     measured."""
-    from membound.trace.layout_probe import DTYPES
-
     idx = np.flatnonzero(cols.names_in({name}))
     total = float(cols.device_us[idx].sum())
     saving = measured = 0.0
@@ -195,7 +194,7 @@ def _layout_saving(ctx, cols: _Columns, name: str) -> dict | None:
     for i in idx.tolist():
         call = ctx.calls[i]
         dims = call.dims[0] if isinstance(call.dims, list) and call.dims else None
-        dtype = DTYPES.get(call.dtypes[0] if call.dtypes else None)
+        dtype = probed_float(call.dtypes[0] if call.dtypes else None)
         if not isinstance(dims, list) or dtype is None:
             continue
         ratio = ctx.layout_ratios.get((name, tuple(dims), dtype))
