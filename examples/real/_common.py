@@ -196,3 +196,28 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
         else:
             out[key] = str(value)
     return out
+
+
+def count_norms(model) -> int:
+    """Modules that normalize with a learned gain, by class name, not import: HF's own
+    RMSNorm classes (LlamaRMSNorm, T5LayerNorm), nn.LayerNorm, nn.RMSNorm, and membound's."""
+    return sum(type(m).__name__.endswith(("RMSNorm", "LayerNorm")) for m in model.modules())
+
+
+def note_swapped(model, timer: StepTimer, norms: int, what: str = "norm modules") -> None:
+    """After `membound.swap_norms(model)`: how many of the `norms` it swapped, in the result
+    line (`norms_swapped`) and one printed line (a swap that swapped nothing saves nothing)."""
+    swapped = sum(type(m).__module__.startswith("membound") for m in model.modules())
+    timer.extra["norms_swapped"] = swapped
+    print(f"swap_norms: {swapped} of {norms} {what} swapped", flush=True)
+
+
+def hf_step_timer(transformers, timer: StepTimer):
+    """A Hugging Face `TrainerCallback` that calls the plain step timer at every optimizer
+    step's end (`transformers` is the imported module: this file never imports it)."""
+
+    class StepTimerCallback(transformers.TrainerCallback):
+        def on_step_end(self, args_, state, control, **kwargs):
+            timer.step()
+
+    return StepTimerCallback()

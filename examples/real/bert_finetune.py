@@ -21,7 +21,7 @@ Fixes, one flag each:
 from __future__ import annotations
 
 import torch
-from _common import StepTimer, parse, parser, pick, require
+from _common import StepTimer, note_swapped, parse, parser, pick, require
 
 
 class SyntheticSentences(torch.utils.data.Dataset):
@@ -101,9 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
         import membound
 
         membound.swap_norms(model)
-        swapped = sum(type(m).__module__.startswith("membound") for m in model.modules())
-        timer.extra["norms_swapped"] = swapped
-        print(f"swap_norms: {swapped} of {norms} LayerNorms swapped", flush=True)
+        note_swapped(model, timer, norms, "LayerNorms")
 
     no_decay = ["bias", "LayerNorm.weight"]
     grouped = [

@@ -25,7 +25,16 @@ from __future__ import annotations
 import tempfile
 
 import torch
-from _common import StepTimer, parse, parser, pick, require
+from _common import (
+    StepTimer,
+    count_norms,
+    hf_step_timer,
+    note_swapped,
+    parse,
+    parser,
+    pick,
+    require,
+)
 
 
 class SyntheticTokens(torch.utils.data.Dataset):
@@ -51,12 +60,6 @@ def _bool(text: str) -> bool:
     if text.lower() in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"expected true or false, got {text!r}")
-
-
-def count_norms(model) -> int:
-    """Modules that normalize with a learned gain: HF's own RMSNorm classes, nn.LayerNorm,
-    nn.RMSNorm, and membound's fused ones (found by class name, not by import)."""
-    return sum(type(m).__name__.endswith(("RMSNorm", "LayerNorm")) for m in model.modules())
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -119,15 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
         import membound
 
         membound.swap_norms(model)
-        swapped = sum(type(m).__module__.startswith("membound") for m in model.modules())
-        timer.extra["norms_swapped"] = swapped
-        print(f"swap_norms: {swapped} of {norms} norm modules swapped", flush=True)
-
-    class StepTimerCallback(transformers.TrainerCallback):
-        """The plain step timer at every optimizer step's end."""
-
-        def on_step_end(self, args_, state, control, **kwargs):
-            timer.step()
+        note_swapped(model, timer, norms)
 
     extra_args = {"optim": args.optim} if args.optim else {}
     with tempfile.TemporaryDirectory(prefix="hf_trainer_llama-") as out:
@@ -158,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
             model=model,
             args=training_args,
             train_dataset=dataset,
-            callbacks=[StepTimerCallback()],
+            callbacks=[hf_step_timer(transformers, timer)],
         )
         trainer.train()
     return timer.report()

@@ -27,7 +27,16 @@ from __future__ import annotations
 import tempfile
 
 import torch
-from _common import StepTimer, parse, parser, pick, require
+from _common import (
+    StepTimer,
+    count_norms,
+    hf_step_timer,
+    note_swapped,
+    parse,
+    parser,
+    pick,
+    require,
+)
 
 
 class SyntheticPairs(torch.utils.data.Dataset):
@@ -51,11 +60,6 @@ class SyntheticPairs(torch.utils.data.Dataset):
         k = i % len(self.inputs)
         ids = self.inputs[k]
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": self.labels[k]}
-
-
-def count_norms(model) -> int:
-    """Modules that normalize with a learned gain (T5LayerNorm, nn.LayerNorm, membound's)."""
-    return sum(type(m).__name__.endswith(("RMSNorm", "LayerNorm")) for m in model.modules())
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -105,15 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
         import membound
 
         membound.swap_norms(model)
-        swapped = sum(type(m).__module__.startswith("membound") for m in model.modules())
-        timer.extra["norms_swapped"] = swapped
-        print(f"swap_norms: {swapped} of {norms} norm modules swapped", flush=True)
-
-    class StepTimerCallback(transformers.TrainerCallback):
-        """The plain step timer at every optimizer step's end."""
-
-        def on_step_end(self, args_, state, control, **kwargs):
-            timer.step()
+        note_swapped(model, timer, norms)
 
     with tempfile.TemporaryDirectory(prefix="t5_seq2seq-") as out:
         training_args = transformers.Seq2SeqTrainingArguments(
@@ -137,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
             model=model,
             args=training_args,
             train_dataset=dataset,
-            callbacks=[StepTimerCallback()],
+            callbacks=[hf_step_timer(transformers, timer)],
         )
         trainer.train()
     return timer.report()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from _common import StepTimer, parse, parser, pick, require
+from _common import StepTimer, note_swapped, parse, parser, pick, require
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # timm's ViT defaults (inception mean/std)
 
@@ -94,9 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
         import membound
 
         membound.swap_norms(model)
-        swapped = sum(type(m).__module__.startswith("membound") for m in model.modules())
-        timer.extra["norms_swapped"] = swapped
-        print(f"swap_norms: {swapped} of {norms} LayerNorms swapped", flush=True)
+        note_swapped(model, timer, norms, "LayerNorms")
     if args.compile:
         model = torch.compile(model)
 
