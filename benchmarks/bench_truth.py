@@ -96,6 +96,14 @@ GPU_WORK = ("memory-bound-op", "unfused-chain", "fp32-storage")
 INPUT = ("pageable-copy", "blocking-copy", "input-starved")
 
 _AMP = ("fp32-storage", "fp32-matmul", "memory-bound-op")
+#: membound.data.prefetch with fewer copy threads than its default (8 on a 16-core host),
+#: on the worker-fed loaders whose scripts take --prefetch-threads
+PREFETCH_THREADS = tuple(
+    Fix(f"membound-prefetch-t{n}", ("--membound-prefetch", "--prefetch-threads", str(n)), INPUT,
+        f"membound.data.prefetch(loader, num_threads={n})", membound=True, core=False,
+        remedies=("prefetch",))
+    for n in (1, 2)
+)  # fmt: skip
 #: per script: its interventions, in the order they run (between the two baselines), and why
 #: a user would try each; sizes and timeouts fit the three device calls of benchmarks/gpu/truth.sh
 PLAN: dict[str, Script] = {s.name: s for s in (
@@ -131,8 +139,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("lightning_fit", REAL / "lightning_fit.py", (
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
-        Fix("membound-prefetch-t1", ("--membound-prefetch", "--prefetch-threads", "1"), INPUT, "membound.data.prefetch(loader, num_threads=1)", membound=True, core=False, remedies=("prefetch",)),
-        Fix("membound-prefetch-t2", ("--membound-prefetch", "--prefetch-threads", "2"), INPUT, "membound.data.prefetch(loader, num_threads=2)", membound=True, core=False, remedies=("prefetch",)),
+        *PREFETCH_THREADS,
         Fix("bf16-mixed", ("--precision", "bf16-mixed"), _AMP, "Trainer(precision='bf16-mixed')", remedies=("bf16",)),
         Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False, remedies=("sync_less",)),
     ), steps=30, warmup=5),
@@ -155,8 +162,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("vit_timm", REAL / "vit_timm.py", (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
-        Fix("membound-prefetch-t1", ("--membound-prefetch", "--prefetch-threads", "1"), INPUT, "membound.data.prefetch(loader, num_threads=1)", membound=True, core=False, remedies=("prefetch",)),
-        Fix("membound-prefetch-t2", ("--membound-prefetch", "--prefetch-threads", "2"), INPUT, "membound.data.prefetch(loader, num_threads=2)", membound=True, core=False, remedies=("prefetch",)),
+        *PREFETCH_THREADS,
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the ViT", membound=True, remedies=("swap_norms",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", remedies=("compile",)),

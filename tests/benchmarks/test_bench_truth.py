@@ -9,7 +9,6 @@ real `membound diagnose` captures the fake's tiny torch loop on the CPU.
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import os
 import statistics
@@ -19,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from support.paths import benchmark
+
 FAKE = Path(__file__).resolve().parent / "fake_real_script.py"
 
 REPORT = {
@@ -46,11 +46,7 @@ REPORT = {
 
 @pytest.fixture(scope="module")
 def bt():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_truth")
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark("bench_truth")
 
 
 @pytest.fixture
@@ -389,8 +385,8 @@ def _real_report(tmp_path) -> Path:
     from membound.analysis import analyze
     from membound.device.ceilings import Ceilings
     from membound.report.json_report import to_dict
+    from support.paths import FIXTURES as fixtures
 
-    fixtures = BENCH.parent / "tests" / "fixtures"
     a = analyze(
         [fixtures / "h200_real_lightning_fit_run5" / "trace.json.gz"],
         Ceilings.load(fixtures / "h200_ceilings.json"),

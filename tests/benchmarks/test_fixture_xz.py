@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import gzip
-import importlib
 import json
 import lzma
-import sys
-from pathlib import Path
 
 import pytest
 
 from membound.trace.load import load_trace
 from support import tracebuilder
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from support.paths import benchmark
 
 
 @pytest.fixture(scope="module")
 def fx():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("fixture_xz")
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark("fixture_xz")
 
 
 def test_the_ops_pass_is_the_same_text_and_the_meta_names_it(fx, tmp_path):

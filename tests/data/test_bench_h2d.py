@@ -7,22 +7,14 @@ device-side memcpy records of the chrome trace: these tests pin down that arithm
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from support.paths import benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_input_pipeline")
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark("bench_input_pipeline")
 
 
 def _copy(name, nbytes, dur_us, cat="gpu_memcpy"):

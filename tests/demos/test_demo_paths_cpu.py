@@ -49,16 +49,9 @@ def test_input_pipeline_path_on_cpu(tmp_path):
 
 def test_benchmark_uses_the_demo_definitions():
     """One workload and one set of variants: the benchmark imports the demo's."""
-    import importlib
-    import sys
-    from pathlib import Path
+    from support.paths import benchmark
 
-    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench_dir))
-    try:
-        bench = importlib.import_module("bench_input_pipeline")
-    finally:
-        sys.path.remove(str(bench_dir))
+    bench = benchmark("bench_input_pipeline")
     assert bench.Workload is input_pipeline.Workload
     assert bench.time_steps is input_pipeline.time_steps
     f32, u8 = input_pipeline.make_batches(2, 8, 2)

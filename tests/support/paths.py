@@ -12,3 +12,16 @@ FIXTURES = TESTS / "fixtures"
 H200_CEILINGS = FIXTURES / "h200_ceilings.json"
 BENCHMARKS = ROOT / "benchmarks"
 EXAMPLES = ROOT / "examples"
+
+
+def benchmark(name: str):
+    """The module benchmarks/<name>.py, imported with that folder on sys.path for the import
+    only (the benchmarks import their siblings by bare name)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))

@@ -4,15 +4,10 @@ rows of it (predicted against measured, per fix)."""
 
 from __future__ import annotations
 
-import sys
-
 from membound.analysis import analyze
-from support.paths import BENCHMARKS, FIXTURES
+from support.paths import FIXTURES, benchmark
 
-sys.path.insert(0, str(BENCHMARKS))
-import truth_tally  # noqa: E402
-
-sys.path.pop(0)
+truth_tally = benchmark("truth_tally")
 
 
 def rows(name: str, ceilings) -> dict[str, dict]:
