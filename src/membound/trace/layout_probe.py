@@ -156,7 +156,7 @@ def _op(key: dict[str, Any]):
     """The aten overload a key names, and its arguments after the tensor."""
     import torch
 
-    mode, backward = UPSAMPLE_2D[key["name"]]
+    backward = UPSAMPLE_2D[key["name"]][1]
     op = getattr(torch.ops.aten, key["name"].removeprefix("aten::")).default
     args: list[Any] = [key["output_size"]]
     if backward:
