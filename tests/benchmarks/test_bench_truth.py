@@ -515,3 +515,46 @@ def test_rounds_must_be_positive(bt, capsys):
     with pytest.raises(SystemExit):
         bt.main(["--rounds", "0", "--list"])
     assert "--rounds must be >= 1" in capsys.readouterr().err
+
+
+def test_the_top_remedy_is_timed_even_where_the_chosen_fixes_leave_it_out(bt, fake, tmp_path):
+    """The report's top remedy is "sync_less"; `--fixes copy` alone would leave it untimed and
+    its verdict unmeasured: its fix runs last (`sync`, of the two applying it the one applying
+    fewest remedies)."""
+    fake = bt.Script(
+        fake.name, fake.path,
+        (bt.Fix("sync+copy", ("--fix-sync", "--fix-copy"), ("host-sync",),
+                remedies=("sync_less", "pin_memory")),
+         bt.Fix("copy", ("--fix-copy",), ("pageable-copy",), remedies=("pin_memory",)),
+         bt.Fix("sync", ("--fix-sync",), ("host-sync",), remedies=("sync_less",))),
+        steps=fake.steps, warmup=fake.warmup, timeout_s=fake.timeout_s,
+    )  # fmt: skip
+    report = json.loads(json.dumps(REPORT))
+    report["remedies"] = [{"remedy": "sync_less", "findings": [0]}, {"remedy": "pin_memory"}]
+    said = []
+    bench = _bench(bt, tmp_path, report=report, fixes={"copy"}, rebaseline=False)
+    bench.say = said.append
+    res = bench.script(fake)
+    assert [f.fix.name for f in res.fixes] == ["copy", "sync"]
+    assert res.fixes[1].saving_ms == pytest.approx(20.0)
+    assert any("its top remedy sync_less is timed too (sync)" in line for line in said)
+    assert (tmp_path / "logs" / "fake.order").read_text().split() == ["baseline-1", "copy", "sync"]
+
+    # chosen already, or turned off: nothing added; no fix for it: said, nothing added
+    cases = (({"fixes": {"sync"}}, "sync_less"), ({"top_remedy": False}, "sync_less"),
+             ({}, "channels_last"))  # fmt: skip
+    for k, (kw, remedy) in enumerate(cases):
+        report["remedies"][0]["remedy"] = remedy
+        said.clear()
+        where = tmp_path / f"case{k}"
+        where.mkdir()
+        b = _bench(bt, where, report=report, rebaseline=False, **{"fixes": {"copy"}, **kw})
+        b.say = said.append
+        assert [f.fix.name for f in b.script(fake).fixes] == sorted(kw.get("fixes", {"copy"}))
+        told = any("no fix of the plan applies its top remedy channels_last" in x for x in said)
+        assert told == (remedy == "channels_last")
+
+
+def test_no_top_remedy_flag(bt, capsys):
+    bt.main(["--no-top-remedy", "--list"])
+    assert "gpt2" in capsys.readouterr().out
