@@ -6,7 +6,8 @@
 #   alternating order, each paired with the baseline at its place;
 # - examples/real/t5_seq2seq.py (run_summarization.py's Seq2SeqTrainer on a t5-small-sized
 #   T5, fp32 by default): bf16, TF32, swap_norms on T5LayerNorm, no NaN filter (compile left
-#   out here: its inductor compile would not fit the call).
+#   out here: its inductor compile would not fit the call; should it be the report's top
+#   remedy, bench_truth adds it last and it runs only if the budget still has room).
 # Each diagnose report is made before the fixes run (bench_truth). Products: truth.sh's in
 # $DEST/dcgan and $DEST/t5 (truth.csv, bench.log, the kept traces for fixtures: convert their
 # ops passes with benchmarks/fixture_xz.py).
