@@ -74,6 +74,30 @@ def test_optimizer_steps_drive_the_schedule(tmp_path, model_opt):
     assert all(t > 0 for t in times["profiled"] + times["after"])
 
 
+def test_unprofiled_steps_leave_torchs_profiler_alone(tmp_path, model_opt, monkeypatch):
+    """The steps the schedule waits through are timed as the user runs them: torch's
+    `profile.step()` (its step record and schedule transit, ~13 us a step on a CI core,
+    charged by the step timer to the loop) runs only from the step that ends the wait on;
+    the recorded steps keep torch's numbering and the step marks file one line a boundary."""
+    calls = []
+    real = torch.profiler.profile.step
+
+    def counted(self):
+        calls.append(self.step_num)
+        return real(self)
+
+    monkeypatch.setattr(torch.profiler.profile, "step", counted)
+    with membound.profile(steps=2, wait=4, warmup=1, out=tmp_path) as p:
+        for _ in range(7):
+            train_iteration(*model_opt)
+    assert calls == [3, 4, 5, 6]  # the step_num each call found: 4 boundaries of the wait skipped
+    assert step_markers(p.trace_path) == ["ProfilerStep#5", "ProfilerStep#6"]
+    lines = [json.loads(x) for x in (tmp_path / "capture.steps.jsonl").read_text().splitlines()]
+    bounds = [x["boundary"] for x in lines if "boundary" in x]
+    assert bounds == list(range(len(bounds))) and len(bounds) >= 8
+    assert all(isinstance(x["t"], float) for x in lines if "boundary" in x)
+
+
 def test_step_timer_times_the_unprofiled_steps_before_and_after(tmp_path, model_opt):
     import time
 
