@@ -100,6 +100,32 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _usage() -> tuple:
+    """(CPU seconds, minor and major page faults, voluntary and involuntary context
+    switches) of this process, all its threads; () without getrusage. The same figures as
+    membound's capture keeps per phase (`membound.trace.step_clock`), taken here without
+    importing membound (a baseline run must not)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return ()
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return (r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw)
+
+
+USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
+                "involuntary_switches")  # fmt: skip
+
+
+def usage_delta(a: tuple, b: tuple, steps: int) -> dict:
+    """`USAGE_FIELDS` per step between two `_usage()` snapshots ({} where one is empty)."""
+    if not a or not b or steps <= 0:
+        return {}
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    d[0] *= 1e3  # seconds -> ms
+    return {k: round(v / steps, 4) for k, v in zip(USAGE_FIELDS, d, strict=True)}
+
+
 class StepTimer:
     """The plain step timer: call `step()` once at the end of every training step.
 
@@ -120,12 +146,15 @@ class StepTimer:
         self.t_open: float | None = None
         self.t_close: float | None = None
         self.marks: list[float] = []  # clock at the end of each timed step (the last: synced)
+        self.usage_open: tuple = ()
+        self.usage_close: tuple = ()
         if self.warmup == 0:
             self._open()
 
     def _open(self) -> None:
         _sync(self.device)
         self.t_open = time.perf_counter()
+        self.usage_open = _usage()
 
     def step(self) -> None:
         self.seen += 1
@@ -137,6 +166,7 @@ class StepTimer:
         if self.seen == self.warmup + self.steps:
             _sync(self.device)
             self.t_close = time.perf_counter()
+            self.usage_close = _usage()
             self.marks.append(self.t_close)
             return
         self.marks.append(time.perf_counter())
@@ -176,6 +206,11 @@ class StepTimer:
         }
         if self.extra:
             out["extra"] = self.extra
+        # what the process did per timed step (CPU time, page faults, context switches):
+        # runs of one call whose step times differ say here whether one was more contended
+        process = usage_delta(self.usage_open, self.usage_close, len(per_step))
+        if process:
+            out["process"] = process
         return out
 
     def report(self) -> dict[str, Any]:

@@ -168,6 +168,11 @@ def test_gpt2_prints_its_step_time(gpt2_runs):
     assert t["step_ms"] == pytest.approx(t["window_ms"] / 2, rel=1e-3)
     assert t["flags"]["grad_accum"] == 2 and t["flags"]["compile"] is False
     assert len(losses) == 3  # loss.item() every step (warm-up included)
+    # what the process did per timed step: it ran (CPU time), and counted the rest
+    proc = t["process"]
+    assert set(proc) == {"cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
+                         "involuntary_switches"}  # fmt: skip
+    assert proc["cpu_ms"] > 0 and all(v >= 0 for v in proc.values())
 
 
 def test_gpt2_fused_add_norm_keeps_the_math(gpt2_runs):

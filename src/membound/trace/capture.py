@@ -708,6 +708,8 @@ class Capture:
             "ops_trace": self.ops_path.name if self.ops_written else None,
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
+            # per unprofiled phase, what the process did per step (CPU, faults, switches)
+            "process_per_step": self.clock.usage_per_step(),
             # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
             "cupti_teardown": self.cupti_teardown,
             # [graphs] CUDA-graph captures recorded with CPU ops, in capture order

@@ -16,6 +16,12 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+try:  # POSIX: what the process did besides (CPU time, page faults, context switches)
+    import resource
+except ImportError:  # pragma: no cover - Windows has no getrusage
+    resource = None  # type: ignore[assignment]
 
 #: phases of a capture, in order
 PHASES = ("unprofiled", "profiled", "after")
@@ -30,20 +36,32 @@ class StepClock:
     #: profiled steps after the recorded ones, timed in no phase (the ops pass)
     extra: int = 0
     times: list[float] = field(default_factory=list)  # perf_counter() at each boundary
+    #: the process's resource usage at the boundaries that open or close a timed phase
+    usage: dict[int, tuple] = field(default_factory=dict)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
+        self.usage = {}
 
     def mark(self) -> int:
         """Record a boundary; returns it in `time.perf_counter_ns` units."""
         t = time.perf_counter_ns()
         self.times.append(t / 1e9)
+        if len(self.times) - 1 in self._edges():  # one getrusage a phase edge, ~2 us
+            self.usage[len(self.times) - 1] = _usage()
         return t
+
+    def _edges(self) -> tuple[int, ...]:
+        """The boundaries that open or close the unprofiled phases (`phase`)."""
+        done = self.wait + self.warmup + self.steps + self.extra
+        return (1, self.wait, done, done + self.after)
 
     def restart(self) -> None:
         """The step after the last boundary starts now: membound's own work at that boundary
         (stopping the profiler, writing the trace) is no part of it."""
         self.times[-1] = time.perf_counter()
+        if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
+            self.usage[len(self.times) - 1] = _usage()
 
     def phase(self, s: int) -> str | None:
         """The phase of step `s`, None for steps that are not timed."""
@@ -65,6 +83,43 @@ class StepClock:
             if p is not None:
                 out[p].append(round((self.times[s + 1] - self.times[s]) * 1e3, 4))
         return out
+
+
+    def usage_per_step(self) -> dict[str, dict[str, float]]:
+        """Per unprofiled phase whose edges were both marked: what the process did per step
+        (`usage_delta`), beside the step times. Where the loop's own timer (or a run of the
+        same script alone) saw a faster step, these say whether this process was busier or
+        more contended: a process that shares its cores gets more involuntary switches, one
+        whose memory is new to it more page faults."""
+        done = self.wait + self.warmup + self.steps + self.extra
+        out = {}
+        for phase, (a, b) in (("unprofiled", (1, self.wait)), ("after", (done, done + self.after))):
+            if b > a and a in self.usage and b in self.usage:
+                out[phase] = usage_delta(self.usage[a], self.usage[b], b - a)
+        return out
+
+
+#: `usage_delta`'s keys, from `resource.getrusage` fields
+USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
+                "involuntary_switches")  # fmt: skip
+
+
+def _usage() -> tuple:
+    """(CPU seconds, minor faults, major faults, voluntary and involuntary context switches)
+    of this process, all its threads (() without getrusage)."""
+    if resource is None:
+        return ()
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return (r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw)
+
+
+def usage_delta(a: tuple, b: tuple, steps: int) -> dict[str, Any]:
+    """`USAGE_FIELDS` per step between two `_usage()` snapshots ({} where one is empty)."""
+    if not a or not b or steps <= 0:
+        return {}
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    d[0] *= 1e3  # seconds -> ms
+    return {k: round(v / steps, 4) for k, v in zip(USAGE_FIELDS, d, strict=True)}
 
 
 def median_or_none(values: list[float]) -> float | None:
