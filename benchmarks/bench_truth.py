@@ -746,13 +746,16 @@ def csv_rows(res: ScriptResult, run_id: str, env: dict[str, str], bench_command:
             extra[f"top{i}_after_ms"] = f["expected_step_ms_after_fix"]
         rows.append(row(res.diagnose, **extra))
     for fr in res.fixes:
-        # with rounds, one row per run, each with its own round's saving (`saving_ms` of
-        # the fix, the median, is in truth.json and the table)
-        each = [(r, sv) for r, _, sv in fr.rounds] if fr.rounds else [(fr.run, fr.saving_ms)]
-        for run, saving in each:
+        # with rounds, one row per run, each with its own round's saving and share of the
+        # baseline paired with it (`saving_ms` of the fix, the median, is in truth.json and
+        # the table)
+        each = fr.rounds or [(fr.run, None, fr.saving_ms)]
+        for run, paired, saving in each:
             pct = None
-            if saving is not None and fr.saving_ms and fr.saving_pct is not None:
-                pct = fr.saving_pct * saving / fr.saving_ms
+            if saving is not None and paired:
+                pct = 100 * saving / paired
+            elif saving is not None and fr.saving_pct is not None:
+                pct = fr.saving_pct  # one run: its saving is the fix's
             elif saving is not None and res.baseline_ms:
                 pct = 100 * saving / res.baseline_ms
             rows.append(

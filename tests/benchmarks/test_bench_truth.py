@@ -505,6 +505,11 @@ def test_rounds_cancel_a_machine_that_drifts_during_the_call(bt, fake, tmp_path,
         len(fix_rows) == 6
         and sorted(round(r["saving_ms"], 6) for r in fix_rows) == [5.0] * 3 + [20.0] * 3
     )
+    # each round's share is of the baseline paired with that run, not the median's scaled
+    paired = {run.variant: p for fr in res.fixes for run, p, _ in fr.rounds}
+    for r in fix_rows:
+        assert r["saving_pct"] == pytest.approx(100 * r["saving_ms"] / paired[r["variant"]])
+    assert len({round(r["saving_pct"], 6) for r in fix_rows if r["saving_ms"] == 20.0}) == 3
     # rebuilt from the logs alone, the same pairing
     again = _bench(bt, tmp_path, quick=True, trace_dir=traces).recovered(fake)
     assert [f.saving_ms for f in again.fixes] == pytest.approx([20.0, 5.0])
