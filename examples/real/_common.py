@@ -101,16 +101,23 @@ def _sync(device: str) -> None:
 
 
 def _usage() -> tuple:
-    """(CPU seconds, minor and major page faults, voluntary and involuntary context
-    switches) of this process, all its threads; () without getrusage. The same figures as
-    membound's capture keeps per phase (`membound.trace.step_clock`), taken here without
-    importing membound (a baseline run must not)."""
+    """(this process's figures, all its threads; the calling thread's): each (CPU seconds,
+    minor and major page faults, voluntary and involuntary context switches), () where
+    getrusage (or, off Linux, the per-thread kind) is missing. The figures membound's
+    capture keeps per phase (`membound.trace.step_clock`), taken here without importing
+    membound (a baseline run must not)."""
     try:
         import resource
     except ImportError:  # Windows
-        return ()
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return (r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw)
+        return ((), ())
+    out = []
+    for who in (resource.RUSAGE_SELF, getattr(resource, "RUSAGE_THREAD", None)):
+        if who is None:
+            out.append(())
+            continue
+        r = resource.getrusage(who)
+        out.append((r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw))
+    return tuple(out)
 
 
 USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
@@ -118,7 +125,7 @@ USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
 
 
 def usage_delta(a: tuple, b: tuple, steps: int) -> dict:
-    """`USAGE_FIELDS` per step between two `_usage()` snapshots ({} where one is empty)."""
+    """`USAGE_FIELDS` per step between two snapshots of one kind ({} where one is empty)."""
     if not a or not b or steps <= 0:
         return {}
     d = [y - x for x, y in zip(a, b, strict=True)]
@@ -206,11 +213,14 @@ class StepTimer:
         }
         if self.extra:
             out["extra"] = self.extra
-        # what the process did per timed step (CPU time, page faults, context switches):
-        # runs of one call whose step times differ say here whether one was more contended
-        process = usage_delta(self.usage_open, self.usage_close, len(per_step))
-        if process:
-            out["process"] = process
+        # what the process (all threads) and the training thread did per timed step (CPU
+        # time, page faults, context switches): runs of one call whose step times differ
+        # say here whether one was more contended
+        if self.usage_open and self.usage_close:
+            for k, who in enumerate(("process", "thread")):
+                got = usage_delta(self.usage_open[k], self.usage_close[k], len(per_step))
+                if got:
+                    out[who] = got
         return out
 
     def report(self) -> dict[str, Any]:

@@ -708,8 +708,10 @@ class Capture:
             "ops_trace": self.ops_path.name if self.ops_written else None,
             # [ms] per complete step by phase: membound's host step timer (no sync)
             "step_times_ms": self.clock.durations_ms(),
-            # per unprofiled phase, what the process did per step (CPU, faults, switches)
-            "process_per_step": self.clock.usage_per_step(),
+            # per unprofiled phase, what the process (all threads) and the training thread
+            # did per step: CPU time, page faults, context switches
+            "process_per_step": self.clock.usage_per_step("process"),
+            "thread_per_step": self.clock.usage_per_step("thread"),
             # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
             "cupti_teardown": self.cupti_teardown,
             # [graphs] CUDA-graph captures recorded with CPU ops, in capture order

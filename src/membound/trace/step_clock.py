@@ -36,7 +36,8 @@ class StepClock:
     #: profiled steps after the recorded ones, timed in no phase (the ops pass)
     extra: int = 0
     times: list[float] = field(default_factory=list)  # perf_counter() at each boundary
-    #: the process's resource usage at the boundaries that open or close a timed phase
+    #: the process's and the training thread's resource usage (`_usage`) at the boundaries
+    #: that open or close a timed unprofiled phase
     usage: dict[int, tuple] = field(default_factory=dict)
 
     def start(self) -> None:
@@ -84,37 +85,49 @@ class StepClock:
                 out[p].append(round((self.times[s + 1] - self.times[s]) * 1e3, 4))
         return out
 
-
-    def usage_per_step(self) -> dict[str, dict[str, float]]:
-        """Per unprofiled phase whose edges were both marked: what the process did per step
-        (`usage_delta`), beside the step times. Where the loop's own timer (or a run of the
-        same script alone) saw a faster step, these say whether this process was busier or
-        more contended: a process that shares its cores gets more involuntary switches, one
-        whose memory is new to it more page faults."""
+    def usage_per_step(self, who: str = "process") -> dict[str, dict[str, float]]:
+        """Per unprofiled phase whose edges were both marked: what the process (`who`
+        "process": all its threads) or the training thread (`who` "thread": the one that
+        marks the steps) did per step (`usage_delta`), beside the step times. Where the
+        loop's own timer (or a run of the same script alone) saw a faster step, these say
+        whether this run was busier or more contended: a thread that shares its core gets
+        involuntary switches, a process whose memory is new to it page faults."""
+        k = USAGE_OF.index(who)
         done = self.wait + self.warmup + self.steps + self.extra
         out = {}
         for phase, (a, b) in (("unprofiled", (1, self.wait)), ("after", (done, done + self.after))):
             if b > a and a in self.usage and b in self.usage:
-                out[phase] = usage_delta(self.usage[a], self.usage[b], b - a)
+                got = usage_delta(self.usage[a][k], self.usage[b][k], b - a)
+                if got:
+                    out[phase] = got
         return out
 
 
 #: `usage_delta`'s keys, from `resource.getrusage` fields
 USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
                 "involuntary_switches")  # fmt: skip
+#: whose usage a `_usage()` snapshot holds, in order
+USAGE_OF = ("process", "thread")
 
 
 def _usage() -> tuple:
-    """(CPU seconds, minor faults, major faults, voluntary and involuntary context switches)
-    of this process, all its threads (() without getrusage)."""
+    """(this process's figures, all its threads; the calling thread's): each (CPU seconds,
+    minor faults, major faults, voluntary and involuntary context switches), () where
+    getrusage (or, off Linux, the per-thread kind) is missing."""
     if resource is None:
-        return ()
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return (r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw)
+        return ((), ())
+    out = []
+    for who in (resource.RUSAGE_SELF, getattr(resource, "RUSAGE_THREAD", None)):
+        if who is None:
+            out.append(())
+            continue
+        r = resource.getrusage(who)
+        out.append((r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw))
+    return tuple(out)
 
 
 def usage_delta(a: tuple, b: tuple, steps: int) -> dict[str, Any]:
-    """`USAGE_FIELDS` per step between two `_usage()` snapshots ({} where one is empty)."""
+    """`USAGE_FIELDS` per step between two snapshots of one kind ({} where one is empty)."""
     if not a or not b or steps <= 0:
         return {}
     d = [y - x for x, y in zip(a, b, strict=True)]
