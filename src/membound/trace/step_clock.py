@@ -52,8 +52,9 @@ class StepClock:
             self.usage[len(self.times) - 1] = _usage()
         return t
 
-    def _edges(self) -> tuple[int, ...]:
-        """The boundaries that open or close the unprofiled phases (`phase`)."""
+    def _edges(self) -> tuple[int, int, int, int]:
+        """The boundaries that open and close the unprofiled phases (`phase`): the one
+        before the capture, the one after it."""
         done = self.wait + self.warmup + self.steps + self.extra
         return (1, self.wait, done, done + self.after)
 
@@ -93,9 +94,9 @@ class StepClock:
         whether this run was busier or more contended: a thread that shares its core gets
         involuntary switches, a process whose memory is new to it page faults."""
         k = USAGE_OF.index(who)
-        done = self.wait + self.warmup + self.steps + self.extra
+        e = self._edges()
         out = {}
-        for phase, (a, b) in (("unprofiled", (1, self.wait)), ("after", (done, done + self.after))):
+        for phase, a, b in (("unprofiled", e[0], e[1]), ("after", e[2], e[3])):
             if b > a and a in self.usage and b in self.usage:
                 got = usage_delta(self.usage[a][k], self.usage[b][k], b - a)
                 if got:
