@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -187,10 +188,67 @@ def _print_verdicts(verdicts: list[dict], label: str, width: int, votes: str, to
     print(f"{total}: {agree} of {len(verdicts)}")
 
 
+#: `process_rows`' figures, per step: the training thread's involuntary context switches
+#: and CPU time, the process's minor page faults and CPU time
+PROCESS_FIGURES = (("thread", "involuntary_switches"), ("thread", "cpu_ms"),
+                   ("process", "minor_faults"), ("process", "cpu_ms"))  # fmt: skip
+
+
+def process_rows(folder: Path) -> list[dict]:
+    """What the diagnose run's process did per step in its unprofiled steps before the
+    capture (its meta's `process_per_step` / `thread_per_step`), against each plain-timer
+    baseline of the same call (their `process` / `thread`): one row per run, `PROCESS_FIGURES`
+    and the step (membound's unprofiled median; the baseline's window mean). [] where
+    neither side recorded the figures (every fixture recorded before 2026-12-05)."""
+    truth = json.loads((folder / "truth.json").read_text())
+    meta_path = folder / "capture.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    rows = []
+    diag = {
+        w: (meta.get(f"{w}_per_step") or {}).get("unprofiled") or {} for w in ("process", "thread")
+    }
+    if any(diag.values()):
+        times = (meta.get("step_times_ms") or {}).get("unprofiled") or []
+        step = statistics.median(times) if times else None
+        rows.append({"run": "diagnose", "step_ms": step,
+                     **{f"{w}.{k}": diag[w].get(k) for w, k in PROCESS_FIGURES}})  # fmt: skip
+    for i, b in enumerate(truth.get("baselines") or [], 1):
+        if b.get("process") or b.get("thread"):
+            rows.append({"run": f"baseline {i}", "step_ms": b.get("step_ms"),
+                         **{f"{w}.{k}": (b.get(w) or {}).get(k) for w, k in PROCESS_FIGURES}})  # fmt: skip
+    return rows if any(r["run"] == "diagnose" for r in rows) and len(rows) > 1 else []
+
+
+def _print_process(folders: list[Path]) -> None:
+    """`process_rows` of every fixture that has them, as one table."""
+    cols = ["step_ms"] + [f"{w}.{k}" for w, k in PROCESS_FIGURES]
+    shown = 0
+    for folder in folders:
+        rows = process_rows(folder)
+        if not rows:
+            continue
+        if not shown:
+            print(f"\n{'fixture':34} {'run':11} " + " ".join(f"{c:>24}" for c in cols))
+        shown += 1
+        for r in rows:
+            vals = " ".join(
+                f"{r[c]:24.3f}" if isinstance(r[c], int | float) else f"{'-':>24}" for c in cols
+            )
+            print(f"{folder.name:34} {r['run']:11} {vals}")
+    if not shown:
+        print(
+            "\nno fixture records what its processes did per step (fixtures from 2026-12-05 on do)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated script names (gpt2, gpt2_compiled, ...)")
     ap.add_argument("--csv", type=Path, help="also write the rows here")
+    ap.add_argument(
+        "--process", action="store_true",
+        help="also print what the diagnose run's and the baselines' processes did per step",
+    )  # fmt: skip
     ap.add_argument(
         "--ceilings", type=Path, default=FIXTURES / "h200_ceilings.json",
         help="ceilings to place the ops on (default: the fixtures' H200 ceilings)",
@@ -232,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     print("\nper script, each fix's saving its mean over the calls that measured it:")
     _print_verdicts(script_verdicts(rows), "script", 20, "top_votes", "per script")
+    if args.process:
+        _print_process(folders)
     if args.csv:
         with args.csv.open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["fixture"])

@@ -10,6 +10,8 @@ and benchmarks/results/truth.csv."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from membound.device.ceilings import Ceilings
@@ -206,3 +208,36 @@ def test_top_verdicts_judge_the_top_remedy_against_the_best_measured_fix():
     assert pooled["best_fix"] == "pin" and pooled["best_ms"] == 9.0  # mean of 10, 8, 9
     assert pooled["top_fix_ms"] == 9.0 and pooled["verdict"] == "tie"  # 6 and 12: also 9
     assert got == {"a": "yes", "b": "tie", "c": "NO", "d": "unmeasured", "e": "none", "f": "yes"}
+
+
+def test_process_rows_set_the_diagnose_run_beside_its_baselines(tmp_path, capsys):
+    """A call whose diagnose process and baselines recorded what they did per step: one row
+    each, the diagnose's from its meta's unprofiled phase (its step the median of those
+    steps). Today's fixtures predate the figures: no rows, and the table says so."""
+    usage = {"cpu_ms": 9.0, "minor_faults": 40.0, "major_faults": 0.0,
+             "voluntary_switches": 1.0, "involuntary_switches": 6.0}  # fmt: skip
+    folder = tmp_path / "h200_real_x"
+    folder.mkdir()
+    (folder / "capture.json").write_text(json.dumps({
+        "step_times_ms": {"unprofiled": [12.0, 10.0, 11.0]},
+        "process_per_step": {"unprofiled": {**usage, "cpu_ms": 20.0}},
+        "thread_per_step": {"unprofiled": usage},
+    }))  # fmt: skip
+    base = {"process": {**usage, "cpu_ms": 18.0, "minor_faults": 2.0},
+            "thread": {**usage, "involuntary_switches": 0.5, "cpu_ms": 8.0}}  # fmt: skip
+    (folder / "truth.json").write_text(json.dumps({
+        "script": "x", "baselines": [{"step_ms": 9.0, **base}, {"step_ms": 9.4, **base}],
+    }))  # fmt: skip
+    rows = truth_tally.process_rows(folder)
+    assert [r["run"] for r in rows] == ["diagnose", "baseline 1", "baseline 2"]
+    assert rows[0]["step_ms"] == 11.0 and rows[0]["thread.involuntary_switches"] == 6.0
+    assert rows[0]["process.cpu_ms"] == 20.0 and rows[1]["process.minor_faults"] == 2.0
+    assert rows[2]["thread.involuntary_switches"] == 0.5 and rows[2]["step_ms"] == 9.4
+    truth_tally._print_process([folder])
+    out = capsys.readouterr().out
+    assert "thread.involuntary_switches" in out and out.count("h200_real_x") == 3
+
+    old = truth_tally.fixtures()[0]
+    assert truth_tally.process_rows(old) == []
+    truth_tally._print_process([old])
+    assert "no fixture records" in capsys.readouterr().out
