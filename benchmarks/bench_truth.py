@@ -165,6 +165,9 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
         *PREFETCH_THREADS,
+        # a probe, not a user's fix: the loader pins, the prefetcher only copies on its side
+        # stream (nothing to stage): which half of the prefetcher trails pin_memory?
+        Fix("pin-mem+membound-prefetch", ("--pin-mem", "--membound-prefetch"), INPUT, "pinned by the loader, copied by membound.data.prefetch on its side stream", membound=True, core=False, remedies=("prefetch",)),
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the ViT", membound=True, remedies=("swap_norms",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", remedies=("compile",)),
