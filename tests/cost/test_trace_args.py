@@ -11,7 +11,7 @@ import torch
 
 from membound.cost import TensorMeta, parse_args
 from membound.cost.call import storage_extent
-from membound.cost.trace_args import parse_concrete
+from membound.cost.trace_args import cost_of, parse_concrete
 from membound.dtypes import ITEMSIZE, SCALAR_TYPE_CODES, as_dtype, trace_dtype
 
 FIXTURE = json.loads(gzip.decompress((Path(__file__).parent / "trace_args.json.gz").read_bytes()))
@@ -152,3 +152,18 @@ def test_probed_float_takes_the_three_floats_the_probes_run_and_nothing_else():
         "float32", "bfloat16", "float16",
     ]  # fmt: skip
     assert [probed_float(t) for t in ("double", "long int", "Scalar", "", None, 3)] == [None] * 6
+
+
+def test_min_and_max_of_two_tensors_are_elementwise():
+    """`torch.min(a, b)` (aten::min.other; HF T5's relative position buckets on two int64
+    512 x 512 tensors, recorded on the H200) is elementwise: read both, write one, one op a
+    element. It was costed as a reduction whose second argument is its dims, which raised."""
+    c = cost_of("aten::min", [[512, 512], [512, 512]], ["long int", "long int"], ["", ""])
+    assert c.exact and c.flops == 512 * 512
+    assert c.bytes == 3 * 512 * 512 * 8 and c.read_bytes == 2 * 512 * 512 * 8
+    # broadcast: a row against a matrix reads the row once
+    c = cost_of("aten::max", [[64, 32], [32]], ["float", "float"], ["", ""])
+    assert c.bytes == (64 * 32 * 2 + 32) * 4
+    # the reductions are unchanged: max over a dim writes values and indices
+    c = cost_of("aten::max", [[4, 6], [], []], ["float", "Scalar", "Scalar"], ["", "1", "False"])
+    assert c.flops == 24 and c.bytes == 4 * 24 + 4 * 4 + 8 * 4

@@ -13,6 +13,7 @@ else the input dtype (argmax/argmin: int64; max/min with dim also return int64 i
 from __future__ import annotations
 
 from membound.cost.call import OpCall, TensorMeta
+from membound.cost.formulas.pointwise import pointwise_cost
 from membound.cost.registry import VECTOR, Cost, register, simple
 from membound.dtypes import as_dtype
 
@@ -63,6 +64,10 @@ def _reduced_dims(call: OpCall, base: str, ndim: int) -> list[int] | None:
 @register(*(f"aten::{op}" for op in PER_INPUT), family="reduction")
 def _reduction(call: OpCall) -> Cost:
     base = call.name.split("::")[-1]
+    if base in ("max", "min") and isinstance(call.arg(1), TensorMeta):
+        # max/min(self, other): the elementwise overload (as maximum/minimum), not a reduction
+        # (HF T5's relative position buckets: torch.min of two int64 tensors)
+        return pointwise_cost(call, 1)
     x = call.tensor(0)
     dims = _reduced_dims(call, base, x.ndim)
     if dims is None:
