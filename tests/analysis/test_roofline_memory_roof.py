@@ -92,6 +92,10 @@ LATER = {
     # 2026-12-04 (evening): DeepLabV3 out of sample, worker-fed loaders with the release probe
     "h200_real_segmentation_tv_oos1", "h200_real_segmentation_tv_oos2",
     "h200_real_lightning_fit_run6", "h200_real_vit_timm_oos2",
+    # 2026-12-05: the DCGAN and the T5 out of sample, DeepLabV3's third call (with the layout
+    # probe), ResNet-50 with timm's prefetch loader timing its compile
+    "h200_real_dcgan_oos1", "h200_real_t5_seq2seq_oos1", "h200_real_segmentation_tv_oos3",
+    "h200_real_resnet50_prefetch_run3",
 }  # fmt: skip
 
 
