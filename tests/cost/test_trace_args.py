@@ -167,3 +167,14 @@ def test_min_and_max_of_two_tensors_are_elementwise():
     # the reductions are unchanged: max over a dim writes values and indices
     c = cost_of("aten::max", [[4, 6], [], []], ["float", "Scalar", "Scalar"], ["", "1", "False"])
     assert c.flops == 24 and c.bytes == 4 * 24 + 4 * 4 + 8 * 4
+
+
+def test_isneginf_is_a_costed_pointwise_op():
+    """`aten::isneginf` (torch's `_safe_softmax`, inside the math path of
+    scaled_dot_product_attention) had no formula: its kernels walked up to the SDPA call,
+    whose formula counts the whole attention, and placed it at 373% of its roof on the
+    recorded H200 T5. Read one, write a bool, one op a element."""
+    for op in ("aten::isneginf", "aten::isposinf"):
+        c = cost_of(op, [[16, 8, 512, 512]], ["float"], [""])
+        n = 16 * 8 * 512 * 512
+        assert c.exact and c.flops == n and c.bytes == n * 4 + n * 1

@@ -21,7 +21,7 @@ UNARY_1 = (
     "relu abs neg exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal sin cos tan "
     "asin acos atan sinh cosh tanh erf erfc erfinv sign sgn floor ceil round trunc frac "
     "clamp clamp_min clamp_max hardtanh threshold square nan_to_num bitwise_not "
-    "logical_not relu6 positive signbit isnan isinf isfinite"
+    "logical_not relu6 positive signbit isnan isinf isfinite isneginf isposinf"
 ).split()
 
 BINARY_1 = (
@@ -63,7 +63,7 @@ FLOPS_PER_ELEMENT: dict[str, int] = {
 
 BOOL_OUTPUT = set(
     "eq ne lt le gt ge logical_and logical_or logical_xor logical_not signbit isnan isinf "
-    "isfinite".split()
+    "isfinite isneginf isposinf".split()
 )
 
 
