@@ -85,8 +85,12 @@ class Script:
     steps: int = 20  # timed steps of each unprofiled run
     warmup: int = 5  # untimed steps first (compile, autotune, workers); diagnose waits as long
     quick_steps: int = 10
-    diag_steady: int = 3  # unprofiled steps after the warm-up, before profiling: membound's
-    # own unprofiled step timing (steps.unprofiled_median_ms) sees steady steps, not compiles
+    #: unprofiled steps after the warm-up, before profiling; None: the warm-up + 2, so that
+    #: most of membound's own unprofiled steps (1 to wait - 1: its step timer skips step 0
+    #: only, and the script runs under diagnose without its own warm-up) are steady ones and
+    #: their median is one. With 3 (to 2026-12-05) 4 of the 7 were warm-up: the diagnose
+    #: processes took 1.6-15000x the baselines' page faults a step there (truth_tally --process)
+    diag_steady: int | None = None
     diag_warmup: int = 2  # profiled, discarded
     diag_steps: int = 5  # recorded
     timeout_s: float = 150.0  # one unprofiled run
@@ -316,13 +320,15 @@ def unprofiled_command(s: Script, extra: tuple[str, ...], steps: int) -> list[st
 
 
 def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = None) -> list[str]:
-    """`membound diagnose` waits through the script's warm-up and `diag_steady` more steps,
-    profiles `diag_warmup` steps, records `diag_steps` (GPU activity only), then takes its ops
-    pass (1 + CAPTURE_OP_STEPS steps with CPU ops) and times `diag_steps` more unprofiled;
-    the script is told to run two steps beyond that and ends by itself."""
+    """`membound diagnose` waits through the script's warm-up and `diag_steady` more steps
+    (default: the warm-up + 2), profiles `diag_warmup` steps, records `diag_steps` (GPU
+    activity only), then takes its ops pass (1 + CAPTURE_OP_STEPS steps with CPU ops) and
+    times `diag_steps` more unprofiled; the script is told to run two steps beyond that and
+    ends by itself."""
     from membound.defaults import CAPTURE_OP_STEPS
 
-    wait = s.warmup + s.diag_steady
+    steady = s.warmup + 2 if s.diag_steady is None else s.diag_steady
+    wait = s.warmup + steady
     total = wait + s.diag_warmup + s.diag_steps + 1 + CAPTURE_OP_STEPS + s.diag_steps + 2
     cmd = [
         sys.executable, "-m", "membound", "diagnose", "--wait", str(wait),

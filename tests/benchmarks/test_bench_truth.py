@@ -563,3 +563,18 @@ def test_the_top_remedy_is_timed_even_where_the_chosen_fixes_leave_it_out(bt, fa
 def test_no_top_remedy_flag(bt, capsys):
     bt.main(["--no-top-remedy", "--list"])
     assert "gpt2" in capsys.readouterr().out
+
+
+def test_diagnose_waits_until_most_of_its_unprofiled_steps_are_steady(bt, tmp_path):
+    """The script runs under diagnose without its own warm-up; membound times steps 1 to
+    wait - 1 unprofiled. By default the wait is the warm-up twice plus 2, so that the steady
+    steps outnumber the warm-up ones and membound's median is a steady step."""
+    s = bt.Script("fake", FAKE, (), warmup=5)
+    cmd = bt.diagnose_command(s, tmp_path, tmp_path / "r.json")
+    wait = int(cmd[cmd.index("--wait") + 1])
+    assert wait == 12
+    timed = range(1, wait)  # the steps membound times before the capture
+    assert sum(k >= s.warmup for k in timed) > sum(k < s.warmup for k in timed)
+    s = bt.Script("fake", FAKE, (), warmup=5, diag_steady=3)  # explicit: kept
+    cmd = bt.diagnose_command(s, tmp_path, tmp_path / "r.json")
+    assert cmd[cmd.index("--wait") + 1] == "8"
