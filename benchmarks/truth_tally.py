@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -198,18 +197,21 @@ def process_rows(folder: Path) -> list[dict]:
     """What the diagnose run's process did per step in its unprofiled steps before the
     capture (its meta's `process_per_step` / `thread_per_step`), against each plain-timer
     baseline of the same call (their `process` / `thread`): one row per run, `PROCESS_FIGURES`
-    and the step (membound's unprofiled median; the baseline's window mean). [] where
-    neither side recorded the figures (every fixture recorded before 2026-12-05)."""
+    and the step (membound's median of those steps, as its step timing reads the meta; the
+    baseline's window mean). [] unless both sides recorded the figures (no fixture recorded
+    before 2026-12-05 did)."""
+    from membound.analysis.step_timing import StepTiming
+    from membound.trace.capture import read_meta
+
     truth = json.loads((folder / "truth.json").read_text())
-    meta_path = folder / "capture.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = read_meta(folder / "trace.json.gz") or {}
     rows = []
     diag = {
         w: (meta.get(f"{w}_per_step") or {}).get("unprofiled") or {} for w in ("process", "thread")
     }
     if any(diag.values()):
-        times = (meta.get("step_times_ms") or {}).get("unprofiled") or []
-        step = statistics.median(times) if times else None
+        timing = StepTiming.from_meta(meta)
+        step = timing.before_median_ms if timing is not None else None
         rows.append({"run": "diagnose", "step_ms": step,
                      **{f"{w}.{k}": diag[w].get(k) for w, k in PROCESS_FIGURES}})  # fmt: skip
     for i, b in enumerate(truth.get("baselines") or [], 1):
