@@ -96,6 +96,8 @@ LATER = {
     # probe), ResNet-50 with timm's prefetch loader timing its compile
     "h200_real_dcgan_oos1", "h200_real_t5_seq2seq_oos1", "h200_real_segmentation_tv_oos3",
     "h200_real_resnet50_prefetch_run3",
+    # 2026-12-05 (second session): the ViT's pinning split, the DCGAN's diagnose again
+    "h200_real_vit_timm_oos3", "h200_real_dcgan_oos2",
 }  # fmt: skip
 
 

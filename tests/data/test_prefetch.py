@@ -443,3 +443,73 @@ def test_staged_sources_are_dropped_on_the_producer_thread():
     got = [int(b["x"][0, 0]) for b in Prefetcher(loader(), "cpu", backend=HostBackend(), depth=2)]
     assert got == list(range(6))
     assert len(freed_on) == 6 and set(freed_on) == {"membound-prefetch"}
+
+
+class _PinsHost(HostBackend):
+    """A host backend that says it pins, as CudaBackend does (the loader-pins decision)."""
+
+    pins = True
+
+
+def _pin_flag_seen(monkeypatch) -> list[bool]:
+    """Record DataLoader.pin_memory each time an iterator is made from a DataLoader."""
+    seen: list[bool] = []
+    real = torch.utils.data.DataLoader._get_iterator
+
+    def spy(self):
+        seen.append(self.pin_memory)
+        return real(self)
+
+    monkeypatch.setattr(torch.utils.data.DataLoader, "_get_iterator", spy)
+    return seen
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_worker_loader_pins_its_own_batches_then_is_left_as_it_was(monkeypatch):
+    # On the H200 the loader's own pin thread + the side-stream copy beat staging in the
+    # prefetcher (prefetch.py `_iter_loader`): a worker DataLoader without pinning is made
+    # to pin for the prefetcher's iterations only, and its flag is restored each time.
+    seen = _pin_flag_seen(monkeypatch)
+    ds = torch.utils.data.TensorDataset(torch.arange(12.0))
+    dl = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=1)
+    pf = Prefetcher(dl, "cpu", backend=_PinsHost())
+    for _epoch in range(2):
+        got = torch.cat([b[0] for b in pf])
+        assert got.tolist() == list(range(12))
+        assert pf.loader_pinned
+        assert dl.pin_memory is False
+    assert seen == [True, True]
+
+
+@pytest.mark.parametrize(
+    "workers, pin, pins, expected",
+    [
+        (1, False, True, True),
+        (0, False, True, False),  # no pin thread: it would pin on the producer thread
+        (1, True, True, False),  # pins already
+        (1, False, False, False),  # a backend that does not pin (CPU)
+    ],
+)
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_loader_pins_only_with_workers_and_a_pinning_backend(
+    monkeypatch, workers, pin, pins, expected
+):
+    seen = _pin_flag_seen(monkeypatch)
+    backend = _PinsHost() if pins else HostBackend()
+    dl = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.arange(6.0)),
+        batch_size=2,
+        num_workers=workers,
+        pin_memory=pin,
+    )
+    pf = Prefetcher(dl, "cpu", backend=backend)
+    assert sum(len(b[0]) for b in pf) == 6
+    assert pf.loader_pinned is expected
+    assert seen == [pin or expected]
+    assert dl.pin_memory is pin
+
+
+def test_plain_iterables_are_never_asked_to_pin():
+    pf = Prefetcher([torch.ones(2)] * 3, "cpu", backend=_PinsHost())
+    assert len(list(pf)) == 3
+    assert not pf.loader_pinned

@@ -199,9 +199,10 @@ def pageable_fix(frameworks: Iterable[str], dataloader: bool) -> str:
         )
     )
     return (
-        head + "wrap the loader in membound.data.prefetch(loader), which pins batches in a "
-        "reusable pool with several threads and copies the next one on a side stream while the "
-        "current step computes; send uint8 instead of float32 where the data allows."
+        head + "wrap the loader in membound.data.prefetch(loader), which has a DataLoader with "
+        "workers pin its batches on its own thread (other loaders: a reusable pinned pool) and "
+        "copies the next batch on a side stream while the current step computes; send uint8 "
+        "instead of float32 where the data allows."
     )
 
 
