@@ -769,6 +769,22 @@ def _owners(trace: Trace, parent: np.ndarray, per_tid, known: np.ndarray) -> np.
         hit = live & known[np.maximum(cur, 0)]
         chosen[hit] = cur[hit]
         cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
+    # A composite whose own children are costed (SDPA's math path: its bmm and softmax) has
+    # a formula for the whole; the kernels of an uncosted child reached it by the walk would
+    # set that whole against a sliver of its time (T5's SDPA at 373% of its roof through
+    # isneginf's kernels, 2026-12-05). Those kernels stay with their innermost op, uncosted.
+    composite = np.zeros(len(parent), dtype=bool)
+    direct = (chosen >= 0) & (chosen == inner)  # launched by a costed op itself
+    up = np.where(direct, parent[np.maximum(chosen, 0)], -1)
+    while True:
+        live = up >= 0
+        if not live.any():
+            break
+        fresh = live & ~composite[np.maximum(up, 0)]
+        composite[up[fresh]] = True
+        up = np.where(fresh, parent[np.maximum(up, 0)], -1)
+    walked = (chosen >= 0) & (chosen != inner) & composite[np.maximum(chosen, 0)]
+    chosen = np.where(walked, -1, chosen)
     chosen = np.where(chosen >= 0, chosen, inner)
     owner = np.full(len(gpu), -1, dtype=np.int64)
     owner[has] = chosen[np.searchsorted(launches, launch[has])]
