@@ -232,6 +232,20 @@ def test_runs_that_do_not_fit_the_budget_are_skipped(bt, fake, tmp_path):
     assert res.baseline_ms is None and "no baseline run succeeded" in res.notes[0]
 
 
+def test_a_run_that_cannot_get_its_baselines_time_is_skipped_not_cut(bt, fake, tmp_path):
+    # each unprofiled run takes about what the first baseline took: with 60 s a run at most
+    # and a first baseline of 100 s recorded, none is started to be cut by the budget
+    bench = _bench(bt, tmp_path, budget_s=300, quick=True)
+    bench.baseline_s["fake"] = 100.0
+    res = bench.script(fake)
+    runs = [*res.baselines, *(fr.run for fr in res.fixes)]
+    assert runs and all(r.error.endswith("the baseline took 100 s") for r in runs)
+    # a first baseline that ran is what later runs are held to
+    res = _bench(bt, tmp_path, budget_s=300, quick=True)
+    res.script(fake)
+    assert 0 < res.baseline_s["fake"] < 60
+
+
 def test_fixes_leave_time_for_the_second_baseline(bt, fake, tmp_path):
     # 28 s: baseline-1 fits (23 s limit); each fix would get 28 - ~10 s kept - 5 < 15 s;
     # the second baseline still runs, so the drift is known
