@@ -513,3 +513,17 @@ def test_plain_iterables_are_never_asked_to_pin():
     pf = Prefetcher([torch.ones(2)] * 3, "cpu", backend=_PinsHost())
     assert len(list(pf)) == 3
     assert not pf.loader_pinned
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_persistent_workers_keep_their_iterator_across_epochs(monkeypatch):
+    # a persistent-workers loader makes its iterator (and pin thread) once and resets it for
+    # later epochs: every epoch still yields every batch, and the flag stays restored
+    seen = _pin_flag_seen(monkeypatch)
+    ds = torch.utils.data.TensorDataset(torch.arange(8.0))
+    dl = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1, persistent_workers=True)
+    pf = Prefetcher(dl, "cpu", backend=_PinsHost())
+    for _epoch in range(3):
+        assert torch.cat([b[0] for b in pf]).tolist() == list(range(8))
+        assert dl.pin_memory is False
+    assert seen == [True]  # made once, then reset
