@@ -199,6 +199,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last networks and images", remedies=("channels_last",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile both networks", core=False, remedies=("compile",)),
+        Fix("reduce-overhead", ("--compile", "--compile-mode", "reduce-overhead"), ("launch-bound",), "torch.compile both networks, CUDA graphs", core=False, remedies=("cuda_graphs",)),
     ), steps=100, warmup=10, timeout_s=150, diag_timeout_s=200),
     Script("t5_seq2seq", REAL / "t5_seq2seq.py", (
         Fix("bf16", ("--bf16",), _AMP, "Seq2SeqTrainingArguments(bf16=True)", remedies=("bf16",)),

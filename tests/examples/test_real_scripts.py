@@ -207,7 +207,7 @@ def test_tabular_mlp_runs_with_its_loaders(args, workers):
 @pytest.mark.parametrize(
     "args,workers",
     [((), 0), (("--log-every", "3", "--channels-last"), 0), (("--workers", "1", "--pin-memory"), 1),
-     (("--membound-prefetch",), 0)],
+     (("--membound-prefetch",), 0), (("--compile", "--compile-mode", "reduce-overhead"), 0)],
 )  # fmt: skip
 def test_dcgan_runs_with_its_fixes(args, workers):
     """The example's loop (two optimizers a step, five numbers read a step) with each fix."""
