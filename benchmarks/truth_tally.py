@@ -205,20 +205,20 @@ def process_rows(folder: Path) -> list[dict]:
 
     truth = json.loads((folder / "truth.json").read_text())
     meta = read_meta(folder / "trace.json.gz") or {}
-    rows = []
     diag = {
         w: (meta.get(f"{w}_per_step") or {}).get("unprofiled") or {} for w in ("process", "thread")
     }
-    if any(diag.values()):
-        timing = StepTiming.from_meta(meta)
-        step = timing.before_median_ms if timing is not None else None
-        rows.append({"run": "diagnose", "step_ms": step,
-                     **{f"{w}.{k}": diag[w].get(k) for w, k in PROCESS_FIGURES}})  # fmt: skip
+    if not any(diag.values()):
+        return []
+    timing = StepTiming.from_meta(meta)
+    step = timing.before_median_ms if timing is not None else None
+    rows = [{"run": "diagnose", "step_ms": step,
+             **{f"{w}.{k}": diag[w].get(k) for w, k in PROCESS_FIGURES}}]  # fmt: skip
     for i, b in enumerate(truth.get("baselines") or [], 1):
         if b.get("process") or b.get("thread"):
             rows.append({"run": f"baseline {i}", "step_ms": b.get("step_ms"),
                          **{f"{w}.{k}": (b.get(w) or {}).get(k) for w, k in PROCESS_FIGURES}})  # fmt: skip
-    return rows if any(r["run"] == "diagnose" for r in rows) and len(rows) > 1 else []
+    return rows if len(rows) > 1 else []
 
 
 def _print_process(folders: list[Path]) -> None:

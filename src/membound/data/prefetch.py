@@ -8,9 +8,9 @@ reusable pinned buffers (several threads, see `staging.py`), and issues their ho
 copies on a copy stream owned by the prefetcher for its whole life, followed there by
 `transform` (so the training thread only waits and launches). A `DataLoader` with worker
 processes pins its batches itself instead, on its own pin-memory thread (see
-`_loader_pins`): the prefetcher turns that switch on for its own iterations and only copies. Each batch carries an
-event recorded after its copies; the consumer's stream waits on it, so no kernel reads a
-batch before it landed, and each pinned buffer is reused only after the event of the copy
+`_loader_pins`): the prefetcher turns that switch on for its own iterations and only
+copies. Each batch carries an event recorded after its copies; the consumer's stream waits
+on it, so no kernel reads a batch before it landed, and each pinned buffer is reused only after the event of the copy
 that read it completed. Up to `depth` batches wait ready in a queue while one is consumed.
 
 On CPU (device "cpu", or no CUDA) batches pass through, with `transform` applied.

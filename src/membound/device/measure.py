@@ -233,12 +233,12 @@ def _hbm_kernel(name: str, n_bytes: int, device: str):
         return (lambda: x.fill_(1.0)), n * size
     if op == "sum":
         return (lambda: x.sum()), n * size
+    if op == "to_bf16":  # its own bf16 output: no buffer of x's dtype beside it
+        cast = torch.empty(n, device=device, dtype=torch.bfloat16)
+        return (lambda: cast.copy_(x)), n * size + n * cast.element_size()
     out = torch.empty_like(x)
     if op == "copy_":
         return (lambda: out.copy_(x)), 2 * n * size
-    if op == "to_bf16":
-        cast = torch.empty(n, device=device, dtype=torch.bfloat16)
-        return (lambda: cast.copy_(x)), n * size + n * cast.element_size()
     if op == "clamp_min":
         return (lambda: torch.clamp_min(x, 0.5, out=out)), 2 * n * size
     y = torch.rand_like(x)
