@@ -15,7 +15,10 @@ Variants (`--variants`, comma-separated, each a set of kinds turned off):
 - `nodriver`: `cuda` without driver API records (`CUPTI_ACTIVITY_KIND_DRIVER`);
 - `noapi`: without driver and runtime API records (kernels, memcpys, memsets only);
 - `nokernel`: `noapi` without kernel records too (memcpys and memsets: the floor);
-- `membound`: membound's own capture (`trace.capture.Capture`, its hooks and marks).
+- `launches`: `cuda` with only the API functions the timeline reads recorded (membound's
+  `trace.cupti_api.keep_launches`: per-function switches, launches/memcpys/memsets/syncs kept);
+- `membound`: membound's own capture (`trace.capture.Capture`, its hooks and marks);
+- `membound_launches`: the same with `api_records="launches"` (`diagnose --api-records`).
 
 It runs one of `examples/real/`'s scripts as the user runs it, replacing the scripts' plain
 step timer (`_common.StepTimer`) by one that times `rounds x variants` windows of `--window`
@@ -50,7 +53,9 @@ VARIANTS = {
     "nodriver": ("driver",),
     "noapi": ("driver", "runtime"),
     "nokernel": ("driver", "runtime", "concurrent_kernel"),
+    "launches": "launches",
     "membound": "membound",
+    "membound_launches": "membound",
 }
 
 
@@ -109,11 +114,26 @@ class ProbeTimer:
 
             steps = self.GAP + self.window + 4  # more than run: written on leaving
             out = tempfile.mkdtemp(prefix="probe-")
-            self._cap = Capture(steps=steps, wait=0, warmup=0, ops_steps=1, out=out)
+            api = "launches" if variant == "membound_launches" else "all"
+            self._cap = Capture(
+                steps=steps, wait=0, warmup=0, ops_steps=1, out=out, api_records=api
+            )
             self._cap.__enter__()
+            if api != "all" and not (self._cap.api_filter or {}).get("applied"):
+                print(f"probe_cupti_kinds: not applied: {self._cap.api_filter}", flush=True)
             return
         self._prof = profile(activities=[ProfilerActivity.CUDA])
         self._prof.start()
+        if kinds == "launches":
+            from membound.trace.cupti_api import keep_launches
+
+            got = keep_launches()
+            if not got.get("applied"):
+                raise SystemExit(f"probe_cupti_kinds: keep_launches did nothing: {got}")
+            if variant not in self.counted:
+                print("probe_cupti_kinds: " + json.dumps(
+                    {k: v for k, v in got.items() if not k.endswith("_kept")}), flush=True)  # fmt: skip
+            return
         if kinds:
             lib = libcupti()
             if lib is None:
@@ -227,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--script", required=True, help="examples/real/ script name (gpt2, ...)")
     p.add_argument("--window", type=int, default=8, help="steps per timed window (default 8)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of all variants (default 3)")
-    p.add_argument("--variants", default="plain,cuda,nodriver,noapi,nokernel,membound")
+    p.add_argument("--variants", default="plain,cuda,launches,noapi,membound,membound_launches")
     p.add_argument("--out", default=None, help="append the summary line to this JSONL file")
     args = p.parse_args(argv)
     variants = args.variants.split(",")

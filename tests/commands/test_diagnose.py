@@ -313,3 +313,27 @@ def test_annotated_trace_next_to_the_trace_by_default(
     assert code == 0
     want = str(out / "trace.membound.json.gz") if expected == "default" else None
     assert seen["annotated_trace_path"] == want
+
+
+def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
+    """`--api-records launches` is handed to the capture (here, with no CUDA, one pass with
+    CPU ops: nothing to switch off, and the meta says no timeline pass ran)."""
+    from membound.trace import capture as cap_mod
+
+    seen = []
+    real = cap_mod.Capture.__init__
+
+    def init(self, *a, **kw):
+        seen.append(kw.get("api_records"))
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(cap_mod.Capture, "__init__", init)
+    code, out = diagnose(
+        tmp_path, script, tmp_path, "8", opts=["--api-records", "launches", "--no-analyze"]
+    )
+    assert code == 0 and seen == ["launches"]
+    meta = json.loads((out / "capture.json").read_text())
+    assert meta["api_records"] is None
+    with pytest.raises(SystemExit) as bad:
+        main(["diagnose", "--api-records", "some", "--", str(script)])
+    assert bad.value.code == 2

@@ -80,3 +80,20 @@ def test_measure_on_a_gpu():
         pytest.skip("needs CUDA")
     r = measure(calls=500, rounds=3)
     assert r["profiled_us"] >= r["plain_us"] * 0.9 and r["us_per_call"] >= 0
+
+
+def test_measures_as_the_capture_recorded(tmp_path):
+    """A capture that recorded only the calls the timeline reads (`--api-records launches`)
+    has its per-call cost measured with the same records."""
+    line = {"us_per_call": 0.4, "plain_us": 5.1, "profiled_us": 5.5, "calls": 2000, "rounds": 5}
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return SimpleNamespace(returncode=0, stdout=json.dumps(line), stderr="")
+
+    probe(_meta(tmp_path, {"trace": "t", "api_records": {"mode": "launches"}}), run=run)
+    probe(_meta(tmp_path, {"trace": "t", "api_records": {"mode": "all"}}), run=run)
+    probe(_meta(tmp_path, {"trace": "t", "api_records": None}), run=run)
+    assert seen[0][-1] == "launches"
+    assert [c[-1] for c in seen[1:]] == ["membound.trace.profiler_cost"] * 2

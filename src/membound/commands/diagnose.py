@@ -92,6 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-analyze", action="store_true", help="only write the trace; no analysis or report"
     )
     parser.add_argument(
+        "--api-records",
+        choices=("all", "launches"),
+        default="all",
+        help="CUDA API calls the timeline pass records: all of them (default), or only those "
+        "the timeline reads (launches, memcpys, memsets, syncs): fewer records per step",
+    )
+    parser.add_argument(
         "--format",
         choices=FORMATS,
         default="rich",
@@ -160,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         out=args.out,
         stop_after_capture=args.stop_after_capture,
+        api_records=getattr(args, "api_records", "all"),
         listener=_Progress(
             target, background, rank=info.rank if info.distributed else None, ceilings=ceilings
         ),
@@ -444,6 +452,8 @@ def _forward_args(args: argparse.Namespace) -> list[str]:
     out += ["--format", args.format] if getattr(args, "format", "rich") != "rich" else []
     out += ["--stop-after-capture"] if args.stop_after_capture else []
     out += ["--no-analyze"] if args.no_analyze else []
+    api = getattr(args, "api_records", "all")
+    out += ["--api-records", api] if api != "all" else []
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

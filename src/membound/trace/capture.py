@@ -81,15 +81,25 @@ class Capture:
         auto_steps: bool = True,
         ops_steps: int = CAPTURE_OP_STEPS,
         listener: Any = None,
+        api_records: str = "all",
     ) -> None:
         from membound.errors import BadInput
+        from membound.trace.cupti_api import MODES
 
         if steps < 1 or wait < 0 or warmup < 0:
             raise BadInput(
                 f"cannot capture steps={steps}, wait={wait}, warmup={warmup}: "
                 "steps must be at least 1 and wait/warmup at least 0."
             )
+        if api_records not in MODES:
+            raise BadInput(
+                f"cannot record CUDA API calls {api_records!r}: give one of {', '.join(MODES)}."
+            )
         self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
+        #: which CUDA API records the timeline pass keeps: "all" (as the profiler makes them)
+        #: or "launches" (those the timeline reads: `trace.cupti_api`)
+        self.api_records = api_records
+        self.api_filter: dict[str, Any] | None = None  # what `cupti_api` did, once it ran
         # Absolute now: the script may chdir before the trace is exported.
         self.out = Path(
             os.path.abspath(out if out is not None else tempfile.mkdtemp(prefix="membound-"))
@@ -205,6 +215,7 @@ class Capture:
         # membound's own code stays on its cheapest path while only GPU activity is traced
         _profiling.timeline_pass = self.two_pass
         self._prof.start()
+        self._filter_api()
         self.clock.start()
         self._mark_step(0)
         return self
@@ -309,10 +320,36 @@ class Capture:
                 self._prof.step_num = self.steps_taken
             else:
                 self._prof.step()
+                self._filter_api()
             if self.written and self.two_pass and not self.complete:
                 self._start_ops_pass()
         if self.complete:
             self._finish_early()
+
+    def _filter_api(self) -> None:
+        """With `api_records="launches"`, once the timeline pass's profiler has turned CUPTI's
+        API records on (its schedule left the wait), switch off those the timeline does not
+        read (`trace.cupti_api`); once per capture, and never a failed capture."""
+        if self.api_records == "all" or not self.two_pass or self.api_filter is not None:
+            return
+        from torch.profiler import ProfilerAction
+
+        if self._prof is None or getattr(self._prof, "current_action", None) in (
+            None,
+            ProfilerAction.NONE,
+        ):
+            return
+        from membound.trace import cupti_api
+
+        try:
+            self.api_filter = cupti_api.keep_launches()
+        except Exception as exc:  # noqa: BLE001 - the capture goes on with every record
+            self.api_filter = {"applied": False, "why": f"{type(exc).__name__}: {exc}"}
+        if not self.api_filter.get("applied"):
+            self.notes.append(
+                "every CUDA API call was recorded: switching the unread ones off failed "
+                f"({self.api_filter.get('why')})"
+            )
 
     def _recording(self) -> bool:
         return self.steps_taken >= self.wait + self.warmup
@@ -714,6 +751,11 @@ class Capture:
             "thread_per_step": self.clock.usage_per_step("thread"),
             # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
             "cupti_teardown": self.cupti_teardown,
+            # which CUDA API calls the timeline pass recorded ("all", or "launches": those
+            # the timeline reads) and what switching the others off did (`trace.cupti_api`)
+            "api_records": {"mode": self.api_records, **(self.api_filter or {})}
+            if self.two_pass
+            else None,
             # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
             "graph_captures": self.graph_captures,
             # [inductor] each compiled Triton kernel's launch parameters (in_ptr0, out_ptr0,
@@ -817,8 +859,16 @@ def notes_from_meta(meta: dict[str, Any]) -> list[str]:
         f"captured {meta.get('steps_captured', 0)} step(s) after skipping {skipped}; "
         f"step boundaries from {source}."
     )
+    out = [head]
+    api = meta.get("api_records")
+    if isinstance(api, dict) and api.get("mode") == "launches" and api.get("applied"):
+        out.append(
+            f"the timeline pass recorded only the CUDA API calls membound reads (launches, "
+            f"memcpys, memsets, syncs): {api.get('runtime_off', 0)} runtime and "
+            f"{api.get('driver_off', 0)} driver functions were not recorded."
+        )
     notes = meta.get("notes")
-    return [head, *(str(n) for n in notes)] if isinstance(notes, list) else [head]
+    return [*out, *(str(n) for n in notes)] if isinstance(notes, list) else out
 
 
 def read_step_marks(path: str | os.PathLike) -> list[int]:

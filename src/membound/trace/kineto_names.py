@@ -10,8 +10,11 @@ collectives; NCCL kernels are collectives of the kind their name says (`collecti
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from membound.trace.marks import ANCHOR_CALL
 from membound.trace.model import (
     COLLECTIVE_KINDS,
     COPY_OP,
@@ -86,6 +89,35 @@ def _call_of(name: str) -> int:
     if "emcpy" in name:  # cudaMemcpy, cudaMemcpyAsync, cuMemcpyHtoDAsync_v2, ...
         return MEMCPY_CALL
     return OTHER_CALL
+
+
+#: API functions recorded in the timeline pass's lighter mode (`trace.cupti_api`) besides
+#: those `_call_of` classifies: memsets (their GPU work is launched by them), the clock's
+#: anchor, and the allocator's calls (rare, and cudaFree waits for the device)
+_API_ALSO_KEPT = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc",
+                  "cudaHostRegister", "cudaHostUnregister", "cuMemAlloc", "cuMemFree",
+                  "cuMemHostAlloc", "cuMemFreeHost", "cuMemHostRegister",
+                  "cuMemHostUnregister")  # fmt: skip
+_API_SUFFIX = re.compile(r"(_v\d+|_ptsz|_ptds)+$")
+
+
+def api_name(cupti_name: str) -> str:
+    """A CUPTI callback name as kineto writes it: 'cudaLaunchKernel_ptsz_v7000' ->
+    'cudaLaunchKernel', 'cuMemcpyHtoDAsync_v2' -> 'cuMemcpyHtoDAsync'."""
+    return _API_SUFFIX.sub("", cupti_name)
+
+
+def api_kept(cupti_name: str) -> bool:
+    """Whether the timeline reads records of this runtime or driver API function: launches,
+    graph launches, syncs and memcpys (`_call_of`), memsets, the clock anchor and the
+    allocator's calls."""
+    name = api_name(cupti_name)
+    return (
+        _call_of(name) != OTHER_CALL
+        or "emset" in name
+        or name == ANCHOR_CALL
+        or name in _API_ALSO_KEPT
+    )
 
 
 def _role_of(name: str) -> int:
