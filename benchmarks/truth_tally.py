@@ -79,6 +79,8 @@ def rows_of(folder: Path, ceilings) -> list[dict]:
     off = diagnose_off(report, truth)
     findings = report.get("findings") or []
     top = findings[0] if findings else {}
+    big = [f"{f.get('code')} {f.get('share_of_step', 0):.0%}" for f in findings
+           if (f.get("share_of_step") or 0) >= BIG_SHARE]  # fmt: skip
     remedies = report.get("remedies") or []
     top_remedy = remedies[0]["remedy"] if remedies else ""
     out = []
@@ -101,7 +103,34 @@ def rows_of(folder: Path, ceilings) -> list[dict]:
             "top_remedy": top_remedy,
             "fix_remedies": "+".join(fix.remedies),
             "diagnose_off": None if off is None else round(off, 4),
+            "baseline_ms": truth.get("baseline_ms"),
+            "big_findings": "; ".join(big),
         })  # fmt: skip
+    return out
+
+
+#: issue 15: "no finding >= 10% of a step on a script whose measured interventions all
+#: save < 5%"
+BIG_SHARE, QUIET_SHARE = 0.10, 0.05
+
+
+def quiet_scripts(rows: list[dict]) -> list[dict]:
+    """The scripts whose every measured fix saved less than `QUIET_SHARE` of the step (each
+    fix's saving its mean over the calls that timed it, against the mean baseline), each with
+    the findings of `BIG_SHARE` or more any of its fixtures reported: issue 15 wants none."""
+    out = []
+    for script in dict.fromkeys(r["script"] for r in rows):
+        mine = [r for r in rows if r["script"] == script]
+        pooled: dict[str, list[float]] = {}
+        for r in mine:
+            pooled.setdefault(r["fix"], []).append(r["measured_ms"])
+        best = max(sum(v) / len(v) for v in pooled.values())
+        bases = [r["baseline_ms"] for r in mine if r.get("baseline_ms")]
+        base = sum(bases) / len(bases) if bases else None
+        if not base or best >= QUIET_SHARE * base:
+            continue
+        big = {f"{r['fixture']}: {r['big_findings']}" for r in mine if r["big_findings"]}
+        out.append({"script": script, "best_ms": best, "base_ms": base, "big": sorted(big)})
     return out
 
 
@@ -292,6 +321,15 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     print("\nper script, each fix's saving its mean over the calls that measured it:")
     _print_verdicts(script_verdicts(rows), "script", 20, "top_votes", "per script")
+    quiet = quiet_scripts(rows)
+    print(
+        f"\nscripts whose every measured fix saved < {QUIET_SHARE:.0%} of the step: "
+        f"{len(quiet)}; with a finding of {BIG_SHARE:.0%} or more: "
+        f"{sum(bool(q['big']) for q in quiet)}"
+    )
+    for q in quiet:
+        print(f"  {q['script']} (best fix {q['best_ms']:.2f} of {q['base_ms']:.2f} ms): "
+              + ("; ".join(q["big"]) or "no such finding"))  # fmt: skip
     if args.process:
         _print_process(folders)
     if args.csv:

@@ -179,6 +179,27 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     assert off["h200_real_segmentation_tv_oos2"] == pytest.approx(77.74 / 69.39 - 1, abs=2e-3)
     steady = [r for r in rows if abs(r["diagnose_off"]) <= truth_tally.OFF_SHARE]
     assert (len(steady), sum(r["within"] for r in steady)) == (100, 70)
+    # "no finding >= 10% of a step on a script whose measured interventions all save < 5%":
+    # every script has a fix that saved 5% or more of its step, so none is judged
+    assert truth_tally.quiet_scripts(rows) == []
+
+
+def test_quiet_scripts_list_the_big_findings_where_no_fix_saved_much():
+    def row(fixture, script, fix, measured, base, big=""):
+        return {"fixture": fixture, "script": script, "fix": fix, "measured_ms": measured,
+                "baseline_ms": base, "big_findings": big}  # fmt: skip
+
+    rows = [
+        row("q1", "quiet", "log", 0.5, 40.0, "launch-bound 12%"),
+        row("q2", "quiet", "log", 2.5, 40.0),  # mean 1.5 of 40: quiet
+        row("q2", "quiet", "pin", -1.0, 40.0),
+        row("c1", "clean", "log", 1.0, 100.0),
+        row("l1", "loud", "compile", 30.0, 100.0, "memory-bound-op 25%"),
+    ]
+    got = truth_tally.quiet_scripts(rows)
+    assert [q["script"] for q in got] == ["quiet", "clean"]
+    assert got[0]["best_ms"] == 1.5 and got[0]["big"] == ["q1: launch-bound 12%"]
+    assert got[1]["big"] == []
 
 
 def test_diagnose_off_is_the_distance_outside_the_baselines_range():
