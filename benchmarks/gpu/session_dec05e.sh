@@ -8,14 +8,17 @@
 # 2. benchmarks/probe_cupti_kinds.py on four launch-dense scripts, 3 rounds of: plain, the
 #    timeline pass as it is (cuda), with the filter (launches), without any API record
 #    (noapi: the floor), membound's capture as it is and with the filter;
+# 2b. benchmarks/probe_pageable_cupti.py: a 38.5 MB pageable copy with and without the profiler;
 # 3. the timm ViT (+34% on 2026-12-05) under diagnose, api records all vs launches.
 # Products: cupti.jsonl (summaries), cupti_<script>.log, vit_<mode>.json/.log.
 source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 timeout 120 python -m pytest -m gpu tests/trace/test_cupti_api.py tests/trace/test_profiler_cost.py -q -p no:cacheprovider 2>&1 | tail -4
-for s in dcgan vit_timm t5_seq2seq gpt2; do
-  r0=$(date +%s)
-  timeout 150 python benchmarks/probe_cupti_kinds.py --script "$s" --window 8 --rounds 3 \
+# does CUPTI slow the driver's staged pageable copy? (the ViT's ran at 3.6-4.4 GB/s profiled)
+timeout 60 python benchmarks/probe_pageable_cupti.py 2>&1 | tail -5
+probe() {  # one script, 3 rounds of the variants
+  local s=$1 r0=$(date +%s)
+  timeout 130 python benchmarks/probe_cupti_kinds.py --script "$s" --window 8 --rounds 3 \
     --variants plain,cuda,launches,noapi,membound,membound_launches --out "$DEST/cupti.jsonl" \
     -- --warmup-steps 6 > "$DEST/cupti_$s.log" 2>&1
   echo "probe $s rc=$? in $(( $(date +%s) - r0 )) s"
@@ -27,10 +30,13 @@ for line in open(sys.argv[1]):
         s = json.loads(line[len("PROBE_SUMMARY "):])["summary"]
         print({v: (d["median_ms"], f"{d['overhead']:+.1%}") for v, d in s.items()})
 PY
-done
+}
+# the most wanted first: the call may be cut at 600 s
+probe vit_timm
+probe dcgan
 for mode in all launches; do
   r0=$(date +%s)
-  timeout 110 python -m membound diagnose --api-records $mode --wait 12 --steps 5 --no-annotate \
+  timeout 100 python -m membound diagnose --api-records $mode --wait 12 --steps 5 --no-annotate \
     --out /tmp/vit_$mode --json "$DEST/vit_$mode.json" -- python examples/real/vit_timm.py \
     --steps 40 --warmup-steps 0 > "$DEST/vit_$mode.log" 2>&1
   echo "vit api-records $mode rc=$? in $(( $(date +%s) - r0 )) s"
@@ -45,4 +51,6 @@ print("unprofiled", s.get("unprofiled_median_ms"), "profiled", s.get("profiled_m
 print("top", [(f["code"], round(f["time_lost_ms_per_step"], 2)) for f in r["findings"][:4]])
 PY
 done
+probe t5_seq2seq
+probe gpt2
 echo "session done in $(( $(date +%s) - t0 )) s"
