@@ -5,7 +5,7 @@ a real model, and `clip_grad_norm_`, was uncosted: the ViT's (timm, 8 workers) a
 (Accelerate) AdamW left 7.1% and 4.3% of GPU op time off the roofline, short of issue 16's
 98%. The parameters are known from autograd (AccumulateGrad), and each multi_tensor_apply
 block visits 65536 elements of one tensor: a call whose blocks are a group's chunks visits
-that group (analysis/ops.py `_cost_foreach_lists`). Traces recorded on the H200 (2026-12-04).
+that group (analysis/optimizer_ops.py `cost_foreach_lists`). Traces recorded on the H200 (2026-12-04).
 """
 
 from __future__ import annotations

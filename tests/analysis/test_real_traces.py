@@ -97,13 +97,13 @@ def test_gpt2_with_membounds_fused_add_norm_costs_its_own_kernels():
 )
 def test_fused_adamw_costed_from_the_parameters_accumulate_grad_counts(name, params_m, costed):
     """The profiler records no shapes for fused AdamW's TensorLists; the parameters' own
-    AccumulateGrad events give them (analysis/ops.py `_cost_fused_adam`): the gcd of the
+    AccumulateGrad events give them (analysis/optimizer_ops.py `cost_fused_adam`): the gcd of the
     per-shape counts is steps x micro-batches (3 x 1 for the HF Trainer, 3 x 4 for GPT-2's
     grad accumulation), and the elements over it are the parameters: the counts the scripts
     printed themselves (truth.json, `params_m`). Each step moves 7 passes over them in fp32.
     The HF Llama's costed share was 94.3% without it, short of issue 16's 98%; with the
     gradient clipping's `_foreach_norm` and `_foreach_mul_` costed from the same parameters
-    (`_cost_foreach_lists`) it went from 98.3% to 99.98%, GPT-2's from 99.66% to 99.998%:
+    (`cost_foreach_lists`) it went from 98.3% to 99.98%, GPT-2's from 99.66% to 99.998%:
     what is left is fused AdamW's `_foreach_add_` of its step counters."""
     from membound.report.json_report import to_dict
 
