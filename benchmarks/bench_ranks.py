@@ -75,13 +75,13 @@ def rank_events(rank: int, world: int, kernels: int, steps: int = STEPS) -> list
     return ev
 
 
-def write_rank(path: Path, rank: int, world: int, kernels: int) -> int:
+def write_rank(path: Path, rank: int, world: int, kernels: int, steps: int = STEPS) -> int:
     """Write rank `rank`'s trace in kineto's layout (one event per line); returns its bytes."""
     head = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200",
             "totalGlobalMem": 150 << 30}], "distributedInfo": {"backend": "nccl", "rank": rank,
             "world_size": world}}  # fmt: skip
     lines = [json.dumps(head)[:-1] + ', "traceEvents": [']
-    events = rank_events(rank, world, kernels)
+    events = rank_events(rank, world, kernels, steps)
     lines += [json.dumps(e) + ("," if i < len(events) - 1 else "") for i, e in enumerate(events)]
     lines.append('], "traceName": "bench_ranks"}')
     data = "\n".join(lines).encode()
@@ -89,26 +89,26 @@ def write_rank(path: Path, rank: int, world: int, kernels: int) -> int:
     return len(data)
 
 
-def kernels_for(mb: float, world: int) -> int:
-    """Kernels per step that make one rank's trace about `mb` MB."""
-    one, two = (len(json.dumps(rank_events(0, world, k))) for k in (10, 20))
+def kernels_for(mb: float, world: int, steps: int = STEPS) -> int:
+    """Kernels per step that make one rank's trace of `steps` steps about `mb` MB."""
+    one, two = (len(json.dumps(rank_events(0, world, k, steps))) for k in (10, 20))
     per_kernel = (two - one) / 10
     return max(1, round((mb * 1e6 - (one - 10 * per_kernel)) / per_kernel))
 
 
-def write_all(folder: Path, ranks: int, mb: float, say=print) -> int:
+def write_all(folder: Path, ranks: int, mb: float, steps: int = STEPS, say=print) -> int:
     """The traces of `ranks` ranks in `folder` (reused when a stamp says they match)."""
     stamp = folder / "bench_ranks.json"
-    want = {"ranks": ranks, "mb": mb, "steps": STEPS, "straggle_us": STRAGGLE_US}
+    want = {"ranks": ranks, "mb": mb, "steps": steps, "straggle_us": STRAGGLE_US}
     if stamp.exists() and json.loads(stamp.read_text()).get("params") == want:
         return json.loads(stamp.read_text())["bytes"]
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("trace.rank*.json"):
         old.unlink()
-    kernels = kernels_for(mb, ranks)
+    kernels = kernels_for(mb, ranks, steps)
     total = 0
     for r in range(ranks):
-        total += write_rank(folder / f"trace.rank{r}.json", r, ranks, kernels)
+        total += write_rank(folder / f"trace.rank{r}.json", r, ranks, kernels, steps)
         if (r + 1) % 32 == 0:
             say(f"[bench_ranks] wrote {r + 1}/{ranks} traces ({total / 1e9:.2f} GB)")
     stamp.write_text(json.dumps({"params": want, "bytes": total, "kernels_per_step": kernels}))
@@ -119,12 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, default=256)
     p.add_argument("--mb", type=float, default=10.0, help="MB per rank trace (default 10)")
+    p.add_argument("--steps", type=int, default=STEPS, help=f"steps per rank (default {STEPS})")
     p.add_argument("--dir", type=Path, default=Path("/tmp/membound-bench-ranks"))
     add_output_args(p, DEFAULT_CSV)
     args = p.parse_args(argv)
-    if args.ranks < 2 or args.mb <= 0:
-        p.error("--ranks must be at least 2 and --mb above 0")
-    total = write_all(args.dir, args.ranks, args.mb)
+    if args.ranks < 2 or args.mb <= 0 or args.steps < 2:
+        p.error("--ranks and --steps must be at least 2 and --mb above 0")
+    total = write_all(args.dir, args.ranks, args.mb, args.steps)
     r = run_one(args.dir, "analyze", args.dir.parent, tag=f"ranks{args.ranks}")
     report_path = args.dir.parent / f"{args.dir.name}.ranks{args.ranks}.report.json"
     ok, why = False, r["stderr_last"]
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         why = f"{len(rows)} rank rows, stragglers {sorted(x for x in late if x is not None)}"
     kernels = json.loads((args.dir / "bench_ranks.json").read_text()).get("kernels_per_step")
     row = {
-        "ranks": args.ranks, "mb_per_rank": args.mb, "steps": STEPS, "kernels_per_step": kernels,
+        "ranks": args.ranks, "mb_per_rank": args.mb, "steps": args.steps,
+        "kernels_per_step": kernels,
         "bytes": total,
         "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
         "peak_tree_rss_mb": round(r["tree_rss_bytes"] / 1e6, 1),

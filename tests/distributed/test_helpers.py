@@ -296,3 +296,37 @@ def test_roofline_allreduce_step_stores_the_sweep(monkeypatch):
     # a full plan with a small buffer measures only the sizes that fit
     steps["allreduce"](c, SimpleNamespace(mem_bytes=64 << 20, rep_ms=100.0))
     assert asked[-1] == (2, (4 << 20, 16 << 20, 64 << 20), 20)
+
+
+def _one_event_a_line(path, b):
+    doc = b.document()
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    lines = [json.dumps(head)[:-1] + ', "traceEvents": [']
+    evs = doc["traceEvents"]
+    lines += [json.dumps(e) + ("," if i < len(evs) - 1 else "") for i, e in enumerate(evs)]
+    path.write_text("\n".join(lines + ["]}"]))
+    return path
+
+
+@pytest.mark.parametrize("span", [None, 64])
+def test_single_line_events_are_read_from_near_their_hit(tmp_path, monkeypatch, span):
+    """A trace with one event a line (not kineto's `  {` layout) has each collective's event
+    found from its opening `{"ph"` near the hit, decoding that event's bytes, not the rest of
+    the 16 MiB chunk for every hit (which made 437 all-reduces in 10 MB cost 2.7 s); an event
+    longer than the span (here 64 bytes) is still found."""
+    if span is not None:
+        monkeypatch.setattr(d, "_EVENT_SPAN", span)
+    decoded = []
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s, idx=0):
+            decoded.append(len(s))
+            return super().raw_decode(s, idx)
+
+    monkeypatch.setattr(d.json, "JSONDecoder", Counting)
+    path = _one_event_a_line(tmp_path / "t.json", multirank.exposed(0, 2, steps=200))
+    assert path.stat().st_size > 100_000
+    recs = d.read_comm_records(path)
+    assert [r.nelems for r in recs] == [100_000_000] * 200
+    if span is None:  # every decode held about one event, never the file's remainder
+        assert max(decoded) <= 2 * d._EVENT_SPAN < path.stat().st_size

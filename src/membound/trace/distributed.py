@@ -197,6 +197,11 @@ def dtype_size(dtype: str | None) -> int | None:
 _HEAD = 1 << 20
 _CHUNK = 16 << 20
 _KEY = b'"In msg nelems"'
+#: how far back from a hit a single-line trace's event opening is looked for, and how much
+#: is decoded for it first: a collective's event is a few hundred bytes. Unbounded, every
+#: hit searched and decoded the rest of its 16 MiB chunk: a one-event-a-line trace of 10 MB
+#: with 437 all-reduces spent 2.7 of its 3.7 s of analysis here (`benchmarks/bench_ranks.py`)
+_EVENT_SPAN = 64 << 10
 _INFO_RE = re.compile(rb'"distributedInfo"\s*:\s*')
 
 
@@ -249,16 +254,20 @@ def _scan(buf: bytes, out: list[CommRecord], seen: set, final: bool) -> bytes:
     """Parse events holding `_KEY` in `buf`; returns the unscanned tail (from the last event
     start that may be incomplete)."""
     limit = len(buf) if final else max(buf.rfind(b"\n  {"), 0)
+    # kineto's own layout opens every event on a line `  {`: the searches below stop at the
+    # hit's own event; a buffer without one is single-line (or one event a line), whose
+    # events are found from their opening `{"ph"` near the hit (`_parse_compact`)
+    lines = buf.find(b"\n  {", 0, limit if limit else len(buf)) >= 0
     pos = 0
     while True:
         hit = buf.find(_KEY, pos, limit)
         if hit < 0:
             break
-        start = buf.rfind(b"{", 0, hit)
-        # the enclosing event: back to the `{` that opens a line at event depth
-        ev_start = buf.rfind(b"\n  {", 0, hit)
-        ev_start = ev_start + 3 if ev_start >= 0 else start
-        ev_end = buf.find(b"\n  }", hit)
+        ev_start = ev_end = -1
+        if lines:  # the enclosing event: back to the `{` that opens a line at event depth
+            ev_start = buf.rfind(b"\n  {", 0, hit)
+            ev_start = ev_start + 3 if ev_start >= 0 else buf.rfind(b"{", 0, hit)
+            ev_end = buf.find(b"\n  }", hit)
         if ev_end < 0 or (not final and ev_end >= limit):
             ev = _parse_compact(buf, hit)
         else:
@@ -277,15 +286,23 @@ def _scan(buf: bytes, out: list[CommRecord], seen: set, final: bool) -> bytes:
 def _parse_compact(buf: bytes, hit: int) -> dict | None:
     """Single-line traces: walk back to the event's `{"ph"` / `{"name"` opening brace."""
     for opener in (b'{"ph"', b'{"name"', b'{"cat"', b'{"ts"'):
-        start = buf.rfind(opener, 0, hit)
+        start = buf.rfind(opener, max(0, hit - _EVENT_SPAN), hit)
+        if start < 0:  # an event longer than the span (never a collective's, so far)
+            start = buf.rfind(opener, 0, hit)
         if start < 0:
             continue
-        try:
-            ev, _ = json.JSONDecoder().raw_decode(buf[start:].decode("utf-8", "replace"))
-        except json.JSONDecodeError:
-            continue
-        if isinstance(ev, dict) and _KEY.strip(b'"').decode() in (ev.get("args") or {}):
-            return ev
+        # the event's own bytes first; the rest of the buffer only for an event that long
+        for end in (start + 2 * _EVENT_SPAN, len(buf)):
+            try:
+                text = buf[start:end].decode("utf-8", "replace")
+                ev, _ = json.JSONDecoder().raw_decode(text)
+            except json.JSONDecodeError:
+                if end >= len(buf):
+                    break
+                continue
+            if isinstance(ev, dict) and _KEY.strip(b'"').decode() in (ev.get("args") or {}):
+                return ev
+            break
     return None
 
 
