@@ -5,8 +5,10 @@ API call. membound's analysis reads few of them: launches, graph launches, memcp
 syncs and its own clock anchor (`kineto_names.api_kept`). The rest are most of the records on
 launch-dense loops: `cudaGetErrorString`, `cudaPeekAtLastError`, `cudaStreamIsCapturing`,
 `cudaFuncGetAttributes`... (the DCGAN's 2026-12-05 trace: 3,821 runtime records for 1,760
-kernels, memcpys and memsets), and on the driver side every call cuBLAS and Triton make,
-which kineto records and then drops on export but for `cuLaunchKernel(Ex)`. On the H200
+kernels, memcpys and memsets), and more that the trace never shows: kineto drops the most
+frequent runtime calls on export (`cudaGetDevice`, `cudaSetDevice`, `cudaGetLastError`,
+`cudaEventCreate`...: its `isBlockListedRuntimeCbid`) and every driver call but
+`cuLaunchKernel(Ex)`, after CUPTI has recorded them all. On the H200
 (2026-12-02, `benchmarks/probe_cupti_kinds.py`, eager GPT-2) the timeline pass added 13.6% to
 the step, 6.9% without driver records and 2.1% without any API record.
 
