@@ -2,10 +2,10 @@
 
 The timeline pass (`ProfilerActivity.CUDA`) has CUPTI record every CUDA runtime and driver
 API call. membound's analysis reads few of them: launches, graph launches, memcpys, memsets,
-syncs and its own clock anchor (`kineto_names.api_kept`). The rest are most of the records on
-launch-dense loops: `cudaGetErrorString`, `cudaPeekAtLastError`, `cudaStreamIsCapturing`,
-`cudaFuncGetAttributes`... (the DCGAN's 2026-12-05 trace: 3,821 runtime records for 1,760
-kernels, memcpys and memsets), and more that the trace never shows: kineto drops the most
+syncs and its own clock anchor (`kineto_names.api_kept`). The rest are `cudaGetErrorString`,
+`cudaPeekAtLastError`, `cudaStreamIsCapturing`, `cudaFuncGetAttributes`... (2,025 of the
+3,821 runtime records of the DCGAN's 2026-12-05 timeline, which has 1,760 kernels, memcpys
+and memsets), and more that the trace never shows: kineto drops the most
 frequent runtime calls on export (`cudaGetDevice`, `cudaSetDevice`, `cudaGetLastError`,
 `cudaEventCreate`...: its `isBlockListedRuntimeCbid`) and every driver call but
 `cuLaunchKernel(Ex)`, after CUPTI has recorded them all. On the H200
@@ -19,7 +19,7 @@ module finds the libcupti kineto loaded, names every callback id of the two doma
 must run after the profiler turned the kinds on (switching a kind on again forgets the
 per-function choices), so `Capture` calls it once the schedule has left its wait.
 
-Whether it lowers the step's overhead is measured, not assumed: until the H200 says so,
+Whether it lowers the step's overhead is measured, not assumed: until a GPU run says so,
 `Capture(api_records="all")` (record everything) stays the default and "launches" is asked
 for (`membound diagnose --api-records launches`).
 """
