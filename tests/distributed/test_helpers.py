@@ -330,3 +330,28 @@ def test_single_line_events_are_read_from_near_their_hit(tmp_path, monkeypatch, 
     assert [r.nelems for r in recs] == [100_000_000] * 200
     if span is None:  # every decode held about one event, never the file's remainder
         assert max(decoded) <= 2 * d._EVENT_SPAN < path.stat().st_size
+
+
+@pytest.mark.parametrize("layout", ["compact", "lines"])
+def test_a_single_line_trace_is_read_chunk_by_chunk(tmp_path, monkeypatch, layout):
+    """A trace with no kineto `  {` line used to be carried whole from chunk to chunk (the
+    whole file in memory, copied once a chunk) and scanned at the end; it is now cut at the
+    last event opening of each chunk, so what is carried stays about a chunk."""
+    monkeypatch.setattr(d, "_CHUNK", 4096)
+    sizes = []
+    scan = d._scan
+
+    def spy(buf, out, seen, final):
+        sizes.append(len(buf))
+        return scan(buf, out, seen, final)
+
+    monkeypatch.setattr(d, "_scan", spy)
+    b = multirank.exposed(0, 2, steps=60)
+    path = tmp_path / "t.json"
+    if layout == "compact":
+        path = b.write(path, layout="compact")
+    else:
+        path = _one_event_a_line(path, b)
+    recs = d.read_comm_records(path)
+    assert [r.nelems for r in recs] == [100_000_000] * 60
+    assert path.stat().st_size > 20 * 4096 and max(sizes) < 3 * 4096

@@ -202,6 +202,8 @@ _KEY = b'"In msg nelems"'
 #: hit searched and decoded the rest of its 16 MiB chunk: a one-event-a-line trace of 10 MB
 #: with 437 all-reduces spent 2.7 of its 3.7 s of analysis here (`benchmarks/bench_ranks.py`)
 _EVENT_SPAN = 64 << 10
+#: how an event opens in a single-line trace (torch writes `"ph"` first; other writers differ)
+_OPENERS = (b'{"ph"', b'{"name"', b'{"cat"', b'{"ts"')
 _INFO_RE = re.compile(rb'"distributedInfo"\s*:\s*')
 
 
@@ -253,7 +255,16 @@ def read_comm_records(path: str | os.PathLike) -> list[CommRecord]:
 def _scan(buf: bytes, out: list[CommRecord], seen: set, final: bool) -> bytes:
     """Parse events holding `_KEY` in `buf`; returns the unscanned tail (from the last event
     start that may be incomplete)."""
-    limit = len(buf) if final else max(buf.rfind(b"\n  {"), 0)
+    limit = len(buf)
+    if not final:  # up to the last event that opens in the buffer; the rest is carried over
+        limit = buf.rfind(b"\n  {")
+        # single-line: at the last event opening (else the whole file piles up), by the
+        # first kind of opening the buffer has (a nested {"name" must not cut an event)
+        for opener in _OPENERS if limit < 0 else ():
+            limit = buf.rfind(opener)
+            if limit >= 0:
+                break
+        limit = max(limit, 0)
     # kineto's own layout opens every event on a line `  {`: the searches below stop at the
     # hit's own event; a buffer without one is single-line (or one event a line), whose
     # events are found from their opening `{"ph"` near the hit (`_parse_compact`)
@@ -285,7 +296,7 @@ def _scan(buf: bytes, out: list[CommRecord], seen: set, final: bool) -> bytes:
 
 def _parse_compact(buf: bytes, hit: int) -> dict | None:
     """Single-line traces: walk back to the event's `{"ph"` / `{"name"` opening brace."""
-    for opener in (b'{"ph"', b'{"name"', b'{"cat"', b'{"ts"'):
+    for opener in _OPENERS:
         start = buf.rfind(opener, max(0, hit - _EVENT_SPAN), hit)
         if start < 0:  # an event longer than the span (never a collective's, so far)
             start = buf.rfind(opener, 0, hit)
