@@ -13,7 +13,9 @@ takes time from the steps membound timed), `ROUNDS` rounds of `CALLS` launches o
 one-element in-place add, host-paced, timed with and without a GPU-only profiler (the
 timeline pass's activities). A failure is a note in the meta, never a failed diagnose.
 
-    python -m membound.trace.profiler_cost        # prints one JSON line
+    python -m membound.trace.profiler_cost [launches]   # prints one JSON line
+
+(`launches`: as a capture with `--api-records launches` records.)
 """
 
 from __future__ import annotations
@@ -115,4 +117,7 @@ def of(meta: Any) -> float | None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(api_records=(sys.argv[1:] or ["all"])[0])), flush=True)
+    mode = (sys.argv[1:] or ["all"])[0]
+    if mode not in ("all", "launches"):
+        sys.exit(f"profiler_cost: give 'all' or 'launches', not {mode!r}")
+    print(json.dumps(measure(api_records=mode)), flush=True)
