@@ -50,6 +50,15 @@ print("unprofiled", s.get("unprofiled_median_ms"), "profiled", s.get("profiled_m
       "filter", {k: v for k, v in m.items() if not k.endswith("_kept")})
 print("top", [(f["code"], round(f["time_lost_ms_per_step"], 2)) for f in r["findings"][:4]])
 PY
+  # did the filter hold through the schedule's warm-up into the recorded steps?
+  python - /tmp/vit_$mode/trace.json.gz <<'PY'
+import collections, gzip, json, sys
+from membound.trace.kineto_names import api_kept
+ev = json.load(gzip.open(sys.argv[1]))["traceEvents"]
+calls = collections.Counter(e["name"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver"))
+print("api records", sum(calls.values()), "unread kinds kept:",
+      {n: c for n, c in calls.items() if not api_kept(n)})
+PY
 done
 probe t5_seq2seq
 probe gpt2
