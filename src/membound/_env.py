@@ -12,7 +12,8 @@ DISABLE_TRITON_VAR = "MEMBOUND_DISABLE_TRITON"
 #: Triton's own switch for its CPU interpreter; read to know whether kernels can run on CPU.
 TRITON_INTERPRET_VAR = "TRITON_INTERPRET"
 #: The largest single event (or run of bytes without an event boundary) a trace may hold,
-#: in MiB, before the loader refuses it (default 256; 0: no limit).
+#: in MiB, before the loader refuses it (default 64, `trace.jsonstream.DEFAULT_MAX_EVENT_MB`;
+#: 0: no limit).
 MAX_EVENT_MB_VAR = "MEMBOUND_MAX_EVENT_MB"
 #: How many times its size a compressed (gzip or xz) trace may expand past 2 GiB before the
 #: loader refuses it as a likely compression bomb (default 100; 0: no limit).
