@@ -255,20 +255,13 @@ def read_comm_records(path: str | os.PathLike) -> list[CommRecord]:
 def _scan(buf: bytes, out: list[CommRecord], seen: set, final: bool) -> bytes:
     """Parse events holding `_KEY` in `buf`; returns the unscanned tail (from the last event
     start that may be incomplete)."""
-    limit = len(buf)
-    if not final:  # up to the last event that opens in the buffer; the rest is carried over
-        limit = buf.rfind(b"\n  {")
-        # single-line: at the last event opening (else the whole file piles up), by the
-        # first kind of opening the buffer has (a nested {"name" must not cut an event)
-        for opener in _OPENERS if limit < 0 else ():
-            limit = buf.rfind(opener)
-            if limit >= 0:
-                break
-        limit = max(limit, 0)
     # kineto's own layout opens every event on a line `  {`: the searches below stop at the
     # hit's own event; a buffer without one is single-line (or one event a line), whose
     # events are found from their opening `{"ph"` near the hit (`_parse_compact`)
-    lines = buf.find(b"\n  {", 0, limit if limit else len(buf)) >= 0
+    last_line = buf.rfind(b"\n  {")
+    lines = last_line >= 0
+    # up to the last event that opens in the buffer; the rest is carried over
+    limit = len(buf) if final else last_line if lines else _last_opening(buf)
     pos = 0
     while True:
         hit = buf.find(_KEY, pos, limit)
@@ -292,6 +285,17 @@ def _scan(buf: bytes, out: list[CommRecord], seen: set, final: bool) -> bytes:
                     out.append(rec)
         pos = hit + len(_KEY)
     return buf[limit:] if not final else b""
+
+
+def _last_opening(buf: bytes) -> int:
+    """Where the last event of a single-line buffer opens (else the whole file would be
+    carried to the end), by the first kind of opening the buffer has: a nested `{"name"`
+    must not cut an event. 0 where none opens."""
+    for opener in _OPENERS:
+        at = buf.rfind(opener)
+        if at >= 0:
+            return at
+    return 0
 
 
 def _parse_compact(buf: bytes, hit: int) -> dict | None:
