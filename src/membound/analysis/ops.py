@@ -26,9 +26,9 @@ import numpy as np
 from membound.analysis import intervals as iv
 from membound.analysis.optimizer_ops import FOREACH as _FOREACH
 from membound.analysis.optimizer_ops import cost_foreach_lists, cost_fused_adam
-from membound.analysis.optimizer_ops import read_bytes as _read_bytes
 from membound.analysis.result import OpRow
 from membound.analysis.roofline import call_compute_key, place
+from membound.cost.registry import read_bytes_of
 from membound.dtypes import itemsize, trace_dtype
 from membound.trace.model import CPU_OP, D2D, GRAPH_LAUNCH, KERNEL, MEMCPY, Trace
 
@@ -725,7 +725,7 @@ def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarra
                 name,
                 float(cost.flops) if cost else 0.0,
                 float(cost.bytes) if cost else 0.0,
-                _read_bytes(cost),
+                read_bytes_of(cost),
                 cost.compute if cost else None,
                 cost.family if cost else "",
                 cost is not None,
@@ -808,7 +808,7 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
                 dtypes=tuple(str(t) for t in (shape[1] or []) if t),
                 dims=shape[0],
                 storage_dtype=storage_dtype(shape[0], shape[1]),
-                read_bytes=_read_bytes(c),
+                read_bytes=read_bytes_of(c),
             )
         )
     out.sort(key=lambda c: c.first_kernel_us)

@@ -14,17 +14,12 @@ from typing import Any
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.cost.registry import read_bytes_of
 from membound.dtypes import itemsize, trace_dtype
 from membound.trace.model import Trace
 
 #: the ops whose TensorList arguments' dtype a trace leaves out and their kernels name
 FOREACH = "aten::_foreach_"
-
-
-def read_bytes(cost) -> float:
-    """A cost's bytes read (`cost.Cost.read_bytes`), NaN where the split is unknown."""
-    reads = getattr(cost, "read_bytes", None)
-    return math.nan if reads is None else float(reads)
 
 
 #: fused Adam/AdamW steps: their TensorList arguments (params, grads, exp_avgs, exp_avg_sqs,
@@ -207,7 +202,7 @@ def cost_foreach_lists(trace, windows, cpu_index, names, known, nbytes, reads, f
         cost = memo[key]
         if cost is None:
             continue
-        nbytes[k], reads[k], flops[k] = float(cost.bytes), read_bytes(cost), float(cost.flops)
+        nbytes[k], reads[k], flops[k] = float(cost.bytes), read_bytes_of(cost), float(cost.flops)
         compute[k], family[k], known[k] = cost.compute, cost.family, True
 
 

@@ -19,6 +19,7 @@ Conventions every formula follows (see `membound.cost` for the per-family FLOP c
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +72,13 @@ class Cost:
             reads,
             assumed or None,
         )
+
+
+def read_bytes_of(cost) -> float:
+    """A cost's bytes read (`Cost.read_bytes`), NaN where the split is unknown (or the cost
+    is a stand-in without it)."""
+    reads = getattr(cost, "read_bytes", None)
+    return math.nan if reads is None else float(reads)
 
 
 Formula = Callable[[OpCall], Cost]
