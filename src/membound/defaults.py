@@ -11,6 +11,10 @@ CAPTURE_STEPS = 8
 #: on a GPU, steps recorded after those with CPU ops and shapes, for the roofline alone
 #: (`trace.capture`: the timeline pass records GPU activity only)
 CAPTURE_OP_STEPS = 3
+#: which CUDA API calls the timeline pass records (`trace.cupti_api`): all of them (the
+#: default until a GPU run shows the lighter mode lowers the overhead), or only those the
+#: timeline reads
+API_RECORDS = ("all", "launches")
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
 DIAGNOSE_OUT = "membound-out"

@@ -16,7 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from membound.defaults import CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP, DIAGNOSE_OUT
+from membound.defaults import (
+    API_RECORDS,
+    CAPTURE_STEPS,
+    CAPTURE_WAIT,
+    CAPTURE_WARMUP,
+    DIAGNOSE_OUT,
+)
 from membound.report.options import FORMATS
 
 HELP = (
@@ -93,8 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--api-records",
-        choices=("all", "launches"),
-        default="all",
+        choices=API_RECORDS,
+        default=API_RECORDS[0],
         help="CUDA API calls the timeline pass records: all of them (default), or only those "
         "the timeline reads (launches, memcpys, memsets, syncs): fewer records per step",
     )

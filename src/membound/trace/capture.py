@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from membound import _profiling
-from membound.defaults import CAPTURE_OP_STEPS, CAPTURE_STEPS, CAPTURE_WAIT, CAPTURE_WARMUP
+from membound.defaults import (
+    API_RECORDS,
+    CAPTURE_OP_STEPS,
+    CAPTURE_STEPS,
+    CAPTURE_WAIT,
+    CAPTURE_WARMUP,
+)
 from membound.trace.marks import HostMarks, inject
 from membound.trace.step_clock import StepClock
 
@@ -81,19 +87,19 @@ class Capture:
         auto_steps: bool = True,
         ops_steps: int = CAPTURE_OP_STEPS,
         listener: Any = None,
-        api_records: str = "all",
+        api_records: str = API_RECORDS[0],
     ) -> None:
         from membound.errors import BadInput
-        from membound.trace.cupti_api import MODES
 
         if steps < 1 or wait < 0 or warmup < 0:
             raise BadInput(
                 f"cannot capture steps={steps}, wait={wait}, warmup={warmup}: "
                 "steps must be at least 1 and wait/warmup at least 0."
             )
-        if api_records not in MODES:
+        if api_records not in API_RECORDS:
             raise BadInput(
-                f"cannot record CUDA API calls {api_records!r}: give one of {', '.join(MODES)}."
+                f"cannot record CUDA API calls {api_records!r}: give one of "
+                f"{', '.join(API_RECORDS)}."
             )
         self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
         #: which CUDA API records the timeline pass keeps: "all" (as the profiler makes them)

@@ -39,8 +39,6 @@ DRIVER_DOMAIN, RUNTIME_DOMAIN = 1, 2
 MISSES = 64
 #: and never goes past this id
 MAX_CBID = 8192
-#: the modes `Capture(api_records=...)` takes
-MODES = ("all", "launches")
 
 
 def find_libcupti(maps: str = "/proc/self/maps") -> str | None:

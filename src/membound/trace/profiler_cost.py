@@ -117,7 +117,9 @@ def of(meta: Any) -> float | None:
 
 
 if __name__ == "__main__":
+    from membound.defaults import API_RECORDS
+
     mode = (sys.argv[1:] or ["all"])[0]
-    if mode not in ("all", "launches"):
-        sys.exit(f"profiler_cost: give 'all' or 'launches', not {mode!r}")
+    if mode not in API_RECORDS:
+        sys.exit(f"profiler_cost: give one of {', '.join(API_RECORDS)}, not {mode!r}")
     print(json.dumps(measure(api_records=mode)), flush=True)
