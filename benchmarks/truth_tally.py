@@ -119,12 +119,9 @@ def quiet_scripts(rows: list[dict]) -> list[dict]:
     fix's saving its mean over the calls that timed it, against the mean baseline), each with
     the findings of `BIG_SHARE` or more any of its fixtures reported: issue 15 wants none."""
     out = []
-    for script in dict.fromkeys(r["script"] for r in rows):
+    best_of = {v["script"]: v["best_ms"] for v in script_verdicts(rows)}
+    for script, best in best_of.items():
         mine = [r for r in rows if r["script"] == script]
-        pooled: dict[str, list[float]] = {}
-        for r in mine:
-            pooled.setdefault(r["fix"], []).append(r["measured_ms"])
-        best = max(sum(v) / len(v) for v in pooled.values())
         bases = [r["baseline_ms"] for r in mine if r.get("baseline_ms")]
         base = sum(bases) / len(bases) if bases else None
         if not base or best >= QUIET_SHARE * base:

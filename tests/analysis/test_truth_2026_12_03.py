@@ -187,7 +187,8 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
 def test_quiet_scripts_list_the_big_findings_where_no_fix_saved_much():
     def row(fixture, script, fix, measured, base, big=""):
         return {"fixture": fixture, "script": script, "fix": fix, "measured_ms": measured,
-                "baseline_ms": base, "big_findings": big}  # fmt: skip
+                "baseline_ms": base, "big_findings": big, "top_remedy": "",
+                "fix_remedies": fix}  # fmt: skip
 
     rows = [
         row("q1", "quiet", "log", 0.5, 40.0, "launch-bound 12%"),
