@@ -61,12 +61,10 @@ VARIANTS = {
 
 def libcupti() -> ctypes.CDLL | None:
     """The libcupti this process already loaded (kineto's), or None."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            path = line.split()[-1]
-            if "libcupti" in os.path.basename(path):
-                return ctypes.CDLL(path)
-    return None
+    from membound.trace.cupti_api import find_libcupti
+
+    path = find_libcupti()
+    return ctypes.CDLL(path) if path is not None else None
 
 
 class ProbeTimer:
