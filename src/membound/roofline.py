@@ -10,7 +10,7 @@ How it works, and why: it runs `fn` once to warm up (lazy init, autotuning, cach
 allocator), then `RUNS` times under `torch.profiler` with `record_shapes=True`, exports the
 profile as a kineto trace, loads it with `membound.trace.load` and joins ops, kernels and
 costs with `membound.analysis.ops` into the very op rows `membound analyze` reports for a
-training trace (`analysis.ops.op_rows`), so an op is costed and placed the same way in both
+training trace (`analysis.op_rows.op_rows`), so an op is costed and placed the same way in both
 (the profiler's Python `FunctionEvent` fields, e.g. `input_dtypes`, differ between torch
 versions; the trace file's do not). Which ops own time:
   - CUDA: each kernel belongs to the innermost op the cost model knows among the ops that
@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from membound.analysis.ops import cpu_calls, join_calls, op_rows
+from membound.analysis.op_rows import op_rows
+from membound.analysis.ops import cpu_calls, join_calls
 from membound.analysis.result import OpRow
 from membound.analysis.roofline import (
     Placement,
@@ -162,7 +163,7 @@ def table_from_trace(
     (`analysis.ops.join_calls`, as in `membound analyze`; `kernel_args`, the launch
     parameter names of the inductor kernels this process compiled, split their bytes into
     reads and writes as diagnose's capture does); CPU: the outermost known ops, timed by
-    host time (`analysis.ops.cpu_calls`). Rows are `analysis.ops.op_rows`, per call."""
+    host time (`analysis.ops.cpu_calls`). Rows are `analysis.op_rows.op_rows`, per call."""
     calls = join_calls(trace, kernel_args=kernel_args) if kind == "cuda" else cpu_calls(trace)
     total_us = sum(c.device_us for c in calls)
     rows = op_rows(calls, ceilings, total_us, allow_tf32=allow_tf32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from membound.analysis import analyze
-from membound.analysis.ops import above_roof_note
+from membound.analysis.op_rows import above_roof_note
 from membound.analysis.result import OpRow
 from membound.demos import recorded_ceilings, recorded_trace
 from membound.report.terminal import roof_pct

@@ -19,7 +19,8 @@ import pytest
 
 import membound.analysis.pipeline as pipeline
 from membound.analysis import analyze
-from membound.analysis.ops import call_column, join_calls
+from membound.analysis.op_calls import call_column
+from membound.analysis.ops import join_calls
 from membound.analysis.pipeline import kernel_args_of
 from membound.device.ceilings import Ceilings
 from membound.trace.load import load_trace

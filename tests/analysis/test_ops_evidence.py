@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from membound.analysis.ops import _tensor_core_flags, storage_dtype
+from membound.analysis.op_calls import storage_dtype
+from membound.analysis.ops import _tensor_core_flags
 
 
 def test_storage_dtype_is_the_largest_tensor_inputs():

@@ -10,7 +10,7 @@ import numpy as np
 
 from membound.analysis import intervals as iv
 from membound.analysis.findings import Finding
-from membound.analysis.ops import OpCall
+from membound.analysis.op_calls import OpCall
 from membound.analysis.result import OpRow, Step
 from membound.analysis.timeline import Timeline
 from membound.trace.model import H2D, PINNED, Trace

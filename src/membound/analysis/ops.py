@@ -7,126 +7,31 @@ outwards from the innermost op, e.g. `aten::addmm` inside `aten::linear`); when 
 the stack has a formula, the innermost op. An op call's device time is the sum of its
 kernels' durations; its FLOPs and minimal bytes come from `membound.cost.cost_of` applied
 to the shapes, dtypes and scalars the profiler recorded. Host↔device copies are PCIe
-time, not HBM work, and stay out of the roofline (the copy rules account for them). Rows aggregate calls by op name
-and are placed against the ceilings with `analysis.roofline.place`.
+time, not HBM work, and stay out of the roofline (the copy rules account for them). The
+calls come back as `analysis.op_calls.OpCalls`; `analysis.op_rows` aggregates them by op
+name and places the rows against the ceilings.
 """
 
 from __future__ import annotations
 
-import math
-import operator
 import re
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis.op_calls import (
+    OPCALL_FIELDS,
+    OpCall,
+    OpCalls,
+    first_input_bytes,
+    object_array,
+    storage_dtype,
+)
 from membound.analysis.optimizer_ops import FOREACH as _FOREACH
 from membound.analysis.optimizer_ops import cost_foreach_lists, cost_fused_adam
-from membound.analysis.result import OpRow
-from membound.analysis.roofline import call_compute_key, place
 from membound.cost.registry import read_bytes_of
-from membound.dtypes import itemsize, trace_dtype
 from membound.trace.model import CPU_OP, D2D, GRAPH_LAUNCH, KERNEL, MEMCPY, Trace
-
-
-@dataclass(slots=True)  # made by the million when a big trace's `OpCalls` are iterated
-class OpCall:
-    """One op call that ran kernels: the unit the chain and dtype rules look at."""
-
-    cpu_index: int
-    name: str
-    tid: int
-    first_kernel_us: float
-    last_kernel_end_us: float
-    device_us: float
-    kernels: int
-    flops: float
-    bytes: float
-    compute: str | None
-    family: str
-    known: bool
-    dtypes: tuple[str, ...] = field(default_factory=tuple)
-    dims: Any = None
-    #: dtype of its largest tensor input: what its bytes are stored in (an fp32 mean/rstd
-    #: statistic next to bf16 activations does not make an op fp32)
-    storage_dtype: str | None = None
-    #: True when one of its kernels' names says tensor cores (tf32/hmma/TensorOp/...), False
-    #: when one says fp32 CUDA-core GEMM (sgemm/simt/ffma) and none says tensor cores
-    tensor_cores: bool | None = None
-    #: `first_input_bytes` of it, found once per interned shape (None: not computed)
-    first_input_bytes: float | None = None
-    #: autograd sequence number of the op or of its nearest enclosing op that has one (-1:
-    #: none): a forward op and the backward node it recorded share it (`trace.cpu.seq`)
-    seq: int = -1
-    #: the call runs inside a backward node (`autograd::engine::evaluate_function: ...`)
-    backward: bool = False
-    #: bytes read, of `bytes` (`cost.Cost.read_bytes`; NaN: the split is unknown): the HBM
-    #: roof follows the share read (`roofline.hbm_rate`)
-    read_bytes: float = math.nan
-
-
-class OpCalls(Sequence):
-    """`join_calls`' op calls: a read-only sequence of `OpCall` that holds each field as an
-    array, in call order (`columns`). Code reading every call (`op_rows`, the memory rules)
-    takes the arrays through `call_column`; indexing or iterating makes the `OpCall` objects
-    as they are asked for, so a big trace never holds millions of them at once (1.8M calls
-    held ~0.6 GB as objects, against ~0.2 GB as arrays)."""
-
-    __slots__ = ("columns", "_n")
-
-    def __init__(self, columns: dict[str, np.ndarray]):
-        self.columns = columns
-        self._n = len(columns[_OPCALL_FIELDS[0]])
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return OpCalls({f: c[i] for f, c in self.columns.items()})
-        i = operator.index(i)
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError("op call index out of range")
-        # a one-element slice's tolist gives the Python value the whole column's would
-        return OpCall(*(self.columns[f][i : i + 1].tolist()[0] for f in _OPCALL_FIELDS))
-
-    def __iter__(self):
-        cols = [self.columns[f] for f in _OPCALL_FIELDS]
-        for lo in range(0, self._n, _ITER_CHUNK):
-            yield from map(OpCall, *(c[lo : lo + _ITER_CHUNK].tolist() for c in cols))
-
-    def __repr__(self) -> str:
-        return f"OpCalls({self._n} calls)"
-
-
-#: calls made into objects at a time when iterating `OpCalls`
-_ITER_CHUNK = 1 << 14
-
-#: dtypes of the `OpCall` fields that are numbers (the rest are Python objects)
-_NUMBER_FIELDS = {
-    "cpu_index": np.int64, "tid": np.int64, "first_kernel_us": np.float64,
-    "last_kernel_end_us": np.float64, "device_us": np.float64, "kernels": np.int64,
-    "flops": np.float64, "bytes": np.float64, "known": bool, "seq": np.int64, "backward": bool,
-    "read_bytes": np.float64,
-}  # fmt: skip
-
-
-def call_column(calls, field: str) -> np.ndarray:
-    """Field `field` of every call, in order, as an array: the one `join_calls` kept
-    (`OpCalls.columns`), else read from the objects (numbers typed, the rest objects)."""
-    columns = getattr(calls, "columns", None)
-    if columns is not None and len(columns[field]) == len(calls):
-        return columns[field]
-    values = list(map(operator.attrgetter(field), calls))
-    kind = _NUMBER_FIELDS.get(field)
-    return np.array(values, dtype=kind) if kind is not None else _objects(values)
-
 
 #: kernel-name evidence of tensor cores (cuBLAS/cuDNN/CUTLASS naming) ...
 _TENSOR_CORE = re.compile(
@@ -157,36 +62,6 @@ def _tensor_core_flags(names: list[str]) -> list[bool | None]:
     for n in names:
         out.append(True if _TENSOR_CORE.search(n) else False if _SIMT.search(n) else None)
     return out
-
-
-def first_input_bytes(dims: Any, storage: str | None, dtypes: tuple[str, ...]) -> float:
-    """Bytes of an op's first tensor input, in its storage dtype (0 without a shape): what
-    the chain rules compare and count as an intermediate."""
-    dims = dims or []
-    first = dims[0] if dims and isinstance(dims[0], list) else None
-    if not first or not all(isinstance(d, int) for d in first):
-        return 0.0
-    n = 1
-    for d in first:
-        n *= d
-    dtype = storage or (dtypes[0] if dtypes else "float")
-    return float(n * itemsize(trace_dtype(dtype)))
-
-
-def storage_dtype(dims: Any, types: Any) -> str | None:
-    """Dtype of the largest tensor input (by element count; the first on a tie)."""
-    if not isinstance(dims, list) or not isinstance(types, list):
-        return None
-    best, best_n = None, -1
-    for d, t in zip(dims, types, strict=False):
-        if not t or not isinstance(d, list) or not d or not all(isinstance(x, int) for x in d):
-            continue
-        n = 1
-        for x in d:
-            n *= x
-        if n > best_n:
-            best, best_n = str(t), n
-    return best
 
 
 def _cost_fn():
@@ -497,7 +372,7 @@ def join_calls(trace: Trace, windows=None, kernel_args=None) -> OpCalls:
         "backward": backward,
         "read_bytes": reads,
     }
-    return OpCalls({f: columns[f] for f in _OPCALL_FIELDS})
+    return OpCalls({f: columns[f] for f in OPCALL_FIELDS})
 
 
 def _list_dtypes(trace: Trace, parent, per_tid, costs: _Costs, parts, inv, ucost: list) -> None:
@@ -663,26 +538,6 @@ def _autograd_of(
     return seq, backward
 
 
-#: OpCall's fields in the order its constructor takes them
-_OPCALL_FIELDS = tuple(OpCall.__dataclass_fields__)
-
-
-def value_codes(values) -> tuple[np.ndarray, list]:
-    """Each of `values`' (a list or an object array) index among the distinct values (in
-    order of first appearance), and those distinct values."""
-    distinct = list(dict.fromkeys(values))
-    index = {v: i for i, v in enumerate(distinct)}
-    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), distinct
-
-
-def _objects(values: list) -> np.ndarray:
-    """A 1-d object array of `values` (tuples and lists stay elements, not rows)."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = v
-    return out
-
-
 def _op_keys(trace: Trace) -> np.ndarray:
     """One int64 per CPU op naming its (name, shapes, strides): (name id × (shapes + 1) +
     shape id + 1) × (strides + 1) + strides id + 1 (`_op_key_parts` takes it apart)."""
@@ -740,7 +595,7 @@ def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarra
     fields = ("name", "flops", "bytes", "read_bytes", "compute", "family", "known", "dtypes",
               "dims", "storage_dtype", "first_input_bytes", "list_copy", "fp32")  # fmt: skip
     cols = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
-    out = {f: _objects(list(v)) for f, v in zip(fields, cols, strict=True)}
+    out = {f: object_array(list(v)) for f, v in zip(fields, cols, strict=True)}
     for f in ("flops", "bytes", "read_bytes"):
         out[f] = np.array(cols[fields.index(f)], dtype=np.float64)
     for f in ("list_copy", "fp32"):
@@ -813,153 +668,3 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
         )
     out.sort(key=lambda c: c.first_kernel_us)
     return out
-
-
-def op_rows(
-    calls: list[OpCall], ceilings, gpu_time_us: float, allow_tf32: bool = False
-) -> list[OpRow]:
-    """Aggregate calls by op name, place each on the roofline; sorted by device time.
-
-    An op is placed only when every call of it is costed; its roof is the compute key most
-    of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
-    they ran, which a trace does not record), its memory roof each call's
-    (`roofline.memory_roof`: L2's for calls whose bytes fit in L2, else HBM's for the share
-    of its bytes the call reads)."""
-    # per-call figures stay arrays, read through each op's indexes: each op's are made into
-    # Python numbers (summed as `sum` adds a list) one op at a time, so the calls are never
-    # all held as objects
-    which, op_names = value_codes(call_column(calls, "name"))
-    # ops in order of their first call; each op's calls in their order
-    ends = np.cumsum(np.bincount(which, minlength=len(op_names))).tolist()
-    order = np.argsort(which, kind="stable")
-    del which
-    device = call_column(calls, "device_us")
-    flops_ = call_column(calls, "flops")
-    bytes_ = call_column(calls, "bytes")
-    reads_ = call_column(calls, "read_bytes")
-    known_ = call_column(calls, "known")
-    families = call_column(calls, "family")
-    # the roof key depends on a call's compute and family alone: counted per distinct pair
-    compute_code, computes = value_codes(call_column(calls, "compute"))
-    family_code, family_values = value_codes(families)
-    width = max(len(family_values), 1)
-    pair_code = compute_code * width + family_code
-    del compute_code, family_code
-    dtypes_ = call_column(calls, "dtypes")
-    roof_of: dict[tuple, Any] = {}
-    rows = []
-    lo = 0
-    for name, hi in zip(op_names, ends, strict=True):
-        sel = order[lo:hi]
-        n_calls = hi - lo
-        lo = hi
-        device_us = sum(device[sel].tolist())
-        flops = sum(flops_[sel].tolist())
-        nbytes = sum(bytes_[sel].tolist())
-        known = bool(known_[sel].astype(bool).all())
-        keys: Counter = Counter()
-        distinct, first, counts = np.unique(pair_code[sel], return_index=True, return_counts=True)
-        for k in np.argsort(first, kind="stable").tolist():  # in order of first call
-            c, f = divmod(int(distinct[k]), width)
-            pair, count = (computes[c], family_values[f]), int(counts[k])
-            if pair not in roof_of:
-                roof_of[pair] = call_compute_key(_Roof(*pair), allow_tf32)
-            keys[roof_of[pair]] += count
-        compute = keys.most_common(1)[0][0]
-        dtypes = sorted(
-            {
-                d
-                for ds in _distinct(dtypes_[sel].tolist())
-                for d in ds
-                if d not in ("Scalar", "ScalarList")
-            }
-        )
-        row = OpRow(
-            name=name,
-            calls=n_calls,
-            device_ms=device_us / 1e3,
-            flops=flops,
-            bytes=nbytes,
-            arithmetic_intensity=(flops / nbytes if nbytes else None) if known else None,
-            bound=None,
-            achieved_bandwidth_fraction=None,
-            achieved_flops_fraction=None,
-            compute=compute,
-            dtypes=dtypes,
-            exact_cost=known,
-            share_of_gpu_time=device_us / gpu_time_us if gpu_time_us else 0.0,
-        )
-        if known and ceilings is not None and device_us > 0 and (flops or nbytes):
-            p = place(
-                flops, nbytes, device_us / 1e6, ceilings, compute,
-                call_bytes=bytes_[sel], family=families[sel[0]], call_reads=reads_[sel],
-            )  # fmt: skip
-            row.bound = p.bound
-            row.memory_roof = p.memory_roof
-            row.achieved_bandwidth_fraction = _f(p.achieved_bandwidth_fraction)
-            row.achieved_flops_fraction = _f(p.achieved_flops_fraction)
-            row.fraction_of_attainable = _f(p.fraction)
-            row.attainable_ms = p.attainable_seconds * 1e3
-        rows.append(row)
-    rows.sort(key=lambda r: r.device_ms, reverse=True)
-    return rows
-
-
-@dataclass(frozen=True, slots=True)
-class _Roof:
-    """What `roofline.call_compute_key` reads of a call."""
-
-    compute: str | None
-    family: str
-
-
-def _distinct(values: list) -> Any:
-    """The distinct entries of `values` (itself where they cannot be hashed)."""
-    try:
-        return set(values)
-    except TypeError:
-        return values
-
-
-def _f(x) -> float | None:
-    return None if x is None else float(x)
-
-
-#: a placed op whose fraction of its roof rounds above this is shown as ">100%"
-ABOVE_ROOF = 1.005
-
-
-def above_roof_note(rows) -> str | None:
-    """One note when placed ops ran faster than the ceilings allow (the tables then show
-    them as >100%): which op by how much, the two causes, and the command that re-measures."""
-
-    def over(r) -> tuple[float, str]:
-        return max(
-            (r.achieved_bandwidth_fraction or 0.0, "memory bandwidth"),
-            (r.achieved_flops_fraction or 0.0, f"{r.compute or 'compute'} FLOP/s"),
-        )
-
-    above = [r for r in rows if r.bound is not None and over(r)[0] > ABOVE_ROOF]
-    if not above:
-        return None
-    top = max(above, key=lambda r: over(r)[0])
-    fraction, ceiling = over(top)
-    cause = (
-        "a little above is what the H200 showed on traces and ceilings measured in one call "
-        "(memory-bound ops up to 0.3% above passes timed by the kernel clock on a clean L2, "
-        "a weight gradient's matmul 1.8% above the sweep's best for its shape); more is"
-        if fraction <= NEAR_ROOF
-        else "either"
-    )
-    return (
-        f"{len(above)} op(s) ran above a ceiling ({top.name} at {fraction:.1%} of the measured "
-        f"{ceiling}), shown as >100%: {cause} data still in L2 (the memory roof is HBM's "
-        "streaming rate) or ceilings that are stale or from another machine; `membound "
-        "roofline --refresh` on that GPU measures them again"
-    )
-
-
-#: above a ceiling by at most this, an op is within what ops and ceilings measured in one
-#: call on the H200 showed (benchmarks/results/over_roof_2026-12-03k.txt: memory-bound ops
-#: up to 0.33% above, `h200_healthy`'s 4096 x 4096 x 16384 A.T@B matmul 1.8%)
-NEAR_ROOF = 1.025

@@ -14,13 +14,8 @@ from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers 
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
 from membound.analysis.findings import Finding, capped, ranked, run_rules
-from membound.analysis.ops import (
-    above_roof_note,
-    device_time_us,
-    graph_replay_time_us,
-    join_calls,
-    op_rows,
-)
+from membound.analysis.op_rows import above_roof_note, op_rows
+from membound.analysis.ops import device_time_us, graph_replay_time_us, join_calls
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle, warmup_note
 from membound.analysis.timeline import Timeline, step_windows

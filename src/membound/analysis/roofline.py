@@ -5,7 +5,7 @@
 writes, `hbm_rate`; L2's for calls whose bytes fit in L2; the write rate for fills),
 `call_compute_key` the flat roof an op call is held to (its dtype, TF32 for fp32 matmuls
 where TF32 was on); `chart_points` turns op rows into the points a roofline chart draws.
-`analysis.ops.op_rows` places every op of a trace with these, and so does
+`analysis.op_rows.op_rows` places every op of a trace with these, and so does
 `membound.roofline.measure` for one function.
 """
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from membound.analysis.ops import ABOVE_ROOF
+from membound.analysis.op_rows import ABOVE_ROOF
 from membound.report.ceilings import roof_legend, roof_mark
 from membound.report.numbers import finite, ms, pct, value
 from membound.report.options import ReportOptions

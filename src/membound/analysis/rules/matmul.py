@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 
 from membound.analysis.findings import rule
-from membound.analysis.ops import call_column, value_codes
+from membound.analysis.op_calls import call_column, value_codes
 
 MATMUL_FAMILIES = {"matmul", "conv", "convolution", "attention"}
 #: an fp32 matmul faster than this multiple of the fp32 (no TF32) ceiling already uses TF32

@@ -19,7 +19,7 @@ from membound.analysis.fixes import (
     memory_bound_fix,
     op_family,
 )
-from membound.analysis.ops import call_column, first_input_bytes, value_codes
+from membound.analysis.op_calls import call_column, first_input_bytes, value_codes
 from membound.analysis.roofline import call_memory_roof, call_rates, copy_rate_only
 from membound.analysis.rules import norm_written
 from membound.analysis.rules.memory_gap import LATENCY_US, attainable_ms, memory_ops_below_roof
