@@ -18,7 +18,8 @@ import pytest
 import membound
 from membound.cli import main
 from membound.trace import capture as cap
-from membound.trace.capture import read_step_marks
+from membound.trace import step_marks
+from membound.trace.step_marks import read_step_marks
 
 #: `train.py WHEN HOW`: at loop iteration WHEN (0-based, before its optimizer step), end HOW
 TRAIN = textwrap.dedent(
@@ -136,7 +137,7 @@ def test_step_marks_reach_the_disk_at_each_phase_change_and_within_the_flush_tim
     import torch
 
     path = tmp_path / "capture.steps.jsonl"
-    monkeypatch.setattr(cap, "MARKS_FLUSH_S", 3600.0)
+    monkeypatch.setattr(step_marks, "MARKS_FLUSH_S", 3600.0)
     with cap.Capture(out=tmp_path, steps=2, wait=3, warmup=0) as c:
         c.step()
         c.step()
@@ -145,7 +146,7 @@ def test_step_marks_reach_the_disk_at_each_phase_change_and_within_the_flush_tim
         assert read_step_marks(path) == [1, 2, 3]
     assert read_step_marks(path) == [1, 2, 3]  # what the steps reached, at the exit
 
-    monkeypatch.setattr(cap, "MARKS_FLUSH_S", 0.0)  # every mark due: on disk as it is made
+    monkeypatch.setattr(step_marks, "MARKS_FLUSH_S", 0.0)  # every mark due: on disk as it is made
     with cap.Capture(out=tmp_path / "b", steps=2, wait=1, warmup=0) as c:
         for _ in range(2):
             torch.randn(4, 4).sum()

@@ -14,6 +14,7 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter
 import membound
 from membound.errors import BadInput
 from membound.trace import capture as cap
+from membound.trace import graph_hooks
 
 
 def step_markers(path) -> list[str]:
@@ -410,7 +411,7 @@ class _FakeGraph:
 def _graph_capture(tmp_path, monkeypatch, wait=3):
     monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
     c = cap.Capture(steps=1, wait=wait, warmup=0, out=tmp_path)
-    c._install_graph_hooks()
+    c.graph_hooks.install()
     return c
 
 
@@ -432,7 +433,7 @@ def test_a_graph_capture_before_the_timeline_pass_is_recorded_with_its_ops(tmp_p
     g.capture_begin()
     g.capture_end()
     assert len(c.graph_captures) == 1
-    c._remove_graph_hooks()
+    c.graph_hooks.remove()
     assert "__wrapped__" not in _FakeGraph.__dict__["capture_begin"].__dict__
     assert _FakeGraph.capture_end.__name__ == "capture_end" and not hasattr(
         _FakeGraph.capture_end, "__wrapped__"
@@ -444,23 +445,23 @@ def test_graph_captures_stop_at_the_limit_and_a_failed_capture_writes_nothing(
 ):
     c = _graph_capture(tmp_path, monkeypatch, wait=100)
 
-    for _ in range(cap.GRAPH_CAPTURES + 2):
+    for _ in range(graph_hooks.GRAPH_CAPTURES + 2):
         g = _FakeGraph()
         g.capture_begin()
         g.capture_end()
-    assert len(c.graph_captures) == cap.GRAPH_CAPTURES
+    assert len(c.graph_captures) == graph_hooks.GRAPH_CAPTURES
     assert sorted(p.name for p in tmp_path.glob("trace.capture*.json.gz")) == sorted(
-        f"trace.capture{i}.json.gz" for i in range(cap.GRAPH_CAPTURES)
+        f"trace.capture{i}.json.gz" for i in range(graph_hooks.GRAPH_CAPTURES)
     )
-    c._remove_graph_hooks()
+    c.graph_hooks.remove()
     c2 = _graph_capture(tmp_path / "b", monkeypatch)
 
     def boom(self, *a, **k):
         raise RuntimeError("capture failed")
 
     monkeypatch.setattr(_FakeGraph, "capture_begin", boom)
-    c2._install_graph_hooks()  # wraps the failing begin
+    c2.graph_hooks.install()  # wraps the failing begin
     with pytest.raises(RuntimeError, match="capture failed"):
         _FakeGraph().capture_begin()
     assert c2.graph_captures == [] and not torch.autograd.profiler._is_profiler_enabled
-    c2._remove_graph_hooks()
+    c2.graph_hooks.remove()

@@ -13,7 +13,8 @@ import pytest
 
 from membound.errors import BadInput
 from membound.trace import cupti_api
-from membound.trace.capture import Capture, notes_from_meta
+from membound.trace.capture import Capture
+from membound.trace.capture_meta import notes_from_meta
 from membound.trace.kineto_names import _call_of, api_kept, api_name
 from membound.trace.model import OTHER_CALL
 

@@ -22,7 +22,8 @@ from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
 from membound.trace import graph_ops, layout_probe, loader_probe, profiler_cost
-from membound.trace.capture import notes_from_meta, read_meta
+from membound.trace.capture import read_meta
+from membound.trace.capture_meta import notes_from_meta
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP
 

@@ -167,7 +167,7 @@ def _kind(p: Path) -> str:
 
 def _unwritten_capture(folder: Path) -> str:
     """What a capture that never wrote its trace left (its per-step marks), said in a clause."""
-    from membound.trace.capture import read_step_marks
+    from membound.trace.step_marks import read_step_marks
 
     marks = sorted(folder.glob("capture*.steps.jsonl"))
     if not marks:

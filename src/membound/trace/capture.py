@@ -25,12 +25,12 @@ A higher-priority source takes over the first time it fires; that firing only cl
 (the previous source just marked that boundary), and a note records the switch. The hooks are
 installed only while a capture is active and removed when it completes or exits.
 
-What survives an abrupt end: every step boundary is appended to `capture.steps.jsonl` as it
-happens (one line, flushed), so even a SIGKILL leaves the steps a run reached; a script that
-calls `os._exit` during the capture first has what was recorded written (trace and meta: the
-hook is the capture's, active only in its own process and thread); a run that ends inside a
-recorded step names that step in the meta (`partial_step`), and the complete ones
-(`recorded_steps`), so no partial step is counted.
+What survives an abrupt end: every step boundary is appended to `capture.steps.jsonl`
+(`trace.step_marks`) as it happens (one line, flushed), so even a SIGKILL leaves the steps a
+run reached; a script that calls `os._exit` during the capture first has what was recorded
+written (trace and meta: the hook is the capture's, active only in its own process and thread);
+a run that ends inside a recorded step names that step in the meta (`partial_step`,
+`trace.capture_meta`), and the complete ones (`recorded_steps`), so no partial step is counted.
 """
 
 from __future__ import annotations
@@ -53,8 +53,11 @@ from membound.defaults import (
     CAPTURE_WAIT,
     CAPTURE_WARMUP,
 )
+from membound.trace.capture_meta import build_meta, notes_from_meta, shortfall_note
+from membound.trace.graph_hooks import GraphHooks, graph_capture_name
 from membound.trace.marks import HostMarks, inject
 from membound.trace.step_clock import StepClock
+from membound.trace.step_marks import StepMarks
 
 TRACE_NAME = "trace.json.gz"
 META_NAME = "capture.json"
@@ -125,8 +128,7 @@ class Capture:
         self.ops_path = self.out / ops_name(self.rank)
         self.meta_path = self.out / meta_name(self.rank)
         self.steps_path = self.out / steps_name(self.rank)
-        self._steps_file: Any = None
-        self._marks_flushed = 0.0  # perf_counter() of the step marks' last flush
+        self.step_marks = StepMarks(self.steps_path)
         self._pid = os.getpid()
         self._real_exit: Any = None
         self.ended: str | None = None  # how the run ended, when not by itself ("crashed")
@@ -168,8 +170,7 @@ class Capture:
         self.cupti_teardown: str | None = None
         # [graphs] CUDA-graph captures recorded before the timeline pass (GRAPH_CAPTURES)
         self.graph_captures: list[dict[str, Any]] = []
-        self._graph_prof: Any = None
-        self._graph_orig: Any = None
+        self.graph_hooks = GraphHooks(self)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -214,16 +215,20 @@ class Capture:
         self._thread = threading.get_ident()
         self._install_exit_hook()
         if self.two_pass:
-            self._install_graph_hooks()
+            self.graph_hooks.install()
         if self.auto_steps:
             self._install_hooks()
-        self._open_step_marks()
+        note = self.step_marks.open(
+            pid=self._pid, wait=self.wait, warmup=self.warmup, steps=self.steps
+        )
+        if note is not None:
+            self.notes.append(note)
         # membound's own code stays on its cheapest path while only GPU activity is traced
         _profiling.timeline_pass = self.two_pass
         self._prof.start()
         self._filter_api()
         self.clock.start()
-        self._mark_step(0)
+        self.step_marks.mark(0, self.clock.times[-1])
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -237,7 +242,7 @@ class Capture:
         if ended is not None and self.ended is None:
             self.ended = ended
         self._stop(keep_optimizer_hook=False)
-        self._close_step_marks()
+        self.step_marks.close()
 
     def _stop(self, keep_optimizer_hook: bool) -> None:
         was_timing = self._after_left > 0
@@ -254,14 +259,12 @@ class Capture:
                     p.stop()  # inside the recording window this exports a partial trace
         finally:
             if not self.complete and self.steps_captured < self.steps:
-                self.notes.append(self._shortfall_note())
+                self.notes.append(shortfall_note(self))
             self._write_meta()
-            if self._steps_file is not None:
-                self._write_step_line({"end": time.time(), "partial_step": self.partial_step,
-                                       "ended": self.ended})  # fmt: skip
+            self.step_marks.end(partial_step=self.partial_step, ended=self.ended)
 
     def _tell(self, event: str) -> None:
-        self._flush_step_marks()  # a phase changes: its marks are on disk before anyone reads
+        self.step_marks.flush()  # a phase changes: its marks are on disk before anyone reads
         if self.listener is not None:
             try:
                 self.listener(event, self)
@@ -286,7 +289,7 @@ class Capture:
             if self._after_left > 0 and source == self.source:
                 self.clock.mark()
                 self._after_left -= 1
-                self._mark_step(len(self.clock.times) - 1)
+                self.step_marks.mark(len(self.clock.times) - 1, self.clock.times[-1])
                 if self._after_left == 0:  # timed enough: nothing of membound's runs any more
                     self._release(keep_optimizer_hook=True)
                     self._write_meta()
@@ -308,7 +311,7 @@ class Capture:
                 return
         self.steps_taken += 1
         t = self.clock.mark()  # before the profiler's own work at this boundary
-        self._mark_step(self.steps_taken)
+        self.step_marks.mark(self.steps_taken, self.clock.times[-1])
         if self._ops_prof is not None:
             self._ops_prof.step()
         else:
@@ -455,77 +458,7 @@ class Capture:
         if self.stop_after_capture:
             raise CaptureDone()
 
-    def _shortfall_note(self) -> str:
-        if self.source is None and self.ended is not None:
-            return f"the script {self.ended} before its first step: nothing was recorded."
-        if self.source is None:
-            return (
-                "no step boundary was seen (no optimizer step, no DataLoader batch): call "
-                "membound.step() once per iteration."
-            )
-        if self.steps_captured == 0 and not self.written:
-            return (
-                f"the run ended after {self.steps_taken} step(s), before recording began "
-                f"(wait {self.wait} + warmup {self.warmup}); run more steps or lower --wait/--warmup."
-            )
-        partial = self.partial_step
-        return f"the run ended after {self.steps_captured} of {self.steps} recorded step(s)" + (
-            f"; step {partial + 1} was cut short and is left out."  # 1-based, as the user counts
-            if partial is not None
-            else "."
-        )
-
     # ---- what survives an abrupt end ----------------------------------------------------
-
-    def _open_step_marks(self) -> None:
-        try:
-            self._steps_file = open(self.steps_path, "w")  # noqa: SIM115
-        except OSError as exc:  # the capture goes on; only the per-step record is lost
-            self.notes.append(f"could not write the step marks to {self.steps_path} ({exc})")
-            return
-        self._write_step_line({"start": time.time(), "pid": self._pid, "wait": self.wait,
-                               "warmup": self.warmup, "steps": self.steps})  # fmt: skip
-
-    def _mark_step(self, boundary: int) -> None:
-        """One line per step boundary, formatted by hand as `json.dumps` would (an int and a
-        finite float) at a third of its cost, and written to the file's buffer: it reaches
-        the disk at most `MARKS_FLUSH_S` later, and at every phase change and any exit the
-        capture sees. A write per line (line buffering) cost 14 us a step inside a training
-        step on a CI core, where the rest of the capture's per-step work costs 7."""
-        if self._steps_file is None:
-            return
-        t = self.clock.times[-1]
-        self._write_text(f'{{"boundary": {int(boundary)}, "t": {t!r}}}\n', flush=False)
-        if t - self._marks_flushed >= MARKS_FLUSH_S:
-            self._flush_step_marks()
-
-    def _write_step_line(self, record: dict) -> None:
-        self._write_text(json.dumps(record) + "\n")
-
-    def _write_text(self, line: str, flush: bool = True) -> None:
-        try:
-            self._steps_file.write(line)
-        except (OSError, ValueError, AttributeError):  # a full disk, a closed file: go on
-            self._steps_file = None
-            return
-        if flush:
-            self._flush_step_marks()
-
-    def _flush_step_marks(self) -> None:
-        self._marks_flushed = time.perf_counter()
-        try:
-            if self._steps_file is not None:
-                self._steps_file.flush()
-        except (OSError, ValueError):
-            self._steps_file = None
-
-    def _close_step_marks(self) -> None:
-        f, self._steps_file = self._steps_file, None
-        if f is not None:
-            try:
-                f.close()
-            except OSError:
-                pass
 
     def _on_os_exit(self, code: Any) -> None:
         """The script called `os._exit(code)`: nothing else will run, so write what was
@@ -534,7 +467,7 @@ class Capture:
             return  # a forked child (a DataLoader worker) ending: not the script
         self.exit_code = code if isinstance(code, int) else None
         if threading.get_ident() != self._thread:
-            self._flush_step_marks()  # what the message below points to
+            self.step_marks.flush()  # what the message below points to
             self._tell("os_exit_unwritten")
             return
         try:
@@ -594,96 +527,8 @@ class Capture:
         if n:
             self._samples += n
 
-    # ---- CUDA-graph captures ----------------------------------------------------------------
-
-    def _install_graph_hooks(self) -> None:
-        """Wrap `torch.cuda.CUDAGraph.capture_begin/capture_end` (what `torch.cuda.graph` and
-        torch.compile's CUDA graphs call): a capture before the timeline pass is recorded
-        with CPU ops and shapes into its own trace, so the kernels its replays run can be
-        given the ops that launched them (their replays carry no op of their own)."""
-        import torch
-
-        cls = getattr(torch.cuda, "CUDAGraph", None)
-        if cls is None or "capture_begin" not in cls.__dict__ or "capture_end" not in cls.__dict__:
-            return
-        begin, end = cls.__dict__["capture_begin"], cls.__dict__["capture_end"]
-        capture = self
-
-        def capture_begin(graph, *args, **kwargs):
-            capture._graph_capture_start()
-            try:
-                return begin(graph, *args, **kwargs)
-            except BaseException:
-                capture._graph_capture_stop(failed=True)
-                raise
-
-        def capture_end(graph, *args, **kwargs):
-            try:
-                return end(graph, *args, **kwargs)
-            finally:
-                capture._graph_capture_stop()
-
-        capture_begin.__wrapped__ = begin  # type: ignore[attr-defined]
-        capture_end.__wrapped__ = end  # type: ignore[attr-defined]
-        self._graph_orig = (cls, begin, end)
-        cls.capture_begin, cls.capture_end = capture_begin, capture_end
-
-    def _remove_graph_hooks(self) -> None:
-        if self._graph_orig is None:
-            return
-        cls, begin, end = self._graph_orig
-        self._graph_orig = None
-        if getattr(cls.__dict__.get("capture_begin"), "__wrapped__", None) is begin:
-            cls.capture_begin = begin
-        if getattr(cls.__dict__.get("capture_end"), "__wrapped__", None) is end:
-            cls.capture_end = end
-
-    def _graph_capture_start(self) -> None:
-        """Start a CPU-ops profiler for the capture about to begin, where one may run: in
-        the unprofiled steps before the timeline pass (the capture's schedule is waiting, so
-        no kineto session is open), up to `GRAPH_CAPTURES`, and not under the user's own
-        profiler. Started before the capture: nothing may synchronize inside one."""
-        import torch
-
-        if (
-            self._graph_prof is not None
-            or len(self.graph_captures) >= GRAPH_CAPTURES
-            or self.steps_taken >= self.wait
-            or self.written
-            or torch.autograd.profiler._is_profiler_enabled
-        ):
-            return
-        from torch.profiler import ProfilerActivity
-
-        try:
-            gpu = [ProfilerActivity.CUDA] if torch.cuda.is_available() else []
-            prof = torch.profiler.profile(
-                activities=[ProfilerActivity.CPU, *gpu], record_shapes=True
-            )
-            prof.start()
-        except Exception as exc:  # noqa: BLE001 - the user's capture must go on regardless
-            self.notes.append(f"could not record a CUDA-graph capture ({exc})")
-            return
-        self._graph_prof = prof
-
-    def _graph_capture_stop(self, failed: bool = False) -> None:
-        prof, self._graph_prof = self._graph_prof, None
-        if prof is None:
-            return
-        n = len(self.graph_captures)
-        path = self.out / graph_capture_name(self.rank, n)
-        try:
-            prof.stop()
-            if not failed:
-                prof.export_chrome_trace(str(path))
-        except Exception as exc:  # noqa: BLE001 - a lost capture trace must not stop the run
-            self.notes.append(f"could not write CUDA-graph capture {n} ({exc})")
-            return
-        if not failed:
-            self.graph_captures.append({"trace": path.name, "index": n, "step": self.steps_taken})
-
     def _remove_hooks(self, keep_optimizer_hook: bool = False) -> None:
-        self._remove_graph_hooks()
+        self.graph_hooks.remove()
         if self._real_exit is not None:
             if getattr(os._exit, "__wrapped__", None) is self._real_exit:
                 os._exit = self._real_exit
@@ -725,52 +570,7 @@ class Capture:
         self.meta_path.write_text(json.dumps(self._meta(), indent=1) + "\n")
 
     def _meta(self) -> dict[str, Any]:
-        return {
-            "trace": self.trace_path.name if self.written else None,
-            "rank": self.rank,  # [distributed] None outside torchrun
-            "step_source": self.source,
-            "steps_requested": self.steps,
-            "steps_captured": self.steps_captured if self.written else 0,
-            "wait": self.wait,
-            "warmup": self.warmup,
-            "complete": self.complete,
-            # the complete recorded steps and the one cut short, by ProfilerStep#N number
-            "recorded_steps": self.recorded_steps,
-            "partial_step": self.partial_step,
-            "ended": self.ended,  # how the run ended, when not by itself
-            "step_marks": self.steps_path.name,
-            # DataLoader samples per recorded step (None: no loader batches seen, or none
-            # with a tensor whose leading dim is the batch)
-            "samples_per_step": (self._samples / self.steps_captured)
-            if self._samples and self.steps_captured
-            else None,
-            # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
-            # the ops pass (CPU ops and shapes) is for the roofline alone
-            "timeline": "gpu+host marks" if self.two_pass else "single pass",
-            "host_marks": getattr(self, "host_marks", None),
-            "ops_trace": self.ops_path.name if self.ops_written else None,
-            # [ms] per complete step by phase: membound's host step timer (no sync)
-            "step_times_ms": self.clock.durations_ms(),
-            # per unprofiled phase, what the process (all threads) and the training thread
-            # did per step: CPU time, page faults, context switches
-            "process_per_step": self.clock.usage_per_step("process"),
-            "thread_per_step": self.clock.usage_per_step("thread"),
-            # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
-            "cupti_teardown": self.cupti_teardown,
-            # which CUDA API calls the timeline pass recorded ("all", or "launches": those
-            # the timeline reads) and what switching the others off did (`trace.cupti_api`)
-            "api_records": {"mode": self.api_records, **(self.api_filter or {})}
-            if self.two_pass
-            else None,
-            # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
-            "graph_captures": self.graph_captures,
-            # [inductor] each compiled Triton kernel's launch parameters (in_ptr0, out_ptr0,
-            # ..., xnumel), read from its source at the end of the ops pass
-            "kernel_args": self.kernel_args,
-            "argv": list(sys.argv),
-            "frameworks": frameworks(),
-            "notes": self.notes,
-        }
+        return build_meta(self, list(sys.argv), frameworks())
 
     def capture_notes(self) -> list[str]:
         """Sentences about the capture itself, for the report's notes."""
@@ -803,18 +603,6 @@ def frameworks() -> list[str]:
     return [name for name in FRAMEWORKS if name in sys.modules]
 
 
-#: CUDA-graph captures recorded per run (each into `graph_capture_name`): torch.compile's
-#: CUDA graphs capture one graph per compiled region and shape (forward and backward)
-GRAPH_CAPTURES = 8
-
-
-def graph_capture_name(rank: int | None, index: int) -> str:
-    """The trace of the `index`-th recorded CUDA-graph capture, beside the timeline's."""
-    from membound.trace.distributed import trace_name
-
-    return trace_name(rank).replace(".json.gz", f".capture{index}.json.gz")
-
-
 #: kineto's switch for finalizing CUPTI when a profiler stops. membound leaves it as the
 #: user has it and records it in the meta (`cupti_teardown`). Tried on the H200 (2026-12-03,
 #: HF Trainer Llama, one diagnose per setting and call): the steps after the capture against
@@ -822,10 +610,6 @@ def graph_capture_name(rank: int | None, index: int) -> str:
 #: in the next; the run-to-run spread of the host (+-10%) decides, not the switch
 #: (benchmarks/results/cupti_teardown_steps_2026-12-03*.txt).
 CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
-#: the step marks file (`capture.steps.jsonl`) is flushed at least this often (seconds of
-#: the step clock), besides every phase change and exit: a process killed outright loses at
-#: most this much of it
-MARKS_FLUSH_S = 1.0
 
 
 def _schedule(schedule, wait: int, warmup: int, active: int):
@@ -847,53 +631,6 @@ def step() -> None:
 def active() -> Capture | None:
     """The capture in progress, if any."""
     return _ACTIVE
-
-
-_SOURCES = {
-    "explicit": "explicit membound.step() calls",
-    "optimizer": "optimizer steps",
-    "dataloader": "DataLoader batches (no optimizer step was seen)",
-}
-
-
-def notes_from_meta(meta: dict[str, Any]) -> list[str]:
-    """The capture's sentences for a report's notes, from its meta (`capture.json`): how many
-    steps it kept, where the boundaries came from, and what it noticed."""
-    source = _SOURCES.get(meta.get("step_source"), "nothing (no boundary seen)")
-    skipped = int(meta.get("wait") or 0) + int(meta.get("warmup") or 0)
-    head = (
-        f"captured {meta.get('steps_captured', 0)} step(s) after skipping {skipped}; "
-        f"step boundaries from {source}."
-    )
-    out = [head]
-    api = meta.get("api_records")
-    if isinstance(api, dict) and api.get("mode") == "launches" and api.get("applied"):
-        out.append(
-            f"the timeline pass recorded only the CUDA API calls membound reads (launches, "
-            f"memcpys, memsets, syncs): {api.get('runtime_off', 0)} runtime and "
-            f"{api.get('driver_off', 0)} driver functions were not recorded."
-        )
-    notes = meta.get("notes")
-    return [*out, *(str(n) for n in notes)] if isinstance(notes, list) else out
-
-
-def read_step_marks(path: str | os.PathLike) -> list[int]:
-    """The step boundaries a capture's `capture.steps.jsonl` recorded (a run that ended
-    before writing its trace leaves them); unreadable lines are skipped."""
-    out = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("boundary"), int):
-                    if record["boundary"] > 0:
-                        out.append(record["boundary"])
-    except OSError:
-        return []
-    return out
 
 
 def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:

@@ -3,9 +3,9 @@
 A replay is one `cudaGraphLaunch`; every kernel it runs carries that call's correlation id
 and nothing else: no op, no shapes. membound's capture records each CUDA-graph capture that
 happens before its timeline pass with CPU ops and shapes (`trace.capture<N>.json.gz`,
-`trace.capture.Capture._install_graph_hooks`). Inside a capture nothing runs: each launch
-call is recorded with the op around it, and no kernel has its correlation id (the few that
-do ran outside the graph). Those launches, in order, are the graph's kernels. On the H200
+`trace.graph_hooks`). Inside a capture nothing runs: each launch call is recorded with the op
+around it, and no kernel has its correlation id (the few that do ran outside the graph).
+Those launches, in order, are the graph's kernels. On the H200
 (2026-12-03): examples/planted/launch_bound_graphed.py recorded 293 launches in its capture,
 2 of which ran (outside the graph), and each replay ran 291 kernels; compiled GPT-2 with
 `mode="reduce-overhead"` captured graphs of 200 and 442 launches, replayed as 200 and 442

@@ -1,0 +1,115 @@
+"""The capture meta (`capture.json`, `capture.rank{R}.json`): what a capture writes beside its
+trace, and the sentences a report takes from it.
+
+The meta says how the capture went (the step source, the steps asked for, recorded and cut
+short, how the run ended), what it wrote besides the timeline (the ops pass, the step marks,
+the CUDA-graph captures, inductor kernels' launch parameters), membound's own step timer and the
+process's resource use per phase. It is written when the recorded steps are done, when the
+steps timed after them are, and when the capture stops, so a run that ends early still leaves
+one. `trace.capture.read_meta` finds and reads it beside a trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def build_meta(capture: Any, argv: list[str], frameworks: list[str]) -> dict[str, Any]:
+    """The meta a capture (a `trace.capture.Capture`) writes beside its trace, as it stands
+    now; `argv` and `frameworks`: what the process ran and imported, as the capture sees it."""
+    return {
+        "trace": capture.trace_path.name if capture.written else None,
+        "rank": capture.rank,  # [distributed] None outside torchrun
+        "step_source": capture.source,
+        "steps_requested": capture.steps,
+        "steps_captured": capture.steps_captured if capture.written else 0,
+        "wait": capture.wait,
+        "warmup": capture.warmup,
+        "complete": capture.complete,
+        # the complete recorded steps and the one cut short, by ProfilerStep#N number
+        "recorded_steps": capture.recorded_steps,
+        "partial_step": capture.partial_step,
+        "ended": capture.ended,  # how the run ended, when not by itself
+        "step_marks": capture.steps_path.name,
+        # DataLoader samples per recorded step (None: no loader batches seen, or none
+        # with a tensor whose leading dim is the batch)
+        "samples_per_step": (capture._samples / capture.steps_captured)
+        if capture._samples and capture.steps_captured
+        else None,
+        # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
+        # the ops pass (CPU ops and shapes) is for the roofline alone
+        "timeline": "gpu+host marks" if capture.two_pass else "single pass",
+        "host_marks": getattr(capture, "host_marks", None),
+        "ops_trace": capture.ops_path.name if capture.ops_written else None,
+        # [ms] per complete step by phase: membound's host step timer (no sync)
+        "step_times_ms": capture.clock.durations_ms(),
+        # per unprofiled phase, what the process (all threads) and the training thread
+        # did per step: CPU time, page faults, context switches
+        "process_per_step": capture.clock.usage_per_step("process"),
+        "thread_per_step": capture.clock.usage_per_step("thread"),
+        # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
+        "cupti_teardown": capture.cupti_teardown,
+        # which CUDA API calls the timeline pass recorded ("all", or "launches": those
+        # the timeline reads) and what switching the others off did (`trace.cupti_api`)
+        "api_records": {"mode": capture.api_records, **(capture.api_filter or {})}
+        if capture.two_pass
+        else None,
+        # [graphs] CUDA-graph captures recorded with CPU ops, in capture order
+        "graph_captures": capture.graph_captures,
+        # [inductor] each compiled Triton kernel's launch parameters (in_ptr0, out_ptr0,
+        # ..., xnumel), read from its source at the end of the ops pass
+        "kernel_args": capture.kernel_args,
+        "argv": argv,
+        "frameworks": frameworks,
+        "notes": capture.notes,
+    }
+
+
+def shortfall_note(capture: Any) -> str:
+    """Why a capture (a `trace.capture.Capture`) recorded fewer steps than it was asked for."""
+    if capture.source is None and capture.ended is not None:
+        return f"the script {capture.ended} before its first step: nothing was recorded."
+    if capture.source is None:
+        return (
+            "no step boundary was seen (no optimizer step, no DataLoader batch): call "
+            "membound.step() once per iteration."
+        )
+    if capture.steps_captured == 0 and not capture.written:
+        return (
+            f"the run ended after {capture.steps_taken} step(s), before recording began "
+            f"(wait {capture.wait} + warmup {capture.warmup}); run more steps or lower --wait/--warmup."
+        )
+    partial = capture.partial_step
+    return f"the run ended after {capture.steps_captured} of {capture.steps} recorded step(s)" + (
+        f"; step {partial + 1} was cut short and is left out."  # 1-based, as the user counts
+        if partial is not None
+        else "."
+    )
+
+
+_SOURCES = {
+    "explicit": "explicit membound.step() calls",
+    "optimizer": "optimizer steps",
+    "dataloader": "DataLoader batches (no optimizer step was seen)",
+}
+
+
+def notes_from_meta(meta: dict[str, Any]) -> list[str]:
+    """The capture's sentences for a report's notes, from its meta (`capture.json`): how many
+    steps it kept, where the boundaries came from, and what it noticed."""
+    source = _SOURCES.get(meta.get("step_source"), "nothing (no boundary seen)")
+    skipped = int(meta.get("wait") or 0) + int(meta.get("warmup") or 0)
+    head = (
+        f"captured {meta.get('steps_captured', 0)} step(s) after skipping {skipped}; "
+        f"step boundaries from {source}."
+    )
+    out = [head]
+    api = meta.get("api_records")
+    if isinstance(api, dict) and api.get("mode") == "launches" and api.get("applied"):
+        out.append(
+            f"the timeline pass recorded only the CUDA API calls membound reads (launches, "
+            f"memcpys, memsets, syncs): {api.get('runtime_off', 0)} runtime and "
+            f"{api.get('driver_off', 0)} driver functions were not recorded."
+        )
+    notes = meta.get("notes")
+    return [*out, *(str(n) for n in notes)] if isinstance(notes, list) else out
