@@ -28,7 +28,13 @@ loop the GPU paces, any choice gives the removed time back; where the host paces
 of it; between the two the placement matters and the curve is an estimate. Its floor, the
 host's time in the profiled timeline, is the weak part: on three H200 runs of the BERT loop
 TF32 measured 29.4 and 35.8 ms/step against 29.6 and 28.0 predicted, bf16 27.8, 13.5 and
-21.2 against 29.6, 9.3 and 28.0 (`tests/analysis/test_truth_2026_12_04.py`). The curve is
+21.2 against 29.6, 9.3 and 28.0 (`tests/analysis/test_truth_2026_12_04.py`). The T5 loop
+(2026-12-05) shows it: the calibration took 7.71 µs off each call (the probe measured 4.28),
+so its floor was 53 ms where TF32 measured 62.6; with the measured cost the floor is 59.8
+and TF32's prediction 13.2 instead of 15.9 (measured 4.55), and matching the unprofiled step
+then needs 7.75 µs off every kernel's GPU time, more than CUPTI costs a kernel. What is
+left may be host time the TF32/autocast path adds per matmul (`benchmarks/
+probe_matmul_host.py`). The curve is
 not made where the replay cannot be trusted: no unprofiled step, work on more than one
 stream (events order them, which the replay does not model), a replay that does not give
 the recorded step, or one that cannot be calibrated.

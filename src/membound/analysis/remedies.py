@@ -26,6 +26,15 @@ saving *is*, not by what the fix text mentions:
 - `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
   membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
 
+`launch-bound` goes whole to torch.compile. Tried on the recorded H200 truth fixtures
+(2026-12-05) and dropped: giving compile only the launch gaps in front of kernels it fuses
+away (not those before cuBLAS/cuDNN/attention/optimizer kernels, which it keeps) cut the
+DCGAN's compile to 2.59 ms/step (measured -1.77) but the T5's to 13.88 (measured 32.06,
+where it lost its place on top) and the Llama's first run out of tolerance: compile also
+removes the Python and dispatch in front of the library kernels it keeps. Where compile
+measured a loss (DCGAN, tabular MLP: steps of 10-14 ms, a few hundred kernels) its own
+per-call cost is what no finding holds.
+
 A remedy's predicted saving is the sum of its findings' savings: the GPU-work findings
 share no kernel time (see `rules.memory`), so the sum does not count a byte twice. It is
 capped at the step itself. The GPU-work findings' part is kernel time; with the analysis's
