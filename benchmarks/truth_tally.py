@@ -227,7 +227,7 @@ def process_rows(folder: Path) -> list[dict]:
     baseline's window mean). [] unless both sides recorded the figures (no fixture recorded
     before 2026-12-05 did)."""
     from membound.analysis.step_timing import StepTiming
-    from membound.trace.capture import read_meta
+    from membound.trace.capture_meta import read_meta
 
     truth = json.loads((folder / "truth.json").read_text())
     meta = read_meta(folder / "trace.json.gz") or {}

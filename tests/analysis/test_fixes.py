@@ -120,7 +120,7 @@ def test_the_capture_meta_names_the_frameworks_the_fix_then_names(tmp_path, ceil
     import sys
     import types
 
-    from membound.trace.capture import frameworks
+    from membound.trace.capture_meta import frameworks
     from support.paths import FIXTURES
 
     monkeypatch.setitem(sys.modules, "transformers", types.ModuleType("transformers"))

@@ -22,7 +22,7 @@ import pytest
 from membound.analysis import analyze
 from membound.analysis.pipeline import analyze_trace
 from membound.device.ceilings import Ceilings
-from membound.trace.capture import read_meta
+from membound.trace.capture_meta import read_meta
 from membound.trace.load import load_trace
 from support.paths import FIXTURES
 

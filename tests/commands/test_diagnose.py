@@ -104,8 +104,7 @@ def test_runs_the_script_with_its_argv_and_reports(tmp_path, script, _fake_analy
     assert _fake_analysis == [[str(out / "trace.json.gz")]]
     assert (tmp_path / "r.json").exists()
     # the report's capture notes come from the meta beside the trace (the analysis reads it)
-    from membound.trace.capture import read_meta
-    from membound.trace.capture_meta import notes_from_meta
+    from membound.trace.capture_meta import notes_from_meta, read_meta
 
     notes = notes_from_meta(read_meta(out / "trace.json.gz"))
     assert "captured 3 step(s)" in notes[0] and "optimizer" in notes[0]

@@ -22,8 +22,7 @@ from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
 from membound.trace import graph_ops, layout_probe, loader_probe, profiler_cost
-from membound.trace.capture import read_meta
-from membound.trace.capture_meta import notes_from_meta
+from membound.trace.capture_meta import notes_from_meta, read_meta
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP
 
@@ -113,7 +112,7 @@ def analyze_trace(
     graph_captures=None,
 ) -> Analysis:  # fmt: skip
     """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
-    membound wrote beside it (`trace.capture.read_meta`), with its own step timer (every ms/step
+    membound wrote beside it (`trace.capture_meta.read_meta`), with its own step timer (every ms/step
     then refers to the unprofiled step), the frameworks the script imported (fix texts) and
     the parameter names of the inductor kernels it compiled (`kernel_args_of`);
     `ops_trace`: membound's ops pass (CPU ops and shapes), which the op rows come from when

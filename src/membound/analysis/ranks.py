@@ -53,7 +53,7 @@ from membound.analysis.pipeline import analyze_trace, merge
 from membound.analysis.result import Analysis
 from membound.device.lookup import interconnect_for
 from membound.errors import BadInput
-from membound.trace.capture import read_meta
+from membound.trace.capture_meta import read_meta
 from membound.trace.distributed import rank_of_path, read_distributed_info
 from membound.trace.load import load_trace
 

@@ -570,7 +570,7 @@ class Capture:
         self.meta_path.write_text(json.dumps(self._meta(), indent=1) + "\n")
 
     def _meta(self) -> dict[str, Any]:
-        return build_meta(self, list(sys.argv), frameworks())
+        return build_meta(self, list(sys.argv))
 
     def capture_notes(self) -> list[str]:
         """Sentences about the capture itself, for the report's notes."""
@@ -592,15 +592,6 @@ def batch_size(batch: Any, depth: int = 3) -> int | None:
             if n:
                 return n
     return None
-
-
-#: training frameworks whose own switches a fix can name (`analysis.fixes`)
-FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "timm", "torchvision")
-
-
-def frameworks() -> list[str]:
-    """The frameworks this process imported (the script's, seen from inside it)."""
-    return [name for name in FRAMEWORKS if name in sys.modules]
 
 
 #: kineto's switch for finalizing CUPTI when a profiler stops. membound leaves it as the
@@ -631,19 +622,3 @@ def step() -> None:
 def active() -> Capture | None:
     """The capture in progress, if any."""
     return _ACTIVE
-
-
-def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:
-    """The capture meta (`capture.json`, `capture.rank{R}.json`) written beside a trace by
-    membound's capture, or None (a trace from elsewhere, or an unreadable meta)."""
-    from membound.trace.distributed import meta_name, rank_of_path, trace_name
-
-    path = Path(trace_path)
-    rank = rank_of_path(path)
-    if path.name != trace_name(rank):
-        return None  # not a file membound's capture named
-    try:
-        meta = json.loads((path.parent / meta_name(rank)).read_text())
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None

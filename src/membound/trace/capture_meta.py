@@ -6,17 +6,21 @@ short, how the run ended), what it wrote besides the timeline (the ops pass, the
 the CUDA-graph captures, inductor kernels' launch parameters), membound's own step timer and the
 process's resource use per phase. It is written when the recorded steps are done, when the
 steps timed after them are, and when the capture stops, so a run that ends early still leaves
-one. `trace.capture.read_meta` finds and reads it beside a trace.
+one. `read_meta` finds and reads it beside a trace.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 
-def build_meta(capture: Any, argv: list[str], frameworks: list[str]) -> dict[str, Any]:
+def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
     """The meta a capture (a `trace.capture.Capture`) writes beside its trace, as it stands
-    now; `argv` and `frameworks`: what the process ran and imported, as the capture sees it."""
+    now; `argv`: what the process ran, as the capture sees it."""
     return {
         "trace": capture.trace_path.name if capture.written else None,
         "rank": capture.rank,  # [distributed] None outside torchrun
@@ -60,7 +64,7 @@ def build_meta(capture: Any, argv: list[str], frameworks: list[str]) -> dict[str
         # ..., xnumel), read from its source at the end of the ops pass
         "kernel_args": capture.kernel_args,
         "argv": argv,
-        "frameworks": frameworks,
+        "frameworks": frameworks(),
         "notes": capture.notes,
     }
 
@@ -113,3 +117,28 @@ def notes_from_meta(meta: dict[str, Any]) -> list[str]:
         )
     notes = meta.get("notes")
     return [*out, *(str(n) for n in notes)] if isinstance(notes, list) else out
+
+
+#: training frameworks whose own switches a fix can name (`analysis.fixes`)
+FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "timm", "torchvision")
+
+
+def frameworks() -> list[str]:
+    """The frameworks this process imported (the script's, seen from inside it)."""
+    return [name for name in FRAMEWORKS if name in sys.modules]
+
+
+def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The capture meta (`capture.json`, `capture.rank{R}.json`) written beside a trace by
+    membound's capture, or None (a trace from elsewhere, or an unreadable meta)."""
+    from membound.trace.distributed import meta_name, rank_of_path, trace_name
+
+    path = Path(trace_path)
+    rank = rank_of_path(path)
+    if path.name != trace_name(rank):
+        return None  # not a file membound's capture named
+    try:
+        meta = json.loads((path.parent / meta_name(rank)).read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
