@@ -33,11 +33,11 @@ TF32 measured 29.4 and 35.8 ms/step against 29.6 and 28.0 predicted, bf16 27.8, 
 so its floor was 53 ms where TF32 measured 62.6; with the measured cost the floor is 59.8
 and TF32's prediction 13.2 instead of 15.9 (measured 4.55), and matching the unprofiled step
 then needs 7.75 µs off every kernel's GPU time, more than CUPTI costs a kernel. What is
-left may be host time the TF32/autocast path adds per matmul (`benchmarks/
-probe_matmul_host.py`). The curve is
-not made where the replay cannot be trusted: no unprofiled step, work on more than one
-stream (events order them, which the replay does not model), a replay that does not give
-the recorded step, or one that cannot be calibrated.
+left may be host time the TF32/autocast path adds per matmul
+(`benchmarks/probe_matmul_host.py`). The curve is not made where the replay cannot be
+trusted: no unprofiled step, work on more than one stream (events order them, which the
+replay does not model), a replay that does not give the recorded step, or one that cannot
+be calibrated.
 """
 
 from __future__ import annotations
