@@ -11,10 +11,15 @@ CAPTURE_STEPS = 8
 #: on a GPU, steps recorded after those with CPU ops and shapes, for the roofline alone
 #: (`trace.capture`: the timeline pass records GPU activity only)
 CAPTURE_OP_STEPS = 3
-#: which CUDA API calls the timeline pass records (`trace.cupti_api`): all of them (the
-#: default until a GPU run shows the lighter mode lowers the overhead), or only those the
-#: timeline reads
-API_RECORDS = ("all", "launches")
+#: which CUDA API calls the timeline pass records (`trace.cupti_api`): only those the
+#: timeline reads (the default), or all of them. Measured on an H100 host (2026-12-05,
+#: benchmarks/probe_cupti_kinds.py, medians of 3 windows of 8 steps in one process, the
+#: windows of one variant spread +-15%): DCGAN, membound's capture +47.9% -> +28.2% over the
+#: plain step, the bare CUDA-only profiler +35.1% -> +28.7%; the timm ViT under `membound
+#: diagnose`, +32% -> +19% (one run each); the ViT's probe windows too noisy to order. A
+#: recorded timeline with those calls removed gives the same findings
+#: (tests/trace/test_cupti_api.py)
+API_RECORDS = ("launches", "all")
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
 DIAGNOSE_OUT = "membound-out"

@@ -316,8 +316,8 @@ def test_annotated_trace_next_to_the_trace_by_default(
 
 
 def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
-    """`--api-records launches` is handed to the capture (here, with no CUDA, one pass with
-    CPU ops: nothing to switch off, and the meta says no timeline pass ran)."""
+    """`--api-records` is handed to the capture, "launches" by default (here, with no CUDA,
+    one pass with CPU ops: nothing to switch off, and the meta says no timeline pass ran)."""
     from membound.trace import capture as cap_mod
 
     seen = []
@@ -329,9 +329,11 @@ def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
 
     monkeypatch.setattr(cap_mod.Capture, "__init__", init)
     code, out = diagnose(
-        tmp_path, script, tmp_path, "8", opts=["--api-records", "launches", "--no-analyze"]
+        tmp_path, script, tmp_path, "8", opts=["--api-records", "all", "--no-analyze"]
     )
-    assert code == 0 and seen == ["launches"]
+    assert code == 0 and seen == ["all"]
+    code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--no-analyze"])
+    assert code == 0 and seen == ["all", "launches"]
     meta = json.loads((out / "capture.json").read_text())
     assert meta["api_records"] is None
     with pytest.raises(SystemExit) as bad:

@@ -223,7 +223,7 @@ def test_the_real_binding_types_fit_ctypes():
 
 
 def test_capture_refuses_an_unknown_mode(tmp_path):
-    with pytest.raises(BadInput, match="give one of all, launches"):
+    with pytest.raises(BadInput, match="give one of launches, all"):
         Capture(out=tmp_path, api_records="some")
 
 
@@ -251,15 +251,28 @@ def test_capture_switches_off_once_the_profiler_left_its_wait(tmp_path, monkeypa
     assert cap._meta()["api_records"] == {"mode": "launches", "applied": True, "runtime_off": 3}
 
 
-def test_capture_records_everything_by_default_and_in_one_pass(tmp_path, monkeypatch):
+def test_capture_keeps_the_read_calls_by_default(tmp_path, monkeypatch):
+    """The default mode is "launches" (`defaults.API_RECORDS`): a two-pass capture switches
+    the unread functions off with no argument given."""
     from torch.profiler import ProfilerAction
 
-    monkeypatch.setattr(cupti_api, "keep_launches", lambda: pytest.fail("must not switch"))
+    calls = []
+    monkeypatch.setattr(cupti_api, "keep_launches", lambda: calls.append(1) or {"applied": True})
     cap = Capture(out=tmp_path)
     cap.two_pass, cap._prof = True, _Prof(ProfilerAction.RECORD)
     cap._filter_api()
+    assert calls == [1] and cap._meta()["api_records"] == {"mode": "launches", "applied": True}
+
+
+def test_capture_records_everything_when_asked_and_in_one_pass(tmp_path, monkeypatch):
+    from torch.profiler import ProfilerAction
+
+    monkeypatch.setattr(cupti_api, "keep_launches", lambda: pytest.fail("must not switch"))
+    cap = Capture(out=tmp_path, api_records="all")
+    cap.two_pass, cap._prof = True, _Prof(ProfilerAction.RECORD)
+    cap._filter_api()
     assert cap._meta()["api_records"] == {"mode": "all"}
-    one = Capture(out=tmp_path, api_records="launches")  # no CUDA: one pass, CPU ops
+    one = Capture(out=tmp_path)  # no CUDA: one pass, CPU ops
     one._prof = _Prof(ProfilerAction.RECORD)
     one._filter_api()
     assert one._meta()["api_records"] is None

@@ -101,8 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-records",
         choices=API_RECORDS,
         default=API_RECORDS[0],
-        help="CUDA API calls the timeline pass records: all of them (default), or only those "
-        "the timeline reads (launches, memcpys, memsets, syncs): fewer records per step",
+        help="CUDA API calls the timeline pass records: only those the timeline reads "
+        "(launches, memcpys, memsets, syncs; the default: fewer records per step), or all",
     )
     parser.add_argument(
         "--format",
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         out=args.out,
         stop_after_capture=args.stop_after_capture,
-        api_records=getattr(args, "api_records", "all"),
+        api_records=getattr(args, "api_records", API_RECORDS[0]),
         listener=_Progress(
             target, background, rank=info.rank if info.distributed else None, ceilings=ceilings
         ),
@@ -458,8 +458,8 @@ def _forward_args(args: argparse.Namespace) -> list[str]:
     out += ["--format", args.format] if getattr(args, "format", "rich") != "rich" else []
     out += ["--stop-after-capture"] if args.stop_after_capture else []
     out += ["--no-analyze"] if args.no_analyze else []
-    api = getattr(args, "api_records", "all")
-    out += ["--api-records", api] if api != "all" else []
+    api = getattr(args, "api_records", API_RECORDS[0])
+    out += ["--api-records", api] if api != API_RECORDS[0] else []
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

@@ -19,9 +19,8 @@ module finds the libcupti kineto loaded, names every callback id of the two doma
 must run after the profiler turned the kinds on (switching a kind on again forgets the
 per-function choices), so `Capture` calls it once the schedule has left its wait.
 
-Whether it lowers the step's overhead is measured, not assumed: until a GPU run says so,
-`Capture(api_records="all")` (record everything) stays the default and "launches" is asked
-for (`membound diagnose --api-records launches`).
+It is the default (`defaults.API_RECORDS`, where the measurement is); `Capture(api_records=
+"all")` and `membound diagnose --api-records all` record everything.
 """
 
 from __future__ import annotations
