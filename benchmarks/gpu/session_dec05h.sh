@@ -11,7 +11,7 @@ source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 probe() {  # one script, 3 rounds of the variants
   local s=$1 r0=$(date +%s)
-  timeout 150 python benchmarks/probe_cupti_kinds.py --script "$s" --window 8 --rounds 3 \
+  timeout 150 python benchmarks/probe_cupti_kinds.py --script "$s" --window 8 --rounds "${ROUNDS:-3}" \
     --variants plain,cuda,launches,noapi,membound,membound_launches --out "$DEST/cupti.jsonl" \
     -- --warmup-steps 6 > "$DEST/cupti_$s.log" 2>&1
   echo "probe $s rc=$? in $(( $(date +%s) - r0 )) s"
