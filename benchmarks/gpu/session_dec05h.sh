@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# 2026-12-05 (fourth session; the device came back with ~22 min left), one call of <= 600 s:
-# session_dec05e.sh's measurements in the order they matter, the rest cut:
+# 2026-12-05 (fourth session; it replaces session_dec05e.sh), one call of <= 600 s, the
+# measurements in the order they matter:
 # 1. the timeline pass's API filter on the ViT (+34% overhead on 2026-12-05): probe_cupti_kinds
 #    (plain, cuda, launches, noapi, membound, membound_launches; 3 rounds in one process);
 # 2. the ViT under diagnose, --api-records all against launches (overhead, steps, findings);
 # 3. the same probe on the DCGAN;
-# 4. the GPU tests of the filter and the profiler-cost probe; the pageable-copy probe.
+# 4. the GPU tests of the filter and the profiler-cost probe; the pageable-copy probe;
+# 5. the probe on the scripts in $EXTRA_PROBES, if any (e.g. "t5_seq2seq gpt2").
+# ROUNDS (default 3) sets the probe's rounds.
 # Products: cupti.jsonl, cupti_<script>.log, vit_<mode>.json/.log.
 source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
@@ -55,4 +57,5 @@ probe dcgan
 echo "at $(( $(date +%s) - t0 )) s"
 timeout 90 python -m pytest -m gpu tests/trace/test_cupti_api.py tests/trace/test_profiler_cost.py -q -p no:cacheprovider 2>&1 | tail -4
 timeout 45 python benchmarks/probe_pageable_cupti.py 2>&1 | tail -5
+for s in ${EXTRA_PROBES:-}; do probe "$s"; done
 echo "session done in $(( $(date +%s) - t0 )) s"
