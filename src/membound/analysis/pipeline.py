@@ -112,8 +112,8 @@ def analyze_trace(
     graph_captures=None,
 ) -> Analysis:  # fmt: skip
     """Analyze an already loaded `membound.trace.model.Trace`; `meta`: the capture meta
-    membound wrote beside it (`trace.capture_meta.read_meta`), with its own step timer (every ms/step
-    then refers to the unprofiled step), the frameworks the script imported (fix texts) and
+    membound wrote beside it (`trace.capture_meta.read_meta`), with its own step timer (every
+    ms/step then refers to the unprofiled step), the frameworks the script imported (fix texts) and
     the parameter names of the inductor kernels it compiled (`kernel_args_of`);
     `ops_trace`: membound's ops pass (CPU ops and shapes), which the op rows come from when
     the timeline trace recorded GPU activity alone; `ceilings_origin`: where given ceilings
