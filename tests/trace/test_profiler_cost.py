@@ -92,8 +92,12 @@ def test_measures_as_the_capture_recorded(tmp_path):
         seen.append(cmd)
         return SimpleNamespace(returncode=0, stdout=json.dumps(line), stderr="")
 
-    probe(_meta(tmp_path, {"trace": "t", "api_records": {"mode": "launches"}}), run=run)
+    launches = {"mode": "launches", "applied": True}
+    probe(_meta(tmp_path, {"trace": "t", "api_records": launches}), run=run)
     probe(_meta(tmp_path, {"trace": "t", "api_records": {"mode": "all"}}), run=run)
     probe(_meta(tmp_path, {"trace": "t", "api_records": None}), run=run)
+    # the filter failed: every call was recorded, so the probe records every call too
+    failed = {"mode": "launches", "applied": False, "why": "no libcupti"}
+    probe(_meta(tmp_path, {"trace": "t", "api_records": failed}), run=run)
     assert seen[0][-1] == "launches"
-    assert [c[-1] for c in seen[1:]] == ["membound.trace.profiler_cost"] * 2
+    assert [c[-1] for c in seen[1:]] == ["membound.trace.profiler_cost"] * 3

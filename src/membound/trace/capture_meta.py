@@ -98,6 +98,13 @@ _SOURCES = {
 }
 
 
+def recorded_launches_only(meta: Any) -> bool:
+    """Whether the capture's timeline pass recorded only the API calls membound reads: its
+    meta asked for `launches` and the filter applied (a failed filter recorded every call)."""
+    api = meta.get("api_records") if isinstance(meta, dict) else None
+    return isinstance(api, dict) and api.get("mode") == "launches" and bool(api.get("applied"))
+
+
 def notes_from_meta(meta: dict[str, Any]) -> list[str]:
     """The capture's sentences for a report's notes, from its meta (`capture.json`): how many
     steps it kept, where the boundaries came from, and what it noticed."""
@@ -108,8 +115,8 @@ def notes_from_meta(meta: dict[str, Any]) -> list[str]:
         f"step boundaries from {source}."
     )
     out = [head]
-    api = meta.get("api_records")
-    if isinstance(api, dict) and api.get("mode") == "launches" and api.get("applied"):
+    if recorded_launches_only(meta):
+        api = meta["api_records"]
         out.append(
             f"the timeline pass recorded only the CUDA API calls membound reads (launches, "
             f"memcpys, memsets, syncs): {api.get('runtime_off', 0)} runtime and "

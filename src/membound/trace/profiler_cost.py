@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from membound.trace import meta_probe
+from membound.trace import capture_meta, meta_probe
 
 #: the meta key the measurement (or why there is none) is kept under
 META_KEY = "profiler_host_cost"
@@ -89,8 +89,7 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     if meta is None:
         return unread
     cmd = [sys.executable, "-m", "membound.trace.profiler_cost"]
-    mode = (meta.get("api_records") or {}).get("mode") if isinstance(meta, dict) else None
-    if mode == "launches":  # measured as the capture recorded
+    if capture_meta.recorded_launches_only(meta):  # measured as the capture recorded
         cmd.append("launches")
     result, why = meta_probe.run_json(cmd, timeout, run)
     if why is not None:
