@@ -364,6 +364,14 @@ class Capture:
         return self.steps_taken >= self.wait + self.warmup
 
     @property
+    def samples_per_step(self) -> float | None:
+        """DataLoader samples per recorded step; None where no loader batch was seen, or none
+        with a tensor whose leading dim is the batch."""
+        return (
+            self._samples / self.steps_captured if self._samples and self.steps_captured else None
+        )
+
+    @property
     def steps_captured(self) -> int:
         """Complete steps inside the recorded window."""
         return max(0, min(self.steps, self.steps_taken - self.wait - self.warmup))

@@ -35,11 +35,7 @@ def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
         "partial_step": capture.partial_step,
         "ended": capture.ended,  # how the run ended, when not by itself
         "step_marks": capture.steps_path.name,
-        # DataLoader samples per recorded step (None: no loader batches seen, or none
-        # with a tensor whose leading dim is the batch)
-        "samples_per_step": (capture._samples / capture.steps_captured)
-        if capture._samples and capture.steps_captured
-        else None,
+        "samples_per_step": capture.samples_per_step,
         # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
         # the ops pass (CPU ops and shapes) is for the roofline alone
         "timeline": "gpu+host marks" if capture.two_pass else "single pass",
