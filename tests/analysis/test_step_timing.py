@@ -38,6 +38,27 @@ def test_from_meta_reads_the_timer_and_ignores_junk():
     assert StepTiming.from_meta(None) is None and StepTiming.from_meta({"x": 1}) is None
 
 
+def test_the_training_threads_cpu_per_phase_is_reported():
+    """The capture's per-phase CPU time of the training thread (`thread_per_step`): the
+    unprofiled figure from the phase the unprofiled step comes from, junk left out."""
+    usage = {"unprofiled": {"cpu_ms": 9.18}, "profiled": {"cpu_ms": 11.5}, "after": {"cpu_ms": 9.48},
+             "bogus": {"cpu_ms": "x"}, "also": 3}  # fmt: skip
+    times = {"unprofiled": [13.5, 13.5], "profiled": [15.8], "after": [13.7]}
+    t = StepTiming.from_meta({"step_times_ms": times, "thread_per_step": usage})
+    assert t.thread_cpu_ms == {"unprofiled": 9.18, "profiled": 11.5, "after": 9.48}
+    assert t.profiler_cpu_ms == (9.18, 11.5)
+    assert "used 9.18 ms of CPU a step unprofiled, 11.50 while profiled (+2.32)" in t.note()
+    # the steps before the capture were warm-up: the unprofiled step and its CPU are after it
+    warm = {"unprofiled": [40.0, 41.0], "profiled": [15.8], "after": [13.7]}
+    w = StepTiming.from_meta({"step_times_ms": warm, "thread_per_step": usage})
+    assert w.profiler_cpu_ms == (9.48, 11.5)
+    # no profiled phase measured (older captures): nothing said
+    old = StepTiming.from_meta(
+        {"step_times_ms": times, "thread_per_step": {"unprofiled": {"cpu_ms": 9.0}}}
+    )
+    assert old.profiler_cpu_ms is None and "of CPU" not in old.note()
+
+
 def test_profiler_idle_comes_from_the_host_speed_causes_first():
     s = _step()
     moved = remove_profiler_idle([s], unprofiled_ms=4.0)
@@ -80,6 +101,7 @@ def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings)
     assert doc["steps"]["unprofiled_median_ms"] == 4.0
     assert doc["steps"]["profiled_median_ms"] == 5.0
     assert doc["profiler_overhead_fraction"] == pytest.approx(0.25)
+    assert doc["steps"]["thread_cpu_ms"] == {}  # this meta measured none
     # the same trace without membound's capture meta: the trace's own step, nothing moved
     other = tmp_path / "elsewhere"
     other.mkdir()

@@ -24,12 +24,13 @@ def _burn(ms: float) -> None:
 
 
 @needs_thread_usage
-def test_unprofiled_phases_carry_the_usage_per_step():
+def test_timed_phases_carry_the_usage_per_step():
     """wait=4: steps 1-3 unprofiled (boundaries 1 to 4), each burning 30 ms of the training
     thread's CPU while another thread burns 60 ms in the first of them; the phase's CPU time
-    per step is 30 for the thread and 50 for the process, whatever the profiled steps in
-    between did (200 ms there counts in no phase), and membound's own work at the boundary
-    that ends the recording (50 ms before `restart`) in none either."""
+    per step is 30 for the thread and 50 for the process. The profiled warm-up step (100 ms)
+    counts in no phase, the recorded one (100 ms) in `profiled`, and membound's own work at
+    the boundary that ends the recording (50 ms before `restart`) in none: neither the
+    recorded step's nor the first step after it."""
     c = StepClock(wait=4, warmup=1, steps=1, after=2)
     c.start()
     c.mark()  # boundary 1: step 0 (warm-up) ends
@@ -48,9 +49,11 @@ def test_unprofiled_phases_carry_the_usage_per_step():
         _burn(10)
         c.mark()
     thread, process = c.usage_per_step("thread"), c.usage_per_step("process")
-    assert set(thread) == {"unprofiled", "after"} and set(thread["unprofiled"]) == set(USAGE_FIELDS)
+    assert set(thread) == {"unprofiled", "profiled", "after"}
+    assert set(thread["unprofiled"]) == set(USAGE_FIELDS)
     assert thread["unprofiled"]["cpu_ms"] == pytest.approx(30, abs=6)
     assert process["unprofiled"]["cpu_ms"] == pytest.approx(50, abs=10)
+    assert thread["profiled"]["cpu_ms"] == pytest.approx(100, abs=15)
     assert thread["after"]["cpu_ms"] == pytest.approx(10, abs=4)
     assert [len(v) for v in c.durations_ms().values()] == [3, 1, 2]
 

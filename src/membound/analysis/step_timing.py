@@ -68,6 +68,9 @@ class StepTiming:
     warmup_ms: list[float] = field(default_factory=list)
     #: the profiled steps are in the order they ran (not pooled from several captures)
     ordered: bool = True
+    #: the training thread's CPU time per step (ms) by phase ("unprofiled": the steps before
+    #: the capture, "profiled": the recorded ones, "after"), where the capture measured it
+    thread_cpu_ms: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -83,7 +86,7 @@ class StepTiming:
         warmup: list[float] = []
         if before and profiled and _warming_up(before, profiled):
             before, warmup = [], before
-        return cls(before or after, profiled, before, after, warmup)
+        return cls(before or after, profiled, before, after, warmup, True, _thread_cpu(meta))
 
     @classmethod
     def pool(cls, timings) -> StepTiming | None:
@@ -125,6 +128,18 @@ class StepTiming:
         return (p[0], p[-1]) if head >= SETTLING_RATIO * tail else None
 
     @property
+    def profiler_cpu_ms(self) -> tuple[float, float] | None:
+        """(unprofiled, profiled) CPU ms a step of the training thread, the unprofiled from
+        the same phase as `unprofiled_ms`; None where either was not measured. Their
+        difference is mostly the host work the profiler added to each step, seen whether or
+        not the host paced the loop (where the GPU does, the wall-clock steps hide it); a
+        thread that spin-waits in a CUDA sync also counts its spinning, which a slower host
+        shortens."""
+        base = self.thread_cpu_ms.get("unprofiled" if self.before_ms else "after")
+        prof = self.thread_cpu_ms.get("profiled")
+        return (base, prof) if base is not None and prof is not None else None
+
+    @property
     def before_median_ms(self) -> float | None:
         return statistics.median(self.before_ms) if self.before_ms else None
 
@@ -152,6 +167,11 @@ class StepTiming:
                 f"{self.profiled_median_ms:.2f} ms while profiled "
                 f"({self.overhead_fraction:+.0%}); every ms/step refers to the unprofiled step"
             )
+            if (cpu := self.profiler_cpu_ms) is not None:
+                parts.append(
+                    f"the training thread used {cpu[0]:.2f} ms of CPU a step unprofiled, "
+                    f"{cpu[1]:.2f} while profiled ({cpu[1] - cpu[0]:+.2f})"
+                )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET
         if (settling := self.settling) is not None and high:
@@ -177,6 +197,18 @@ def _step_times(meta: Any) -> tuple[list[float], list[float], list[float]] | Non
         return [float(v) for v in values if isinstance(v, int | float) and v > 0]
 
     return ms("unprofiled"), ms("after"), ms("profiled")
+
+
+def _thread_cpu(meta: dict) -> dict[str, float]:
+    """{phase: the training thread's CPU ms a step} from a capture meta's `thread_per_step`
+    (`trace.step_clock.StepClock.usage_per_step`), junk left out."""
+    usage = meta.get("thread_per_step")
+    out = {}
+    for phase, got in usage.items() if isinstance(usage, dict) else ():
+        cpu = got.get("cpu_ms") if isinstance(got, dict) else None
+        if isinstance(cpu, int | float) and cpu >= 0:
+            out[str(phase)] = float(cpu)
+    return out
 
 
 def _warming_up(unprofiled: list[float], profiled: list[float]) -> bool:

@@ -48,6 +48,8 @@ def to_dict(result) -> dict[str, Any]:
         "profiled_median_ms": a.profiled_step_ms,
         "unprofiled_before_median_ms": a.timing.before_median_ms if a.timing else None,
         "unprofiled_after_median_ms": a.timing.after_median_ms if a.timing else None,
+        # the training thread's CPU ms a step by phase (unprofiled, profiled, after)
+        "thread_cpu_ms": dict(a.timing.thread_cpu_ms) if a.timing else None,
         # how far the host's step marks ran ahead of the GPU's steps (ms)
         "host_lead_max_ms": max((s.host_lead_ms for s in a.steps), default=0.0),
         "marked": a.step_marked,

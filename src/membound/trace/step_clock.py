@@ -37,12 +37,16 @@ class StepClock:
     extra: int = 0
     times: list[float] = field(default_factory=list)  # perf_counter() at each boundary
     #: the process's and the training thread's resource usage (`_usage`) at the boundaries
-    #: that open or close a timed unprofiled phase
+    #: that open or close a timed phase, taken when the boundary is marked
     usage: dict[int, tuple] = field(default_factory=dict)
+    #: the same, taken again by `restart` (after membound's own work at that boundary): where
+    #: the phase that starts there begins
+    resumed: dict[int, tuple] = field(default_factory=dict)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
         self.usage = {}
+        self.resumed = {}
 
     def mark(self) -> int:
         """Record a boundary; returns it in `time.perf_counter_ns` units."""
@@ -52,18 +56,20 @@ class StepClock:
             self.usage[len(self.times) - 1] = _usage()
         return t
 
-    def _edges(self) -> tuple[int, int, int, int]:
-        """The boundaries that open and close the unprofiled phases (`phase`): the one
-        before the capture, the one after it."""
-        done = self.wait + self.warmup + self.steps + self.extra
-        return (1, self.wait, done, done + self.after)
+    def _edges(self) -> tuple[int, int, int, int, int, int]:
+        """The boundaries that open and close the timed phases (`phase`), in pairs: the
+        unprofiled one before the capture, the recorded (profiled) steps, the unprofiled one
+        after it."""
+        recording = self.wait + self.warmup
+        done = recording + self.steps + self.extra
+        return (1, self.wait, recording, recording + self.steps, done, done + self.after)
 
     def restart(self) -> None:
         """The step after the last boundary starts now: membound's own work at that boundary
         (stopping the profiler, writing the trace) is no part of it."""
         self.times[-1] = time.perf_counter()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
-            self.usage[len(self.times) - 1] = _usage()
+            self.resumed[len(self.times) - 1] = _usage()
 
     def phase(self, s: int) -> str | None:
         """The phase of step `s`, None for steps that are not timed."""
@@ -87,18 +93,24 @@ class StepClock:
         return out
 
     def usage_per_step(self, who: str = "process") -> dict[str, dict[str, float]]:
-        """Per unprofiled phase whose edges were both marked: what the process (`who`
-        "process": all its threads) or the training thread (`who` "thread": the one that
-        marks the steps) did per step (`usage_delta`), beside the step times. Where the
-        loop's own timer (or a run of the same script alone) saw a faster step, these say
-        whether this run was busier or more contended: a thread that shares its core gets
-        involuntary switches, a process whose memory is new to it page faults."""
+        """Per timed phase whose edges were both marked: what the process (`who` "process":
+        all its threads) or the training thread (`who` "thread": the one that marks the
+        steps) did per step (`usage_delta`), beside the step times. Where the loop's own
+        timer (or a run of the same script alone) saw a faster step, these say whether this
+        run was busier or more contended: a thread that shares its core gets involuntary
+        switches, a process whose memory is new to it page faults. The recorded steps'
+        (`profiled`) against the unprofiled ones' is the host work the profiler added, which
+        wall-clock steps show only where the host paces the loop. A phase starts where
+        `restart` left its first boundary, and ends where its last one was marked (before
+        membound's work there)."""
         k = USAGE_OF.index(who)
         e = self._edges()
         out = {}
-        for phase, a, b in (("unprofiled", e[0], e[1]), ("after", e[2], e[3])):
-            if b > a and a in self.usage and b in self.usage:
-                got = usage_delta(self.usage[a][k], self.usage[b][k], b - a)
+        for i, phase in enumerate(PHASES):
+            a, b = e[2 * i], e[2 * i + 1]
+            start = self.resumed.get(a, self.usage.get(a))
+            if b > a and start is not None and b in self.usage:
+                got = usage_delta(start[k], self.usage[b][k], b - a)
                 if got:
                     out[phase] = got
         return out
