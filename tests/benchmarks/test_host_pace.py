@@ -1,0 +1,43 @@
+"""benchmarks/host_pace.py: the host's pace in a recorded trace beside the overhead."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from support.paths import FIXTURES, benchmark
+
+
+def test_pace_of_a_hand_made_trace(tmp_path):
+    """Two steps: the training thread (tid 1) launches three kernels 10 us apart, each call
+    taking 4 us; another thread's lone call is not the training thread's. GPU spans overlap
+    (merged: 30 us busy over the two steps)."""
+    api = [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": t, "dur": 4}
+           for t in (0, 14, 28)]  # fmt: skip
+    api.append({"cat": "cuda_runtime", "name": "cudaMemcpyAsync", "tid": 2, "ts": 5, "dur": 50})
+    gpu = [{"cat": "kernel", "name": "k", "ts": 10, "dur": 20},
+           {"cat": "kernel", "name": "k", "ts": 20, "dur": 20}]  # fmt: skip
+    trace = tmp_path / "trace.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps({"traceEvents": api + gpu}).encode()))
+    meta = {"steps_captured": 2,
+            "step_times_ms": {"unprofiled": [50.0, 10.0, 12.0], "profiled": [11.0, 13.0]}}  # fmt: skip
+    row = benchmark("host_pace").pace(trace, meta)
+    assert row["unprofiled_ms"] == 11.0 and row["profiled_ms"] == 12.0  # first step: warm-up
+    assert row["overhead"] == pytest.approx(12 / 11 - 1)
+    assert row["launch_us"] == 4 and row["gap_us"] == 10 and row["calls_per_step"] == 1.5
+    assert row["busy_ms"] == pytest.approx(0.015)
+    assert benchmark("host_pace").pace(trace, {"step_times_ms": {}}) is None
+
+
+def test_pace_of_a_recorded_gpt2_run():
+    """The eager GPT-2's seventh H200 run: +35% of overhead on 130.9 ms of GPU work a step,
+    its host ~20 us between API calls (the first run's was 10)."""
+    d = FIXTURES / "h200_real_gpt2_run7"
+    row = benchmark("host_pace").pace(
+        d / "trace.json.gz", json.loads((d / "capture.json").read_text())
+    )
+    assert row["overhead"] == pytest.approx(0.35, abs=0.01)
+    assert row["busy_ms"] == pytest.approx(130.9, abs=0.5)
+    assert row["gap_us"] == pytest.approx(19.1, abs=0.2)
