@@ -11,12 +11,13 @@ from support.paths import FIXTURES, benchmark
 
 
 def test_pace_of_a_hand_made_trace(tmp_path):
-    """Two steps: the training thread (tid 1) launches three kernels 10 us apart, each call
-    taking 4 us; another thread's lone call is not the training thread's. GPU spans overlap
-    (merged: 30 us busy over the two steps)."""
+    """Two steps: thread 1 launches three kernels 10 us apart, each call taking 4 us; thread
+    2's lone launch has no gap to another of its own, and its copy is no launch. GPU spans
+    overlap (merged: 30 us busy over the two steps)."""
     api = [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": t, "dur": 4}
            for t in (0, 14, 28)]  # fmt: skip
     api.append({"cat": "cuda_runtime", "name": "cudaMemcpyAsync", "tid": 2, "ts": 5, "dur": 50})
+    api.append({"cat": "cuda_driver", "name": "cuLaunchKernel", "tid": 2, "ts": 60, "dur": 4})
     gpu = [{"cat": "kernel", "name": "k", "ts": 10, "dur": 20},
            {"cat": "kernel", "name": "k", "ts": 20, "dur": 20}]  # fmt: skip
     trace = tmp_path / "trace.json.gz"
@@ -26,18 +27,18 @@ def test_pace_of_a_hand_made_trace(tmp_path):
     row = benchmark("host_pace").pace(trace, meta)
     assert row["unprofiled_ms"] == 11.0 and row["profiled_ms"] == 12.0  # first step: warm-up
     assert row["overhead"] == pytest.approx(12 / 11 - 1)
-    assert row["launch_us"] == 4 and row["gap_us"] == 10 and row["calls_per_step"] == 1.5
+    assert row["launch_us"] == 4 and row["gap_us"] == 10 and row["launches_per_step"] == 2
     assert row["busy_ms"] == pytest.approx(0.015)
     assert benchmark("host_pace").pace(trace, {"step_times_ms": {}}) is None
 
 
 def test_pace_of_a_recorded_gpt2_run():
     """The eager GPT-2's seventh H200 run: +35% of overhead on 130.9 ms of GPU work a step,
-    its host ~20 us between API calls (the first run's was 10)."""
+    its host ~26.5 us from one launch to the next on the same thread (the first run's 13.4)."""
     d = FIXTURES / "h200_real_gpt2_run7"
     row = benchmark("host_pace").pace(
         d / "trace.json.gz", json.loads((d / "capture.json").read_text())
     )
     assert row["overhead"] == pytest.approx(0.35, abs=0.01)
     assert row["busy_ms"] == pytest.approx(130.9, abs=0.5)
-    assert row["gap_us"] == pytest.approx(19.1, abs=0.2)
+    assert row["gap_us"] == pytest.approx(26.5, abs=0.2)
