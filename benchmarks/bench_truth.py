@@ -375,6 +375,8 @@ def report_fields(rep: dict) -> dict:
         "unprofiled_median_ms": key("unprofiled_median_ms"),
         "profiled_median_ms": key("profiled_median_ms"),
         "profiler_overhead_fraction": key("profiler_overhead_fraction"),
+        # the training thread's CPU ms a step by phase (unprofiled, profiled, after)
+        "thread_cpu_ms": key("thread_cpu_ms"),
         "gpu_busy_fraction": rep.get("gpu_busy_fraction"),
         "gpu_busy_ms": statistics.median(busy) if busy else None,
         "findings": findings,
@@ -664,6 +666,13 @@ def format_table(res: ScriptResult) -> str:
             f"{_f(r['steps'], 'd')} steps; membound: unprofiled {_f(r['unprofiled_median_ms'], '.2f')} ms, "
             f"overhead {_f(_pct(r['profiler_overhead_fraction']), '.1f')}%"
         )
+        cpu = r.get("thread_cpu_ms") or {}
+        if "profiled" in cpu:
+            lines.append(
+                "  thread CPU      "
+                + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+                + " ms/step (the training thread's, by phase)"
+            )
         lines.append(
             f"  GPU busy        {_f(r['gpu_busy_ms'], '.2f')} ms/step "
             f"({_f(_pct(r['gpu_busy_fraction']), '.0f')}%)"

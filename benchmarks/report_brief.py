@@ -35,6 +35,9 @@ def brief(report: dict, n_ops: int = 8) -> list[str]:
             if v >= 0.01
         ),  # fmt: skip
     ]
+    cpu = s.get("thread_cpu_ms") or {}
+    if cpu:  # the training thread's CPU ms a step by phase
+        lines.append("thread CPU ms/step: " + ", ".join(f"{k} {num(v)}" for k, v in cpu.items()))
     for f in (report.get("findings") or [])[:5]:
         ev = f.get("evidence") or {}
         extra = f" ({ev['kernels_per_step']:.0f} kernels/step)" if "kernels_per_step" in ev else ""

@@ -30,6 +30,7 @@ REPORT = {
         "unprofiled_median_ms": 99.0,
         "profiled_median_ms": 148.0,
         "per_step": [{"busy_ms": b} for b in (60.0, 62.0, 61.0, 90.0)],
+        "thread_cpu_ms": {"unprofiled": 70.0, "profiled": 96.5},
     },
     "profiler_overhead_fraction": 0.495,
     "gpu_busy_fraction": 0.41,
@@ -170,6 +171,7 @@ def test_table_shows_every_figure(bt, fake, tmp_path):
     assert "148.00 ms/step profiled (+46.5% vs plain timer)" in table
     assert "unprofiled 99.00 ms, overhead 49.5%" in table
     assert "61.50 ms/step (41%)" in table  # GPU busy
+    assert "thread CPU      unprofiled 70.00, profiled 96.50 ms/step" in table
     assert "host-sync        predicts -15.00 ms (-> 84.00 ms/step, 15% of the step)" in table
     rows = {
         ln.split()[0]: ln.split()

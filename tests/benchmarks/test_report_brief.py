@@ -27,6 +27,14 @@ def test_brief_gives_the_figures_in_order():
     assert lines[0].startswith("step unprofiled 13.51 ms, profiled 15.77 (overhead 16.7%)")
     assert "busy 35.8%" in lines[0] and "[17.2, 15.2]" in lines[0]
     assert lines[1] == "idle ms/step: launch 3.62, sync 1.22"  # largest first, dust left out
+    assert "thread CPU" not in "\n".join(lines)  # the report measured none
+    cpu = {
+        **REPORT,
+        "steps": {**REPORT["steps"], "thread_cpu_ms": {"unprofiled": 9.2, "profiled": 11.5}},
+    }
+    assert benchmark("report_brief").brief(cpu, n_ops=1)[2] == (
+        "thread CPU ms/step: unprofiled 9.20, profiled 11.50"
+    )
     assert "  finding launch-bound: 3.62 ms/step 27% (323 kernels/step)" in lines
     assert "  remedy compile: 4.24 ms/step" in lines
     ops = [x for x in lines if x.startswith("  op ")]
