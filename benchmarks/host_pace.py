@@ -5,7 +5,7 @@ that membound's step timer measured in the same process (issue 15: "profiler ove
     PYTHONPATH=src python benchmarks/host_pace.py [--fixtures DIR] [--only SUBSTRING]
 
 Per fixture (`h200_real_*` with a capture meta): the unprofiled and profiled step medians and
-the overhead between them; the GPU's busy time per recorded step (kernels, copies, memsets,
+the overhead between them, as membound's report gives them (`StepTiming.from_meta`); the GPU's busy time per recorded step (kernels, copies, memsets,
 overlaps merged); and the host's pace inside the recorded steps, read from the launch calls
 (runtime and driver) of each host thread: the median time a launch call took, and the median
 gap between one launch's end and the same thread's next launch (the Python and dispatch work
@@ -13,11 +13,11 @@ between launches, with any smaller API calls in between).
 
 Why: one script's overhead moves from run to run with the host's pace. On the 47 recorded
 H200 runs of 12 scripts (2026-12-05, `benchmarks/results/host_pace_2026-12-05.txt`):
-- eight eager GPT-2 runs kept the GPU's ~131 ms of work a step and measured +1% to +35%;
-- within a script, the overhead ranks with the median gap between launches: Spearman +0.88
-  (GPT-2, 8 runs), +0.90 (compiled GPT-2, 5), +0.90 (ResNet-50 fp32, 5), +0.60 (Lightning, 6);
+- eight eager GPT-2 runs kept the GPU's ~131 ms of work a step and measured +1% to +38%;
+- within a script, the overhead ranks with the median gap between launches: Spearman +0.81
+  (GPT-2, 8 runs), +0.90 (compiled GPT-2, 5), +0.90 (ResNet-50 fp32, 5), +0.77 (Lightning, 6);
 - over all runs, 2 of the 14 with a gap under 20 us were over 10%, 8 of 17 at 20-25 us, and
-  12 of 16 at 25 us or more.
+  11 of 16 at 25 us or more.
 A trace holds only the profiled steps, so it cannot tell whether the host was slow that day or
 slowed by the profiler; the capture's per-phase CPU time of the training thread
 (`thread_per_step`, with `profiled` since 2026-12-05) can.
@@ -32,27 +32,18 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from membound.analysis import intervals
+from membound.analysis.step_timing import StepTiming
+
 ROOT = Path(__file__).resolve().parents[1]
 API = ("cuda_runtime", "cuda_driver")
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def _merged_us(spans: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
-
-
 def pace(trace: Path, meta: dict) -> dict | None:
     """The row of one fixture, None where its trace has no API call or no step times."""
-    times = meta.get("step_times_ms") or {}
-    before = [t for t in times.get("unprofiled") or [] if t > 0][1:]  # the first: warm-up
-    unprof = before or [t for t in times.get("after") or [] if t > 0]
-    prof = [t for t in times.get("profiled") or [] if t > 0]
-    if not unprof or not prof:
+    timing = StepTiming.from_meta(meta)  # the steps membound's report refers to
+    if timing is None or timing.profiled_median_ms is None:
         return None
     events = json.load(gzip.open(trace))["traceEvents"]
     api = sorted((e for e in events if e.get("cat") in API), key=lambda e: e["ts"])
@@ -70,13 +61,13 @@ def pace(trace: Path, meta: dict) -> dict | None:
     ]
     launch = [e.get("dur", 0) for e in launches]
     gpu = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("cat") in GPU]
-    steps = max(1, int(meta.get("steps_captured") or len(prof)))
-    u, p = statistics.median(unprof), statistics.median(prof)
+    steps = max(1, int(meta.get("steps_captured") or len(timing.profiled_ms)))
+    busy_us = intervals.total(intervals.union(*zip(*gpu, strict=True))) if gpu else 0.0
     return {
-        "unprofiled_ms": u,
-        "profiled_ms": p,
-        "overhead": p / u - 1,
-        "busy_ms": _merged_us(gpu) / 1e3 / steps,
+        "unprofiled_ms": timing.unprofiled_median_ms,
+        "profiled_ms": timing.profiled_median_ms,
+        "overhead": timing.overhead_fraction,
+        "busy_ms": busy_us / 1e3 / steps,
         "launch_us": statistics.median(launch) if launch else None,
         "gap_us": statistics.median([g for g in gaps if g >= 0]) if gaps else None,
         "launches_per_step": len(launches) / steps,
