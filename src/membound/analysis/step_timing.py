@@ -86,7 +86,9 @@ class StepTiming:
         warmup: list[float] = []
         if before and profiled and _warming_up(before, profiled):
             before, warmup = [], before
-        return cls(before or after, profiled, before, after, warmup, True, _thread_cpu(meta))
+        return cls(
+            before or after, profiled, before, after, warmup, thread_cpu_ms=_thread_cpu(meta)
+        )
 
     @classmethod
     def pool(cls, timings) -> StepTiming | None:

@@ -73,14 +73,10 @@ class StepClock:
 
     def phase(self, s: int) -> str | None:
         """The phase of step `s`, None for steps that are not timed."""
-        recording = self.wait + self.warmup
-        if 1 <= s < self.wait:
-            return "unprofiled"
-        if recording <= s < recording + self.steps:
-            return "profiled"
-        done = recording + self.steps + self.extra
-        if done <= s < done + self.after:
-            return "after"
+        e = self._edges()
+        for i, name in enumerate(PHASES):
+            if e[2 * i] <= s < e[2 * i + 1]:
+                return name
         return None
 
     def durations_ms(self) -> dict[str, list[float]]:
