@@ -3,7 +3,7 @@
 
     PYTHONPATH=src python benchmarks/check_over_roof.py [CEILINGS_JSON] [--fixtures DIR]
 
-Analyses every `h200_*/trace.json.gz` under the fixtures folder with the given ceilings
+Analyses every `h200_*/trace.json.gz` (`--glob`) under the fixtures folder with the given ceilings
 (default: benchmarks/results/h200_ceilings.json) and prints one line per op whose achieved
 bandwidth or FLOP rate is above 100% of its roof, then the count."""
 
@@ -25,10 +25,15 @@ def main() -> int:
     )
     p.add_argument("--fixtures", default=str(ROOT / "tests/fixtures"))
     p.add_argument("--top", type=int, default=0, help="also list the N ops nearest their roof")
+    p.add_argument(
+        "--glob",
+        default="h200_*/trace.json.gz",
+        help="the traces under --fixtures to check (default h200_*/trace.json.gz)",
+    )
     a = p.parse_args()
     c = Ceilings.load(a.ceilings)
     rows = []
-    for trace in sorted(Path(a.fixtures).glob("h200_*/trace.json.gz")):
+    for trace in sorted(Path(a.fixtures).glob(a.glob)):
         for r in analyze(trace, c).ops:
             f = max(r.achieved_bandwidth_fraction or 0.0, r.achieved_flops_fraction or 0.0)
             rows.append((f, trace.parent.name, r))

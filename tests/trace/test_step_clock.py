@@ -50,12 +50,38 @@ def test_timed_phases_carry_the_usage_per_step():
         c.mark()
     thread, process = c.usage_per_step("thread"), c.usage_per_step("process")
     assert set(thread) == {"unprofiled", "profiled", "after"}
-    assert set(thread["unprofiled"]) == set(USAGE_FIELDS)
+    assert set(thread["unprofiled"]) == {*USAGE_FIELDS, "cpu_ms_median"}
     assert thread["unprofiled"]["cpu_ms"] == pytest.approx(30, abs=6)
     assert process["unprofiled"]["cpu_ms"] == pytest.approx(50, abs=10)
     assert thread["profiled"]["cpu_ms"] == pytest.approx(100, abs=15)
     assert thread["after"]["cpu_ms"] == pytest.approx(10, abs=4)
     assert [len(v) for v in c.durations_ms().values()] == [3, 1, 2]
+    assert [len(v) for v in c.cpu_ms().values()] == [3, 1, 2]
+    assert thread["unprofiled"]["cpu_ms_median"] == pytest.approx(30, abs=6)
+    assert "cpu_ms_median" not in process["unprofiled"]
+
+
+@needs_thread_usage
+def test_the_thread_cpu_median_leaves_one_heavy_step_out():
+    """One unprofiled step burning 200 ms of CPU (a recompilation) among four of 5 ms: the
+    phase's mean is 44 ms a step, its median step's CPU 5; `restart` starts the next step's CPU
+    after membound's own work at the boundary."""
+    c = StepClock(wait=6, warmup=0, steps=1, after=1)
+    c.start()
+    c.mark()  # boundary 1: the warm-up step ends
+    for ms in (5, 200, 5, 5, 5):
+        _burn(ms)
+        c.mark()  # boundaries 2-6
+    _burn(5)
+    c.mark()  # the recorded step
+    _burn(80)  # membound's work at the boundary
+    c.restart()
+    _burn(5)
+    c.mark()
+    thread = c.usage_per_step("thread")
+    assert thread["unprofiled"]["cpu_ms"] == pytest.approx(44, abs=6)
+    assert thread["unprofiled"]["cpu_ms_median"] == pytest.approx(5, abs=3)
+    assert c.cpu_ms()["after"] == [pytest.approx(5, abs=3)]
 
 
 def test_a_phase_without_both_edges_has_no_usage():

@@ -42,9 +42,14 @@ class StepClock:
     #: the same, taken again by `restart` (after membound's own work at that boundary): where
     #: the phase that starts there begins
     resumed: dict[int, tuple] = field(default_factory=dict)
+    #: the marking thread's CPU seconds (`time.thread_time`, well under a microsecond) at each
+    #: boundary, beside `times`: each step's own CPU time, so that a phase's median step has a
+    #: median CPU time beside it (a compile or a recompilation inside a phase drags its mean)
+    cpu: list[float] = field(default_factory=list)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
+        self.cpu = [time.thread_time()]
         self.usage = {}
         self.resumed = {}
 
@@ -52,6 +57,7 @@ class StepClock:
         """Record a boundary; returns it in `time.perf_counter_ns` units."""
         t = time.perf_counter_ns()
         self.times.append(t / 1e9)
+        self.cpu.append(time.thread_time())
         if len(self.times) - 1 in self._edges():  # one getrusage a phase edge, ~2 us
             self.usage[len(self.times) - 1] = _usage()
         return t
@@ -68,6 +74,8 @@ class StepClock:
         """The step after the last boundary starts now: membound's own work at that boundary
         (stopping the profiler, writing the trace) is no part of it."""
         self.times[-1] = time.perf_counter()
+        if self.cpu:
+            self.cpu[-1] = time.thread_time()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
             self.resumed[len(self.times) - 1] = _usage()
 
@@ -88,6 +96,16 @@ class StepClock:
                 out[p].append(round((self.times[s + 1] - self.times[s]) * 1e3, 4))
         return out
 
+    def cpu_ms(self) -> dict[str, list[float]]:
+        """The marking thread's CPU milliseconds in every complete timed step, by phase (the
+        steps of `durations_ms`)."""
+        out: dict[str, list[float]] = {p: [] for p in PHASES}
+        for s in range(min(len(self.times), len(self.cpu)) - 1):
+            p = self.phase(s)
+            if p is not None:
+                out[p].append(round((self.cpu[s + 1] - self.cpu[s]) * 1e3, 4))
+        return out
+
     def usage_per_step(self, who: str = "process") -> dict[str, dict[str, float]]:
         """Per timed phase whose edges were both marked: what the process (`who` "process":
         all its threads) or the training thread (`who` "thread": the one that marks the
@@ -98,15 +116,19 @@ class StepClock:
         (`profiled`) against the unprofiled ones' is the host work the profiler added, which
         wall-clock steps show only where the host paces the loop. A phase starts where
         `restart` left its first boundary, and ends where its last one was marked (before
-        membound's work there)."""
+        membound's work there). The thread's also carry `cpu_ms_median`, the median of its steps'
+        own CPU times (`cpu_ms`): the figure to set beside a median step."""
         k = USAGE_OF.index(who)
         e = self._edges()
+        per_step = self.cpu_ms() if who == "thread" else {}
         out = {}
         for i, phase in enumerate(PHASES):
             a, b = e[2 * i], e[2 * i + 1]
             start = self.resumed.get(a, self.usage.get(a))
             if b > a and start is not None and b in self.usage:
                 got = usage_delta(start[k], self.usage[b][k], b - a)
+                if got and per_step.get(phase):
+                    got["cpu_ms_median"] = round(statistics.median(per_step[phase]), 4)
                 if got:
                     out[phase] = got
         return out
