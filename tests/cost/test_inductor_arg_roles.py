@@ -33,6 +33,25 @@ def test_a_cast_reads_its_input_and_writes_its_output():
 def test_without_names_the_split_is_unknown_and_the_bytes_the_same():
     cost = _cast()
     assert cost.read_bytes is None and cost.bytes == 6 * N
+    assert cost.largest_read is None
+
+
+def test_the_largest_read_argument_is_kept():
+    """BatchNorm backward as inductor fuses it (the compiled DCGAN's, shrunk): three
+    [2, 3, 5, 7] fp32 reads, one [1, 3, 1, 1] read of the channel weights, two [3, 5] fp32
+    partial sums written. The largest read is one [2, 3, 5, 7] fp32 tensor; reads bigger than
+    L2 on their own keep a call on HBM's roof (`analysis.roofline.call_memory_roof`)."""
+    n = 2 * 3 * 5 * 7
+    dims = [[2, 3, 5, 7]] * 3 + [[1, 3, 1, 1], [3, 5], [3, 5], [], []]
+    strides = [[105, 35, 7, 1]] * 3 + [[3, 1, 1, 1], [1, 3], [1, 3], [], []]
+    types = ["float"] * 6 + ["Scalar", "Scalar"]
+    names = ["in_ptr0", "in_ptr1", "in_ptr2", "in_ptr3", "out_ptr0", "out_ptr1", "xnumel",
+             "r0_numel"]  # fmt: skip
+    cost = cost_of("triton_red_fused_native_batch_norm_backward_threshold_backward_1", dims,
+                   types, ["", "", "", "", "", "", "15", "14"], strides,
+                   arg_names=names)  # fmt: skip
+    assert cost.largest_read == 4 * n
+    assert cost.read_bytes == 3 * 4 * n + 4 * 3
 
 
 @pytest.mark.parametrize(

@@ -28,8 +28,8 @@ def _line(text: str, op: str) -> str:
 
 
 def test_marks():
-    assert [roof_mark(r) for r in ("dram", None, "l2", "write", "mixed")] == [
-        "", "", " L2", " W", " mix",
+    assert [roof_mark(r) for r in ("dram", None, "l2", "l2-reads", "write", "mixed")] == [
+        "", "", " L2", " L2r", " W", " mix",
     ]  # fmt: skip
 
 

@@ -50,6 +50,9 @@ class OpCall:
     #: bytes read, of `bytes` (`cost.Cost.read_bytes`; NaN: the split is unknown): the HBM
     #: roof follows the share read (`roofline.hbm_rate`)
     read_bytes: float = math.nan
+    #: bytes of the largest argument the call reads (`cost.Cost.largest_read`; NaN: unknown):
+    #: reads that fit in L2 may come from it (`roofline.call_memory_roof`)
+    largest_read: float = math.nan
 
 
 class OpCalls(Sequence):
@@ -96,7 +99,7 @@ _NUMBER_FIELDS = {
     "cpu_index": np.int64, "tid": np.int64, "first_kernel_us": np.float64,
     "last_kernel_end_us": np.float64, "device_us": np.float64, "kernels": np.int64,
     "flops": np.float64, "bytes": np.float64, "known": bool, "seq": np.int64, "backward": bool,
-    "read_bytes": np.float64,
+    "read_bytes": np.float64, "largest_read": np.float64,
 }  # fmt: skip
 
 

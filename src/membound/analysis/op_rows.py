@@ -36,6 +36,7 @@ def op_rows(
     flops_ = call_column(calls, "flops")
     bytes_ = call_column(calls, "bytes")
     reads_ = call_column(calls, "read_bytes")
+    largest_ = call_column(calls, "largest_read")
     known_ = call_column(calls, "known")
     families = call_column(calls, "family")
     # the roof key depends on a call's compute and family alone: counted per distinct pair
@@ -92,6 +93,7 @@ def op_rows(
             p = place(
                 flops, nbytes, device_us / 1e6, ceilings, compute,
                 call_bytes=bytes_[sel], family=families[sel[0]], call_reads=reads_[sel],
+                call_largest=largest_[sel],
             )  # fmt: skip
             row.bound = p.bound
             row.memory_roof = p.memory_roof

@@ -30,7 +30,7 @@ from membound.analysis.op_calls import (
 )
 from membound.analysis.optimizer_ops import FOREACH as _FOREACH
 from membound.analysis.optimizer_ops import cost_foreach_lists, cost_fused_adam
-from membound.cost.registry import read_bytes_of
+from membound.cost.registry import largest_read_of, read_bytes_of
 from membound.trace.model import CPU_OP, D2D, GRAPH_LAUNCH, KERNEL, MEMCPY, Trace
 
 #: kernel-name evidence of tensor cores (cuBLAS/cuDNN/CUTLASS naming) ...
@@ -327,6 +327,7 @@ def join_calls(trace: Trace, windows=None, kernel_args=None) -> OpCalls:
     flops = per_key["flops"][kinv]
     nbytes = per_key["bytes"][kinv]
     reads = per_key["read_bytes"][kinv]
+    largest = per_key["largest_read"][kinv]
     esize = kc.pop("esize")
     listed = (esize > 0) & per_key["list_copy"][kinv]
     # the list was costed as float32 (4 bytes an element): its reads and writes alike
@@ -371,6 +372,7 @@ def join_calls(trace: Trace, windows=None, kernel_args=None) -> OpCalls:
         "seq": seq,
         "backward": backward,
         "read_bytes": reads,
+        "largest_read": largest,
     }
     return OpCalls({f: columns[f] for f in OPCALL_FIELDS})
 
@@ -581,6 +583,7 @@ def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarra
                 float(cost.flops) if cost else 0.0,
                 float(cost.bytes) if cost else 0.0,
                 read_bytes_of(cost),
+                largest_read_of(cost),
                 cost.compute if cost else None,
                 cost.family if cost else "",
                 cost is not None,
@@ -592,11 +595,11 @@ def _per_key(trace: Trace, costs: list, keys: np.ndarray) -> dict[str, np.ndarra
                 bool(cost and cost.compute == "fp32"),
             )
         )
-    fields = ("name", "flops", "bytes", "read_bytes", "compute", "family", "known", "dtypes",
+    fields = ("name", "flops", "bytes", "read_bytes", "largest_read", "compute", "family", "known", "dtypes",
               "dims", "storage_dtype", "first_input_bytes", "list_copy", "fp32")  # fmt: skip
     cols = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
     out = {f: object_array(list(v)) for f, v in zip(fields, cols, strict=True)}
-    for f in ("flops", "bytes", "read_bytes"):
+    for f in ("flops", "bytes", "read_bytes", "largest_read"):
         out[f] = np.array(cols[fields.index(f)], dtype=np.float64)
     for f in ("list_copy", "fp32"):
         out[f] = np.array(cols[fields.index(f)], dtype=bool)
@@ -664,6 +667,7 @@ def cpu_calls(trace: Trace) -> list[OpCall]:
                 dims=shape[0],
                 storage_dtype=storage_dtype(shape[0], shape[1]),
                 read_bytes=read_bytes_of(c),
+                largest_read=largest_read_of(c),
             )
         )
     out.sort(key=lambda c: c.first_kernel_us)

@@ -74,7 +74,7 @@ class OpRow:
     dtypes: list[str] = field(default_factory=list)
     exact_cost: bool = True
     share_of_gpu_time: float = 0.0
-    # the roof `achieved_bandwidth_fraction` is of: "dram" | "l2" | "write" | "mixed"
+    # the roof `achieved_bandwidth_fraction` is of: "dram" | "l2" | "l2-reads" | "write" | "mixed"
     # (`analysis.roofline.MEMORY_ROOFS`), None when not placed
     memory_roof: str | None = None
 

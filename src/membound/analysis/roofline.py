@@ -30,9 +30,10 @@ TF32_FAMILIES = frozenset(
 
 #: the memory roofs work can be held to: "dram" (HBM's rate for the work's read share,
 #: `hbm_rate`: the copy rate `Ceilings.memory_bandwidth` unless other passes were measured),
-#: "l2" (`Ceilings.l2_bandwidth`), "write" (`Ceilings.write_bandwidth`), and "mixed" for an
+#: "l2" (`Ceilings.l2_bandwidth`), "l2-reads" (reads that fit in L2 at L2's rate, the rest
+#: at HBM's: `call_memory_roof`), "write" (`Ceilings.write_bandwidth`), and "mixed" for an
 #: op whose calls are held to different ones (some fit in L2, some do not)
-MEMORY_ROOFS = ("dram", "l2", "write", "mixed")
+MEMORY_ROOFS = ("dram", "l2", "l2-reads", "write", "mixed")
 #: a call is held to the L2 roof when its minimal bytes are at most this share of the L2 size:
 #: all of it, since the ops issue 16 found above the HBM roof on an H200 (60 MiB of L2) moved
 #: 16 to 55 MB per call (ReLU forward and backward, pow, mul)
@@ -112,18 +113,49 @@ def copy_rate_only(ceilings) -> bool:
 
 
 def call_memory_roof(
-    ceilings, nbytes: float, family: str | None = None, read_share: float | None = None
+    ceilings,
+    nbytes: float,
+    family: str | None = None,
+    read_share: float | None = None,
+    largest_read: float | None = None,
 ) -> tuple[str, float]:
     """(roof name, bytes/s) of one call moving `nbytes` minimal bytes, `read_share` of them
     read (None: unknown): L2's when its bytes fit (`L2_FIT` of `l2_bytes`) and the ceilings
     have an L2 rate, the write rate for a `WRITE_FAMILIES` op when they have one, else HBM's
     for its mix of reads and writes (`hbm_rate`). The L2 and write roofs are used only where
-    they are above the HBM copy's (a measurement below it did not see what it meant to)."""
+    they are above the HBM copy's (a measurement below it did not see what it meant to).
+
+    A call too big for L2 whose every read argument fits in it on its own (`largest_read`, the
+    biggest: known for inductor kernels, by their launch parameter names) may find its
+    inputs there, written by the kernels just before it: "l2-reads", its reads up to L2's
+    size at L2's rate and the rest of its bytes at HBM's, time added. On the H100 (2026-12-05,
+    `tests/fixtures/h100_samecall_dcgan_compiled`, ceilings of the same call) a compiled
+    DCGAN's BatchNorm-backward reduction read three 33.5 MB fp32 tensors (100.7 MB a call,
+    50 MiB of L2) at 113% of the HBM read roof, two pointwise kernels of its backward at 105%
+    and 106%. A read bigger than L2 is held to HBM: streamed in order, its head has left L2
+    before the call starts (a chain of such kernels timed no faster than one re-reading its
+    input: `device.measure._hbm_kernel`)."""
     dram = float(ceilings.memory_bandwidth)
     l2 = getattr(ceilings, "l2_bandwidth", None)
     l2_bytes = getattr(ceilings, "l2_bytes", None)
     if l2 and l2_bytes and 0 < nbytes <= L2_FIT * l2_bytes and l2 > dram:
         return "l2", float(l2)
+    if (
+        l2
+        and l2_bytes
+        and l2 > dram
+        and read_share is not None
+        and largest_read is not None
+        and 0 < largest_read <= L2_FIT * l2_bytes
+        and family not in WRITE_FAMILIES
+    ):
+        reads = read_share * nbytes
+        near = min(reads, float(l2_bytes))  # reads L2 may serve
+        if near > 0:
+            rest = nbytes - near
+            share = (reads - near) / rest if rest > 0 else None
+            seconds = near / float(l2) + (rest / hbm_rate(ceilings, share) if rest > 0 else 0.0)
+            return "l2-reads", nbytes / seconds
     write = getattr(ceilings, "write_bandwidth", None)
     if write and family in WRITE_FAMILIES and write > dram:
         return "write", float(write)
@@ -131,11 +163,24 @@ def call_memory_roof(
 
 
 def call_rates(
-    ceilings, nbytes: np.ndarray, reads: np.ndarray, family: str | None = None
+    ceilings,
+    nbytes: np.ndarray,
+    reads: np.ndarray,
+    family: str | None = None,
+    largest: np.ndarray | None = None,
 ) -> tuple[set[str], np.ndarray]:
     """(the roof names used, bytes/s of each call's roof) of calls of one cost `family` moving
-    `nbytes` minimal bytes each, `reads` of them read (NaN: unknown): `call_memory_roof` of
-    each, found once per distinct (bytes, read share), so millions of calls cost a few sorts."""
+    `nbytes` minimal bytes each, `reads` of them read (NaN: unknown), `largest` the biggest
+    argument each reads (NaN or None: unknown): `call_memory_roof` of each, found once per
+    distinct (bytes, read share, whether every read fits in L2), so millions of calls cost a
+    few sorts."""
+    l2_bytes = getattr(ceilings, "l2_bytes", None)
+    if largest is not None and l2_bytes:
+        with np.errstate(invalid="ignore"):
+            fits = np.asarray(largest, dtype=np.float64) <= L2_FIT * l2_bytes
+        if fits.any():  # NaN (unknown) compares False: held as a read too big for L2
+            nbytes = np.asarray(nbytes, dtype=np.float64)
+            return _rates_by_fit(ceilings, nbytes, np.asarray(reads), family, fits)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = reads / nbytes
     # an unknown share keyed as -1: each column's distinct values, then the distinct pairs of
@@ -155,15 +200,47 @@ def call_rates(
     return {name for name, _ in roofs}, rates[inverse.reshape(-1)]
 
 
+def _rates_by_fit(ceilings, nbytes, reads, family, fits) -> tuple[set[str], np.ndarray]:
+    """`call_rates` where some calls' every read fits in L2 (`fits`): those and the rest
+    apart, each through `call_rates` (the fitting ones with their fit)."""
+    rates = np.empty(len(nbytes), dtype=np.float64)
+    names: set[str] = set()
+    for sel, fit in ((fits, True), (~fits, False)):
+        if not sel.any():
+            continue
+        if fit:
+            got = _fitting_rates(ceilings, nbytes[sel], reads[sel], family)
+        else:
+            got = call_rates(ceilings, nbytes[sel], reads[sel], family)
+        names |= got[0]
+        rates[sel] = got[1]
+    return names, rates
+
+
+def _fitting_rates(ceilings, nbytes, reads, family) -> tuple[set[str], np.ndarray]:
+    """`call_memory_roof` of calls whose every read fits in L2, once per distinct (bytes,
+    reads)."""
+    pairs, inverse = np.unique(np.stack([nbytes, reads], axis=1), axis=0, return_inverse=True)
+    roofs = []
+    for b, r in pairs.tolist():
+        share = r / b if b > 0 and not math.isnan(r) else None
+        # the fit is all `call_memory_roof` reads of the largest read: L2's size stands in
+        roofs.append(call_memory_roof(ceilings, b, family, share, L2_FIT * ceilings.l2_bytes))
+    rates = np.array([rate for _, rate in roofs], dtype=np.float64)
+    return {name for name, _ in roofs}, rates[np.asarray(inverse).reshape(-1)]
+
+
 def memory_roof(
     ceilings,
     call_bytes: Iterable[float],
     family: str | None = None,
     call_reads: Iterable[float] | None = None,
+    call_largest: Iterable[float] | None = None,
 ) -> tuple[str, float]:
     """(roof name, bytes/s) of work done as calls of `call_bytes` minimal bytes each, of which
     `call_reads` were read (one op's calls, in the same order; NaN or None: unknown, the
-    default): `call_memory_roof` for each (`call_rates`). Calls held to different roofs:
+    default), `call_largest` the biggest argument each read (the same; a read that fits in L2
+    may come from it): `call_memory_roof` for each (`call_rates`). Calls held to different roofs:
     "mixed"; calls held to different rates (of one roof, or of several), the rate Σ bytes ÷
     Σ (bytes ÷ each call's rate), so the time at the roof is each call's own. Work without
     bytes is held to HBM's copy rate."""
@@ -175,11 +252,16 @@ def memory_roof(
         reads = np.full(len(nbytes), np.nan)
     else:
         reads = np.asarray(_listed(call_reads), dtype=np.float64)
+    largest = None
+    if call_largest is not None:
+        largest = np.asarray(_listed(call_largest), dtype=np.float64)
     moved = ~(nbytes <= 0)
     nbytes, reads = nbytes[moved], reads[moved]
+    if largest is not None:
+        largest = largest[moved]
     if not len(nbytes):
         return "dram", dram
-    names, rates = call_rates(ceilings, nbytes, reads, family)
+    names, rates = call_rates(ceilings, nbytes, reads, family, largest)
     if len(names) == 1 and bool(np.all(rates == rates[0])):
         return names.pop(), float(rates[0])
     # summed in call order, one call at a time (as a loop over the calls adds them)
@@ -220,6 +302,7 @@ def place(
     call_bytes: Iterable[float] | None = None,
     family: str | None = None,
     call_reads: Iterable[float] | None = None,
+    call_largest: Iterable[float] | None = None,
 ) -> Placement:
     """Place `flops` FLOPs and `bytes` bytes done in `seconds` on `ceilings`' roofline.
 
@@ -238,7 +321,7 @@ def place(
         raise BadInput(f"FLOPs and bytes must be non-negative (got {flops}, {bytes})")
     peak = ceilings.peak_flops(compute)
     roof, bandwidth = memory_roof(
-        ceilings, [bytes] if call_bytes is None else call_bytes, family, call_reads
+        ceilings, [bytes] if call_bytes is None else call_bytes, family, call_reads, call_largest
     )
     ridge = peak / bandwidth
     if bytes > 0:

@@ -45,6 +45,10 @@ class Cost:
     # the dtype a formula assumed for tensors whose dtype was not recorded (a trace's
     # TensorList elements), with exact=False; None when every dtype was known
     assumed_dtype: str | None = None
+    # bytes of the largest single argument the call reads (None: unknown): where every read
+    # argument fits in L2 on its own, the producer that just wrote them may have left them
+    # there (`analysis.roofline.call_memory_roof`)
+    largest_read: float | None = None
 
     @property
     def intensity(self) -> float:
@@ -63,6 +67,9 @@ class Cost:
         # a sum rests on every assumption its parts made
         parts = {d for a in (self.assumed_dtype, other.assumed_dtype) if a for d in a.split("/")}
         assumed = "/".join(sorted(parts))
+        largest = None
+        if self.largest_read is not None and other.largest_read is not None:
+            largest = max(self.largest_read, other.largest_read)
         return Cost(
             self.flops + other.flops,
             self.bytes + other.bytes,
@@ -71,7 +78,14 @@ class Cost:
             family,
             reads,
             assumed or None,
+            largest,
         )
+
+
+def largest_read_of(cost) -> float:
+    """A cost's largest read argument (`Cost.largest_read`), NaN where unknown."""
+    largest = getattr(cost, "largest_read", None)
+    return math.nan if largest is None else float(largest)
 
 
 def read_bytes_of(cost) -> float:

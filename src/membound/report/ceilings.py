@@ -19,16 +19,17 @@ _FLOP_LABELS = {
 
 #: the mark an op table's bandwidth fraction carries when it is of a roof other than the HBM
 #: copy's (`OpRow.memory_roof`), and the line that says what the marks mean
-ROOF_MARKS = {"l2": " L2", "write": " W", "mixed": " mix"}
+ROOF_MARKS = {"l2": " L2", "l2-reads": " L2r", "write": " W", "mixed": " mix"}
 ROOF_LEGEND = (
     "of BW: of the HBM copy rate; marked L2: of the L2 copy rate (calls whose bytes fit in L2), "
-    "W: of the write rate (fills), mix: of each call's own (some calls fit in L2)"
+    "L2r: reads that fit in L2 at its rate, the rest at HBM's, W: of the write rate (fills), "
+    "mix: of each call's own (some calls fit in L2)"
 )
 
 
 def roof_mark(memory_roof: str | None) -> str:
-    """ " L2" / " W" / " mix" after a bandwidth fraction held to the L2 / write / several
-    roofs (`analysis.roofline.MEMORY_ROOFS`); "" for HBM's."""
+    """ " L2" / " L2r" / " W" / " mix" after a bandwidth fraction held to the L2 / L2-reads /
+    write / several roofs (`analysis.roofline.MEMORY_ROOFS`); "" for HBM's."""
     return ROOF_MARKS.get(memory_roof or "", "")
 
 

@@ -77,12 +77,12 @@ def _call_roofs(ctx, cols: _Columns, idx: np.ndarray) -> np.ndarray | None:
     c = ctx.ceilings
     if c is None or copy_rate_only(c):
         return None
-    nbytes, reads = cols.bytes[idx], cols.reads[idx]
+    nbytes, reads, largest = cols.bytes[idx], cols.reads[idx], cols.largest[idx]
     family_code, families = value_codes([cols.families[i] for i in idx.tolist()])
     out = np.empty(len(idx), dtype=np.float64)
     for k, family in enumerate(families):
         of = family_code == k
-        out[of] = call_rates(c, nbytes[of], reads[of], family)[1]
+        out[of] = call_rates(c, nbytes[of], reads[of], family, largest[of])[1]
     return out
 
 
@@ -247,6 +247,8 @@ class _Columns:
         self.bytes = call_column(calls, "bytes")
         #: bytes read of those (NaN: unknown), for the roof each call is held to
         self.reads = call_column(calls, "read_bytes")
+        #: the biggest argument each reads (NaN: unknown): reads that fit in L2 may come from it
+        self.largest = call_column(calls, "largest_read")
         self.device_us = call_column(calls, "device_us")
         #: bytes of the first tensor input (`_out_bytes`), as `join_calls` found them
         first = call_column(calls, "first_input_bytes")

@@ -222,11 +222,13 @@ def inductor_cost(call: OpCall) -> Cost:
     # and writes once (`in_out_ptr`), so no two arguments alias
     touched = [float(_touched(t, space) * t.itemsize) for t in tensors]
     reads: float | None = None
+    largest: float | None = None
     if roles is None:
         nbytes = sum(touched)
     else:
         # an in_out_ptr is in both sums: read and written, once each
-        reads = sum(b for b, r in zip(touched, roles, strict=True) if "r" in r)
+        read = [b for b, r in zip(touched, roles, strict=True) if "r" in r]
+        reads, largest = sum(read), max(read, default=0.0)
         nbytes = reads + sum(b for b, r in zip(touched, roles, strict=True) if "w" in r)
     one_span = len(tensors) == 1 and space is not None and tensors[0].numel == space
     if kind == "poi" and one_span and (roles is None or roles == ["w"]):
@@ -234,17 +236,35 @@ def inductor_cost(call: OpCall) -> Cost:
         # scatters into, an arange), held to the write roof. Without names an in-place
         # update of that one buffer (`x.mul_(2)`) looks the same: counted once, at the
         # write roof its fraction is understated, never above the roof
-        return Cost(0.0, nbytes, VECTOR, exact, "fill", read_bytes=reads)
+        return Cost(0.0, nbytes, VECTOR, exact, "fill", read_bytes=reads, largest_read=largest)
     if kind == "tem" and any(op in _MATMULS for op in ops):
         flops = _matmul_flops(tensors)
         if flops is not None:
             dtype = max(tensors, key=lambda t: t.numel).dtype if tensors else "float32"
-            return Cost(flops, nbytes, compute_key(dtype), True, "inductor", read_bytes=reads)
+            return Cost(
+                flops,
+                nbytes,
+                compute_key(dtype),
+                True,
+                "inductor",
+                read_bytes=reads,
+                largest_read=largest,
+            )
     known = [FUSED_FLOPS[op] for op in ops if op in FUSED_FLOPS]
     if not known or kind == "tem":
-        return Cost(0.0, nbytes, VECTOR, exact, "inductor-bytes", read_bytes=reads)
+        return Cost(
+            0.0, nbytes, VECTOR, exact, "inductor-bytes", read_bytes=reads, largest_read=largest
+        )
     elements = max((t.numel if space is None else min(t.numel, space) for t in tensors), default=0)
-    return Cost(float(elements * sum(known)), nbytes, VECTOR, exact, "inductor", read_bytes=reads)
+    return Cost(
+        float(elements * sum(known)),
+        nbytes,
+        VECTOR,
+        exact,
+        "inductor",
+        read_bytes=reads,
+        largest_read=largest,
+    )
 
 
 register_prefix("triton_poi_", "triton_red_", "triton_per_", "triton_tem_", family="inductor")(
