@@ -33,7 +33,22 @@ DCGAN's compile to 2.59 ms/step (measured -1.77) but the T5's to 13.88 (measured
 where it lost its place on top) and the Llama's first run out of tolerance: compile also
 removes the Python and dispatch in front of the library kernels it keeps. Where compile
 measured a loss (DCGAN, tabular MLP: steps of 10-14 ms, a few hundred kernels) its own
-per-call cost is what no finding holds.
+per-call cost is what no finding holds. On an H100 (2026-12-05, one device call:
+`tests/fixtures/h100_samecall_dcgan*`) the compiled DCGAN launched 334 kernels a step, the
+eager one 325 (cuDNN's convolutions and layout transforms stay; BatchNorm + LeakyReLU become a
+reduction and a pointwise kernel), and the unprofiled steps were the same (15.16, 15.23 ms).
+Tried on the recorded H200 truth fixtures the same day and not kept either:
+- compile given only the launch-bound idle between launch calls (not inside them): DCGAN's
+  compile 2.90, T5's 12.38 (below its bf16's 15.96: the T5 lost its place on top), HF
+  Llama's first and third runs out of tolerance; 85 of 130 within, 10 of 12 scripts;
+- compile given launch-bound scaled by the launches a fusion estimate removes (each run of
+  ATen elementwise/reduction/norm kernels between two library kernels as one kernel plus one
+  per reduction: DCGAN 325 -> 280 estimated, 334 measured; Llama 1241 -> 447; T5 1832 ->
+  958): DCGAN's compile 1.12 (measured -1.77), tabular 0.55 (-2.11), ViT 8.77 (3.05), but
+  T5's 13.16 again below its bf16: 86 of 130 within, 10 of 12 scripts.
+Both move the compile predictions toward the truth on the loops where compile lost, and both
+cost the T5, whose bf16/TF32 prediction (15.96; measured 2.65 and 4.55) is the GPU what-if's
+host floor (`analysis.gpu_whatif`): that floor is what to mend first.
 
 A remedy's predicted saving is the sum of its findings' savings: the GPU-work findings
 share no kernel time (see `rules.memory`), so the sum does not count a byte twice. It is
