@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from membound.device import get_ceilings
+from membound.device.ceilings import Ceilings
 from membound.device.measure import STEPS, step
 from membound.errors import BadInput, NeedsGPU
 
@@ -22,6 +23,11 @@ def test_cpu_quick_measurement_is_plausible():
     assert 1e8 < c.write_bandwidth < 1e13
     assert 1e8 < c.read_mix_bandwidth < 1e13
     assert c.l2_bandwidth is None and c.l2_bytes is None  # the L2 step is the GPU's only
+    # each step's seconds, in the order the steps ran; together no more than the whole
+    assert list(c.step_seconds) == [s.key for s in STEPS if s.device == "cpu"]
+    assert all(v >= 0 for v in c.step_seconds.values())
+    assert sum(c.step_seconds.values()) <= c.seconds + 5e-4 * len(c.step_seconds)  # rounded
+    assert Ceilings.from_dict(c.to_dict()).step_seconds == c.step_seconds
     # every figure keeps the spread of its repeated runs around the median it reports
     assert set(c.spread) == {"memory_bandwidth", "read_bandwidth", "write_bandwidth",
                              "read_mix_bandwidth", "flops.fp32", "flops.bf16"}  # fmt: skip

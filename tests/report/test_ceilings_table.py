@@ -38,6 +38,17 @@ def test_fraction_of_datasheet():
     bf16 = next(x for x in text.splitlines() if "matmul bf16" in x)
     assert "750 TFLOP/s" in bf16 and "75%" in bf16
     assert "took 21.3 s" in text
+    assert "longest" not in text  # no step times (files written before): none named
+
+
+def test_title_names_the_three_longest_steps():
+    import dataclasses
+
+    c = dataclasses.replace(
+        _ceilings(), step_seconds={"copy": 6.2, "bf16": 9.75, "l2": 0.4, "fp32": 3.0, "read": 1.0}
+    )
+    flat = " ".join(_text(c).split())  # the title wraps at the table's width
+    assert "took 21.3 s (bf16 9.8, copy 6.2, fp32 3.0 the longest)" in flat
 
 
 def test_transfer_rows_show_host_blocked():

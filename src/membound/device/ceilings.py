@@ -84,6 +84,10 @@ class Ceilings:
     # the HBM passes' kernels (`device.measure.HBM_KERNELS`): figure -> {"<op> <dtype>": rate};
     # each figure above is the best of its kernels. Files written before hold none.
     memory_sweep: dict[str, dict[str, float]] = field(default_factory=dict)
+    # seconds each measurement step took (`device.measure.STEPS` keys, in the order they ran):
+    # where `seconds` went, against `membound roofline`'s 60 s on the H200 (issue 16). Files
+    # written before hold none.
+    step_seconds: dict[str, float] = field(default_factory=dict)
 
     def spread_of(self, figure: str) -> tuple[float, float] | None:
         """(slow, fast) rates of `figure` over its repeated runs, when it was measured so."""

@@ -620,10 +620,12 @@ def measure(
     with _progress(progress) as bar:
         tasks = [bar.add_task(s.label, total=1) if bar else None for s in steps]
         for s, task in zip(steps, tasks, strict=True):
+            t1 = time.perf_counter()
             try:
                 s.fn(c, plan)
             except Skip as exc:
                 c.notes.append(f"{s.key}: {exc}")
+            c.step_seconds[s.key] = round(time.perf_counter() - t1, 3)
             if bar:
                 bar.update(task, completed=1)
     _BUFFERS.clear()  # give the pinned buffer back

@@ -125,6 +125,9 @@ def render(
         where += f" {c.measured_at}"
     if c.seconds is not None:
         where += f", took {c.seconds:.1f} s"
+        slow = sorted(c.step_seconds.items(), key=lambda kv: -kv[1])[:3]
+        if slow and c.seconds > 0:
+            where += " (" + ", ".join(f"{k} {v:.1f}" for k, v in slow) + " the longest)"
     if cached:
         where += "; cached: --refresh measures again"
     t = Table(title=f"ceilings of {where})", title_justify="left")
