@@ -22,8 +22,9 @@ def op_rows(
     An op is placed only when every call of it is costed; its roof is the compute key most
     of its calls have (`roofline.call_compute_key`: `allow_tf32` says TF32 was on while
     they ran, which a trace does not record), its memory roof each call's
-    (`roofline.memory_roof`: L2's for calls whose bytes fit in L2, else HBM's for the share
-    of its bytes the call reads)."""
+    (`roofline.memory_roof`: L2's for calls whose bytes fit in L2, L2's for the reads of a
+    call whose every read argument fits in L2 and HBM's for the rest, else HBM's for the
+    share of its bytes the call reads)."""
     # per-call figures stay arrays, read through each op's indexes: each op's are made into
     # Python numbers (summed as `sum` adds a list) one op at a time, so the calls are never
     # all held as objects

@@ -70,9 +70,10 @@ def _bandwidth(ctx) -> float | None:
 
 def _call_roofs(ctx, cols: _Columns, idx: np.ndarray) -> np.ndarray | None:
     """Bytes/s of the memory roof each call of `idx` is held to, as its op row was placed
-    (`analysis.roofline.call_rates`: L2's for calls whose bytes fit in L2, the write rate for
-    fills, else HBM's for the share of its bytes the call reads), found once per distinct
-    (family, bytes, read share); None when every call is held to the HBM copy rate
+    (`analysis.roofline.call_rates`: L2's for calls whose bytes fit in L2, L2's for the reads
+    of a call whose every read argument fits in L2, the write rate for fills, else HBM's for
+    the share of its bytes the call reads), found once per distinct (family, bytes, read
+    share, fit); None when every call is held to the HBM copy rate
     (`roofline.copy_rate_only`)."""
     c = ctx.ceilings
     if c is None or copy_rate_only(c):
