@@ -48,6 +48,20 @@ def test_the_training_threads_cpu_per_phase_is_reported():
     assert t.thread_cpu_ms == {"unprofiled": 9.18, "profiled": 11.5, "after": 9.48}
     assert t.profiler_cpu_ms == (9.18, 11.5)
     assert "used 9.18 ms of CPU a step unprofiled, 11.50 while profiled (+2.32)" in t.note()
+    assert "spent waiting" not in t.note()  # its CPU is all of the +2.30 ms
+    # a step that grew 2.30 ms while the thread's CPU grew 0.37 (a DCGAN on the H100): the
+    # note says the rest was waiting; an overhead within the target says nothing of it
+    waiting = {"unprofiled": {"cpu_ms": 9.40}, "profiled": {"cpu_ms": 9.77}}
+    w8 = StepTiming.from_meta({"step_times_ms": times, "thread_per_step": waiting})
+    assert (
+        "of the +2.30 ms a step the profiler added, the training thread's own CPU time was 0.37"
+        in w8.note()
+    )
+    low = {"unprofiled": [13.5, 13.5], "profiled": [14.0]}
+    assert (
+        "waiting"
+        not in StepTiming.from_meta({"step_times_ms": low, "thread_per_step": waiting}).note()
+    )
     # the steps before the capture were warm-up: the unprofiled step and its CPU are after it
     warm = {"unprofiled": [40.0, 41.0], "profiled": [15.8], "after": [13.7]}
     w = StepTiming.from_meta({"step_times_ms": warm, "thread_per_step": usage})

@@ -54,6 +54,9 @@ PROFILER = "profiler"
 SETTLING_RATIO = 1.10
 #: issue 15's target for the profiler's overhead on the step
 OVERHEAD_TARGET = 0.10
+#: where the training thread's added CPU time is below this share of the step time the
+#: profiler added, the note says the rest was waiting
+WAITING_SHARE = 0.5
 
 
 @dataclass
@@ -176,6 +179,16 @@ class StepTiming:
                 )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET
+        if high and (cpu := self.profiler_cpu_ms) is not None:
+            added = self.profiled_median_ms - self.unprofiled_median_ms
+            if added > 0 and cpu[1] - cpu[0] < WAITING_SHARE * added:
+                # on the H100 (2026-12-05) a DCGAN's step grew 2.2 ms under the profiler and
+                # its training thread's CPU 0.37: the profiler's cost there was mostly waiting
+                parts.append(
+                    f"of the {added:+.2f} ms a step the profiler added, the training thread's "
+                    f"own CPU time was {max(cpu[1] - cpu[0], 0.0):.2f}: the rest it spent "
+                    "waiting (on the GPU, on its loader's workers, or for the CPU)"
+                )
         if (settling := self.settling) is not None and high:
             parts.append(
                 f"the profiled steps were still getting faster ({settling[0]:.1f} -> "
