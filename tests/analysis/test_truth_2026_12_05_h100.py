@@ -28,7 +28,7 @@ def _rows(name: str) -> tuple[dict, dict, dict]:
 
 def test_dcgan_cuda_graphs_saved_and_compile_lost_as_on_the_h200():
     """Compile lost 1.76 and 0.73 ms/step in two rounds against baselines of 12.0-15.0 ms
-    (the H200 measured -2.24, -1.30 and -1.77 before); CUDA graphs (reduce-overhead) saved
+    (-2.24 and -1.30 on the H200 before, their mean -1.77); CUDA graphs (reduce-overhead) saved
     1.35 and 2.04, within tolerance of the 3.12 that launch-bound, the top finding, predicts.
     The remedies still put compile first (3.79: launch-bound whole, plus the GPU-work
     findings): issue 15's one script whose top remedy the truth contradicts. Crediting
