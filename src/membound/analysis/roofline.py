@@ -175,59 +175,31 @@ def call_rates(
     distinct (bytes, read share, whether every read fits in L2), so millions of calls cost a
     few sorts."""
     l2_bytes = getattr(ceilings, "l2_bytes", None)
+    fits = np.zeros(np.shape(nbytes), dtype=np.int64)
     if largest is not None and l2_bytes:
-        with np.errstate(invalid="ignore"):
-            fits = np.asarray(largest, dtype=np.float64) <= L2_FIT * l2_bytes
-        if fits.any():  # NaN (unknown) compares False: held as a read too big for L2
-            nbytes = np.asarray(nbytes, dtype=np.float64)
-            return _rates_by_fit(ceilings, nbytes, np.asarray(reads), family, fits)
+        with np.errstate(invalid="ignore"):  # NaN (unknown) compares False: too big for L2
+            fits = (np.asarray(largest, dtype=np.float64) <= L2_FIT * l2_bytes).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = reads / nbytes
-    # an unknown share keyed as -1: each column's distinct values, then the distinct pairs of
-    # their codes (sorting numbers, not rows)
+    # an unknown share keyed as -1: each column's distinct values, then the distinct triples
+    # of their codes and the fit (sorting numbers, not rows)
     sizes, size_code = np.unique(nbytes, return_inverse=True)
     shares, share_code = np.unique(np.where(np.isnan(share), -1.0, share), return_inverse=True)
     width = len(shares)
-    pairs, inverse = np.unique(
-        size_code.reshape(-1) * width + share_code.reshape(-1), return_inverse=True
+    codes, inverse = np.unique(
+        (size_code.reshape(-1) * width + share_code.reshape(-1)) * 2 + fits.reshape(-1),
+        return_inverse=True,
     )
     roofs = []
-    for pair in pairs.tolist():
+    for code in codes.tolist():
+        pair, fit = divmod(code, 2)
         s = float(shares[pair % width])
+        # the fit is all `call_memory_roof` reads of the largest read: L2's size stands in
         roofs.append(call_memory_roof(ceilings, float(sizes[pair // width]), family,
-                                      s if s >= 0 else None))  # fmt: skip
+                                      s if s >= 0 else None,
+                                      L2_FIT * l2_bytes if fit else None))  # fmt: skip
     rates = np.array([r for _, r in roofs], dtype=np.float64)
     return {name for name, _ in roofs}, rates[inverse.reshape(-1)]
-
-
-def _rates_by_fit(ceilings, nbytes, reads, family, fits) -> tuple[set[str], np.ndarray]:
-    """`call_rates` where some calls' every read fits in L2 (`fits`): those and the rest
-    apart, each through `call_rates` (the fitting ones with their fit)."""
-    rates = np.empty(len(nbytes), dtype=np.float64)
-    names: set[str] = set()
-    for sel, fit in ((fits, True), (~fits, False)):
-        if not sel.any():
-            continue
-        if fit:
-            got = _fitting_rates(ceilings, nbytes[sel], reads[sel], family)
-        else:
-            got = call_rates(ceilings, nbytes[sel], reads[sel], family)
-        names |= got[0]
-        rates[sel] = got[1]
-    return names, rates
-
-
-def _fitting_rates(ceilings, nbytes, reads, family) -> tuple[set[str], np.ndarray]:
-    """`call_memory_roof` of calls whose every read fits in L2, once per distinct (bytes,
-    reads)."""
-    pairs, inverse = np.unique(np.stack([nbytes, reads], axis=1), axis=0, return_inverse=True)
-    roofs = []
-    for b, r in pairs.tolist():
-        share = r / b if b > 0 and not math.isnan(r) else None
-        # the fit is all `call_memory_roof` reads of the largest read: L2's size stands in
-        roofs.append(call_memory_roof(ceilings, b, family, share, L2_FIT * ceilings.l2_bytes))
-    rates = np.array([rate for _, rate in roofs], dtype=np.float64)
-    return {name for name, _ in roofs}, rates[np.asarray(inverse).reshape(-1)]
 
 
 def memory_roof(

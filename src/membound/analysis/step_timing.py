@@ -167,19 +167,20 @@ class StepTiming:
         b, a = self.before_median_ms, self.after_median_ms
         if b and a and abs(a / b - 1) > 0.05:
             parts.append(f"the steps after the capture took {a:.2f} ms ({a / b - 1:+.0%})")
+        cpu = self.profiler_cpu_ms  # (unprofiled, profiled) or None
         if self.profiled_median_ms is not None:
             parts.append(
                 f"{self.profiled_median_ms:.2f} ms while profiled "
                 f"({self.overhead_fraction:+.0%}); every ms/step refers to the unprofiled step"
             )
-            if (cpu := self.profiler_cpu_ms) is not None:
+            if cpu is not None:
                 parts.append(
                     f"the training thread used {cpu[0]:.2f} ms of CPU a step unprofiled, "
                     f"{cpu[1]:.2f} while profiled ({cpu[1] - cpu[0]:+.2f})"
                 )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET
-        if high and (cpu := self.profiler_cpu_ms) is not None:
+        if high and cpu is not None:
             added = self.profiled_median_ms - self.unprofiled_median_ms
             if added > 0 and cpu[1] - cpu[0] < WAITING_SHARE * added:
                 # on the H100 (2026-12-05) a DCGAN's step grew 2.2 ms under the profiler and

@@ -74,8 +74,7 @@ class StepClock:
         """The step after the last boundary starts now: membound's own work at that boundary
         (stopping the profiler, writing the trace) is no part of it."""
         self.times[-1] = time.perf_counter()
-        if self.cpu:
-            self.cpu[-1] = time.thread_time()
+        self.cpu[-1] = time.thread_time()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
             self.resumed[len(self.times) - 1] = _usage()
 
@@ -89,21 +88,21 @@ class StepClock:
 
     def durations_ms(self) -> dict[str, list[float]]:
         """Milliseconds of every complete timed step, by phase."""
-        out: dict[str, list[float]] = {p: [] for p in PHASES}
-        for s in range(len(self.times) - 1):
-            p = self.phase(s)
-            if p is not None:
-                out[p].append(round((self.times[s + 1] - self.times[s]) * 1e3, 4))
-        return out
+        return self._by_phase(self.times)
 
     def cpu_ms(self) -> dict[str, list[float]]:
         """The marking thread's CPU milliseconds in every complete timed step, by phase (the
         steps of `durations_ms`)."""
+        return self._by_phase(self.cpu)
+
+    def _by_phase(self, at: list[float]) -> dict[str, list[float]]:
+        """Each complete timed step's growth of `at` (seconds at each boundary: `times` or
+        `cpu`), in ms, by phase."""
         out: dict[str, list[float]] = {p: [] for p in PHASES}
-        for s in range(min(len(self.times), len(self.cpu)) - 1):
+        for s in range(len(at) - 1):
             p = self.phase(s)
             if p is not None:
-                out[p].append(round((self.cpu[s + 1] - self.cpu[s]) * 1e3, 4))
+                out[p].append(round((at[s + 1] - at[s]) * 1e3, 4))
         return out
 
     def usage_per_step(self, who: str = "process") -> dict[str, dict[str, float]]:
