@@ -82,17 +82,22 @@ class Cost:
         )
 
 
+def _figure(cost, name: str) -> float:
+    """`cost`'s optional figure `name` as a float, NaN where it is None (or the cost is a
+    stand-in without it)."""
+    value = getattr(cost, name, None)
+    return math.nan if value is None else float(value)
+
+
 def largest_read_of(cost) -> float:
     """A cost's largest read argument (`Cost.largest_read`), NaN where unknown."""
-    largest = getattr(cost, "largest_read", None)
-    return math.nan if largest is None else float(largest)
+    return _figure(cost, "largest_read")
 
 
 def read_bytes_of(cost) -> float:
     """A cost's bytes read (`Cost.read_bytes`), NaN where the split is unknown (or the cost
     is a stand-in without it)."""
-    reads = getattr(cost, "read_bytes", None)
-    return math.nan if reads is None else float(reads)
+    return _figure(cost, "read_bytes")
 
 
 Formula = Callable[[OpCall], Cost]
