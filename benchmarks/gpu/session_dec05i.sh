@@ -11,9 +11,7 @@
 source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-r0=$(date +%s)
-COLUMNS=120 timeout 120 python -m membound roofline --refresh --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
-echo "roofline rc=$? in $(( $(date +%s) - r0 )) s (command, start to end)"
+refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt"
 cat "$DEST/roofline.txt" | head -60
 r0=$(date +%s)
 timeout 200 python benchmarks/probe_matmul_host.py > "$DEST/matmul_host.jsonl" 2> "$DEST/matmul_host.err"

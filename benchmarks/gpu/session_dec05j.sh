@@ -16,9 +16,7 @@ echo "card: $gpu"
 total=${TOTAL_S:-560}
 budget=$(( total - 40 ))
 if echo "$gpu" | grep -q H200; then
-  r0=$(date +%s)
-  COLUMNS=120 timeout 120 python -m membound roofline --refresh --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
-  echo "roofline rc=$? in $(( $(date +%s) - r0 )) s (command, start to end)"
+  refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt"
   head -60 "$DEST/roofline.txt"
   budget=$(( total - ($(date +%s) - t0) - 40 ))
 fi

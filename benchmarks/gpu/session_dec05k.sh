@@ -13,9 +13,7 @@
 source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-r0=$(date +%s)
-COLUMNS=120 timeout 120 python -m membound roofline --refresh --json "$DEST/ceilings.json" > "$DEST/roofline.txt" 2>&1
-echo "roofline rc=$? in $(( $(date +%s) - r0 )) s"
+refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt"
 head -40 "$DEST/roofline.txt"
 mkdir -p /tmp/same/ "$DEST/traces"
 diag() {  # name, timeout, diagnose flags..., --, script and flags

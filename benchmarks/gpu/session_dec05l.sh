@@ -13,9 +13,7 @@ source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 W=/tmp/same; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-r0=$(date +%s)
-COLUMNS=120 timeout 120 python -m membound roofline --refresh --json $W/ceilings.json > $W/roofline.txt 2>&1
-echo "roofline rc=$? in $(( $(date +%s) - r0 )) s"; head -16 $W/roofline.txt | tail -12
+refresh_ceilings $W/ceilings.json $W/roofline.txt; head -16 $W/roofline.txt | tail -12
 diag() {  # name, timeout, script and flags
   local name=$1 limit=$2; shift 2
   local r0=$(date +%s)

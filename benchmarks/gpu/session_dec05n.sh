@@ -10,9 +10,7 @@ source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 W=/tmp/n; mkdir -p $W
 nvidia-smi --query-gpu=name --format=csv,noheader
-r0=$(date +%s)
-COLUMNS=120 timeout 100 python -m membound roofline --refresh --json $W/ceilings.json > $W/roofline.txt 2>&1
-echo "roofline rc=$? in $(( $(date +%s) - r0 )) s"; grep -m1 "took" $W/roofline.txt
+refresh_ceilings $W/ceilings.json $W/roofline.txt 100; grep -m1 "took" $W/roofline.txt
 python -c "import json,sys; c=json.load(open('$W/ceilings.json'))['device']['ceilings']; print(c.get('step_seconds')); print({k: round(v/1e12,3) for k,v in c.get('memory_sweep',{}).get('read_mix_bandwidth',{}).items()})"
 left=$(( ${TOTAL_S:-230} - ($(date +%s) - t0) - 15 ))
 if [ "$left" -gt 60 ]; then

@@ -13,9 +13,7 @@ source "$(dirname "$0")/_session.sh"
 export MEMBOUND_CACHE_DIR=/tmp/mbcache
 W=/tmp/next; mkdir -p $W/same
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee $W/gpu.txt
-r0=$(date +%s)
-COLUMNS=120 timeout 120 python -m membound roofline --refresh --json $W/ceilings.json > $W/roofline.txt 2>&1
-echo "roofline rc=$? in $(( $(date +%s) - r0 )) s"; head -20 $W/roofline.txt
+refresh_ceilings $W/ceilings.json $W/roofline.txt; head -20 $W/roofline.txt
 mkdir -p $W/same/dcgan_compiled
 for s in healthy fp32_storage unfused_chain memory_bound_op small_block fp32_matmul; do
   mkdir -p $W/same/$s; r0=$(date +%s)
