@@ -1,10 +1,13 @@
 """The unprofiled step, and what the profiler added to the profiled one.
 
-membound's capture times every step with its own host timer (`trace.step_clock`: a host
-timestamp at each step boundary, no sync, no profiler) and writes the durations into the
-capture meta beside the trace (`capture.json`). The unprofiled step is the median over the
-steps that ran before any profiler started (the first excluded: warm-up); the steps timed
-after the capture are used only when there are none before it, because on the H200 they did
+membound's capture times every step with its own timer (`trace.step_clock`: a host
+timestamp at each step boundary and, on CUDA, an event on the loop's stream, no sync, no
+profiler) and writes the durations into the capture meta beside the trace (`capture.json`).
+Each phase is read on the GPU's clock where every one of its steps has both events passed,
+else on the host's: a host that runs ahead of the GPU between syncs times its own pace, not
+the loop's. The unprofiled step is the median over the steps that ran before any profiler
+started (the first excluded: warm-up); the steps timed after the capture are used only when
+there are none before it, because on the H200 they did
 not run as the program does alone: after the two passes, GPT-2 eager, a Lightning fit and an
 HF Trainer ran 15-21% slower than before them (the plain timer agreed with the steps before
 within 1% for GPT-2), a ResNet-50 10% faster. Both medians are reported. The profiled step
@@ -54,6 +57,8 @@ PROFILER = "profiler"
 SETTLING_RATIO = 1.10
 #: issue 15's target for the profiler's overhead on the step
 OVERHEAD_TARGET = 0.10
+#: the note says the host ran ahead where its steps' median is this much below the GPU's
+HOST_AHEAD = 0.05
 #: where the training thread's added CPU time is below this share of the step time the
 #: profiler added, the note says the rest was waiting
 WAITING_SHARE = 0.5
@@ -74,6 +79,9 @@ class StepTiming:
     #: the training thread's CPU time per step (ms) by phase ("unprofiled": the steps before
     #: the capture, "profiled": the recorded ones, "after"), where the capture measured it
     thread_cpu_ms: dict[str, float] = field(default_factory=dict)
+    #: where the unprofiled steps were read on the GPU's clock (module docstring): the same
+    #: steps on the host's clock, whose median is below the GPU's where the host ran ahead
+    host_ms: list[float] = field(default_factory=list)
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -89,9 +97,9 @@ class StepTiming:
         warmup: list[float] = []
         if before and profiled and _warming_up(before, profiled):
             before, warmup = [], before
-        return cls(
-            before or after, profiled, before, after, warmup, thread_cpu_ms=_thread_cpu(meta)
-        )
+        out = cls(before or after, profiled, before, after, warmup, thread_cpu_ms=_thread_cpu(meta))
+        out.host_ms = _host_ahead(meta, out)
+        return out
 
     @classmethod
     def pool(cls, timings) -> StepTiming | None:
@@ -106,6 +114,9 @@ class StepTiming:
             [v for t in timings for v in t.before_ms],
             [v for t in timings for v in t.after_ms],
             ordered=len(timings) == 1,
+            host_ms=[v for t in timings for v in t.host_ms]
+            if all(t.host_ms for t in timings)
+            else [],
         )
 
     @property
@@ -160,10 +171,18 @@ class StepTiming:
                 f"{statistics.median(self.warmup_ms):.2f} ms, slower than the profiled ones: "
                 "warm-up, set aside"
             )
+        clock = " on the GPU's clock" if self.host_ms else ""
         parts = [
             f"step {self.unprofiled_median_ms:.2f} ms unprofiled "
-            f"(membound's step timer, median of {len(self.unprofiled_ms)} steps {which})"
+            f"(membound's step timer{clock}, median of {len(self.unprofiled_ms)} steps {which})"
         ]
+        if self.host_ms:
+            host = statistics.median(self.host_ms)
+            if host < (1 - HOST_AHEAD) * self.unprofiled_median_ms:
+                parts.append(
+                    f"the host's own step marks had a median of {host:.2f} ms: it ran ahead "
+                    "of the GPU between syncs and caught up in the steps that sync"
+                )
         b, a = self.before_median_ms, self.after_median_ms
         if b and a and abs(a / b - 1) > 0.05:
             parts.append(f"the steps after the capture took {a:.2f} ms ({a / b - 1:+.0%})")
@@ -200,19 +219,50 @@ class StepTiming:
 
 
 def _step_times(meta: Any) -> tuple[list[float], list[float], list[float]] | None:
-    """(before, after, profiled) step durations of a capture meta's `step_times_ms`, junk
-    left out; None when the meta has no step timer."""
-    times = meta.get("step_times_ms") if isinstance(meta, dict) else None
-    if not isinstance(times, dict):
+    """(before, after, profiled) step durations of a capture meta, junk left out; None when
+    the meta has no step timer. Each phase on the GPU's clock (`gpu_step_times_ms`) where
+    the capture read every one of its steps there, else on the host's (`step_times_ms`)."""
+    both = _clocks(meta)
+    if both is None:
+        return None
+    host, gpu = both
+    return tuple(  # type: ignore[return-value]
+        gpu[k] if gpu.get(k) and len(gpu[k]) == len(host[k]) else host[k] for k in PHASE_KEYS
+    )
+
+
+#: a capture meta's phase keys, in `_step_times`'s order
+PHASE_KEYS = ("unprofiled", "after", "profiled")
+
+
+def _clocks(meta: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]] | None:
+    """({phase: host-clock step ms}, {phase: GPU-clock step ms}) of a capture meta, junk left
+    out; None when it has no host step timer ({} for the GPU's where it has none)."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("step_times_ms"), dict):
         return None
 
-    def ms(key: str) -> list[float]:
-        values = times.get(key)
-        if not isinstance(values, list):
-            return []
-        return [float(v) for v in values if isinstance(v, int | float) and v > 0]
+    def phases(times: Any) -> dict[str, list[float]]:
+        if not isinstance(times, dict):
+            return {}
+        out = {}
+        for key in PHASE_KEYS:
+            values = times.get(key)
+            values = values if isinstance(values, list) else []
+            out[key] = [float(v) for v in values if isinstance(v, int | float) and v > 0]
+        return out
 
-    return ms("unprofiled"), ms("after"), ms("profiled")
+    return phases(meta["step_times_ms"]), phases(meta.get("gpu_step_times_ms"))
+
+
+def _host_ahead(meta: Any, timing: StepTiming) -> list[float]:
+    """The host clock's steps of the phase `timing.unprofiled_ms` came from, where that phase
+    was read on the GPU's clock; [] otherwise."""
+    both = _clocks(meta)
+    if both is None:
+        return []
+    host, gpu = both
+    key = "unprofiled" if timing.before_ms else "after"
+    return host[key] if gpu.get(key) and gpu[key] == timing.unprofiled_ms else []
 
 
 def _thread_cpu(meta: dict) -> dict[str, float]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,12 @@ def to_dict(result) -> dict[str, Any]:
         "profiled_median_ms": a.profiled_step_ms,
         "unprofiled_before_median_ms": a.timing.before_median_ms if a.timing else None,
         "unprofiled_after_median_ms": a.timing.after_median_ms if a.timing else None,
+        # "gpu": the unprofiled steps were read on the GPU's clock (events on the loop's
+        # stream), "host": on the host's; where "gpu", the host clock's median beside it
+        "unprofiled_clock": ("gpu" if a.timing.host_ms else "host") if a.timing else None,
+        "unprofiled_host_median_ms": statistics.median(a.timing.host_ms)
+        if a.timing and a.timing.host_ms
+        else None,
         # the training thread's CPU ms a step by phase (unprofiled, profiled, after)
         "thread_cpu_ms": dict(a.timing.thread_cpu_ms) if a.timing else None,
         # how far the host's step marks ran ahead of the GPU's steps (ms)

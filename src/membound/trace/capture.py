@@ -56,7 +56,7 @@ from membound.defaults import (
 from membound.trace.capture_meta import build_meta, notes_from_meta, shortfall_note
 from membound.trace.graph_hooks import GraphHooks, graph_capture_name
 from membound.trace.marks import HostMarks, inject
-from membound.trace.step_clock import StepClock
+from membound.trace.step_clock import StepClock, gpu_event_recorder
 from membound.trace.step_marks import StepMarks
 
 TRACE_NAME = "trace.json.gz"
@@ -196,6 +196,7 @@ class Capture:
                     activities.insert(0, ProfilerActivity.CPU)
                 shapes = shapes and not self.two_pass
                 self._query = torch.cuda.current_stream().query
+                self.clock.record = gpu_event_recorder(torch)
                 self.cupti_teardown = os.environ.get(CUPTI_TEARDOWN_ENV)
             else:
                 activities = [ProfilerActivity.CPU]
@@ -251,6 +252,7 @@ class Capture:
         ops, self._ops_prof = self._ops_prof, None
         if prof is None and ops is None:
             if was_timing:
+                self.clock.settle()
                 self._write_meta()  # the steps timed after the capture, up to now
             return
         try:
@@ -260,6 +262,7 @@ class Capture:
         finally:
             if not self.complete and self.steps_captured < self.steps:
                 self.notes.append(shortfall_note(self))
+            self.clock.settle()
             self._write_meta()
             self.step_marks.end(partial_step=self.partial_step, ended=self.ended)
 
@@ -292,6 +295,7 @@ class Capture:
                 self.step_marks.mark(len(self.clock.times) - 1, self.clock.times[-1])
                 if self._after_left == 0:  # timed enough: nothing of membound's runs any more
                     self._release(keep_optimizer_hook=True)
+                    self.clock.settle()
                     self._write_meta()
                     self._tell("timed")
             return
@@ -457,6 +461,7 @@ class Capture:
             if prof is not None:
                 prof.stop()
         _profiling.timeline_pass = False
+        self.clock.settle()  # the GPU's clock of the steps so far, read before the next starts
         self.clock.restart()
         self._after_left = self.clock.after
         if self._after_left == 0:

@@ -43,6 +43,9 @@ def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
         "ops_trace": capture.ops_path.name if capture.ops_written else None,
         # [ms] per complete step by phase: membound's host step timer (no sync)
         "step_times_ms": capture.clock.durations_ms(),
+        # [ms] the same steps on the GPU's clock (events on the loop's stream), where the GPU
+        # had passed both ends; {} without CUDA
+        "gpu_step_times_ms": capture.clock.gpu_durations_ms(),
         # per unprofiled phase, what the process (all threads) and the training thread
         # did per step: CPU time, page faults, context switches
         "process_per_step": capture.clock.usage_per_step("process"),

@@ -1,20 +1,29 @@
-"""membound's own step timer: the host's clock at every step boundary, nothing else (no sync,
-no profiler), so the steps that run without the profiler are timed as the user runs them.
+"""membound's own step timer: the host's clock at every step boundary, and on CUDA the GPU's
+(an event recorded on the loop's stream, no sync, no profiler), so the steps that run without
+the profiler are timed as the user runs them.
 
 Step `s` (0-based) runs from boundary `s` to boundary `s + 1`; boundary 0 is when the capture
 starts. The capture's schedule names the phases: `wait` steps unprofiled (the first is
 warm-up — compilation, autotuning, allocator growth — and is not timed), `warmup` steps
 profiled and discarded, `steps` profiled and recorded, then up to `after` steps unprofiled
-again. A host timestamp measures the host's step period; in a loop that never syncs, the host
-runs ahead of the GPU only until the launch queue fills, so in steady state its period is the
-GPU's (the median over steps is the figure reported; the first timed step may still carry
-warm-up).
+again. A host timestamp measures the host's step period. That is the loop's own period only
+where the host keeps pace with the GPU: a GPU-bound loop that syncs every few steps (a
+Trainer that syncs only when it logs) lets the host run ahead between syncs and catch up in
+the step that syncs, so the median host step is the host's pace, not the loop's (issue 15;
+the timeline's steps had the same fault, `analysis.timeline.gpu_clock`). So on CUDA each
+boundary also records an event on the loop's current stream (`record`, a few microseconds,
+no sync): the time between two of them is the step on the GPU's clock, the loop's period
+however far the host runs ahead (`gpu_durations_ms`). The events are read once the GPU has
+passed them (`settle` waits for the last one in membound's own work at a boundary, which the
+host clock leaves out). The median over steps is the figure reported; the first timed step
+may still carry warm-up.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,18 +55,34 @@ class StepClock:
     #: boundary, beside `times`: each step's own CPU time, so that a phase's median step has a
     #: median CPU time beside it (a compile or a recompilation inside a phase drags its mean)
     cpu: list[float] = field(default_factory=list)
+    #: records a GPU event on the loop's current stream and returns it (an object with
+    #: `query()`, `synchronize()` and `elapsed_time(later)`, as `torch.cuda.Event`), or None
+    #: where it cannot (a stream being captured into a CUDA graph); None: host clock only
+    record: Callable[[], Any] | None = None
+    #: the event recorded at each boundary, beside `times` (None where none was)
+    gpu: list[Any] = field(default_factory=list)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
         self.cpu = [time.thread_time()]
+        self.gpu = [self._event()]
         self.usage = {}
         self.resumed = {}
+
+    def _event(self) -> Any:
+        if self.record is None:
+            return None
+        try:
+            return self.record()
+        except Exception:  # noqa: BLE001 - the GPU clock is a second opinion; never break a loop
+            return None
 
     def mark(self) -> int:
         """Record a boundary; returns it in `time.perf_counter_ns` units."""
         t = time.perf_counter_ns()
         self.times.append(t / 1e9)
         self.cpu.append(time.thread_time())
+        self.gpu.append(self._event())
         if len(self.times) - 1 in self._edges():  # one getrusage a phase edge, ~2 us
             self.usage[len(self.times) - 1] = _usage()
         return t
@@ -75,6 +100,8 @@ class StepClock:
         (stopping the profiler, writing the trace) is no part of it."""
         self.times[-1] = time.perf_counter()
         self.cpu[-1] = time.thread_time()
+        if self.gpu:
+            self.gpu[-1] = self._event()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
             self.resumed[len(self.times) - 1] = _usage()
 
@@ -94,6 +121,35 @@ class StepClock:
         """The marking thread's CPU milliseconds in every complete timed step, by phase (the
         steps of `durations_ms`)."""
         return self._by_phase(self.cpu)
+
+    def settle(self) -> None:
+        """Wait until the GPU has passed the last boundary's event: called at membound's own
+        work at a boundary (the end of a phase, before `restart`), never inside a timed step."""
+        last = next((e for e in reversed(self.gpu) if e is not None), None)
+        if last is not None:
+            try:
+                last.synchronize()
+            except Exception:  # noqa: BLE001 - a broken context: the host clock remains
+                pass
+
+    def gpu_durations_ms(self) -> dict[str, list[float]]:
+        """Milliseconds of every complete timed step on the GPU's clock, by phase: the time
+        between the events of its two boundaries, for steps whose events both exist and the GPU
+        has passed; {} without GPU events. A phase with a step missing here is shorter than
+        its `durations_ms` list (the reader then keeps the host's)."""
+        ev = self.gpu
+        if not any(e is not None for e in ev):
+            return {}
+        done = [e is not None and _passed(e) for e in ev]
+        out: dict[str, list[float]] = {p: [] for p in PHASES}
+        for s in range(len(ev) - 1):
+            p = self.phase(s)
+            if p is not None and done[s] and done[s + 1]:
+                try:
+                    out[p].append(round(float(ev[s].elapsed_time(ev[s + 1])), 4))
+                except Exception:  # noqa: BLE001 - e.g. events of two devices
+                    continue
+        return out
 
     def _by_phase(self, at: list[float]) -> dict[str, list[float]]:
         """Each complete timed step's growth of `at` (seconds at each boundary: `times` or
@@ -163,6 +219,30 @@ def usage_delta(a: tuple, b: tuple, steps: int) -> dict[str, Any]:
     d = [y - x for x, y in zip(a, b, strict=True)]
     d[0] *= 1e3  # seconds -> ms
     return {k: round(v / steps, 4) for k, v in zip(USAGE_FIELDS, d, strict=True)}
+
+
+def gpu_event_recorder(torch: Any) -> Callable[[], Any]:
+    """`StepClock.record` for CUDA: a timing event recorded on the calling thread's current
+    stream, None while that stream is being captured into a CUDA graph (recording a timing
+    event there is an error)."""
+    cuda = torch.cuda
+
+    def record() -> Any:
+        if cuda.is_current_stream_capturing():
+            return None
+        event = cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    return record
+
+
+def _passed(event: Any) -> bool:
+    """The GPU has passed `event` (False where it cannot say)."""
+    try:
+        return bool(event.query())
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def median_or_none(values: list[float]) -> float | None:
