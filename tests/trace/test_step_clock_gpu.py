@@ -5,6 +5,8 @@ its own pace, the events on the loop's stream time the loop's."""
 from __future__ import annotations
 
 import statistics
+import sys
+import threading
 import time
 
 import pytest
@@ -186,3 +188,102 @@ def test_cuda_events_time_a_loop_whose_host_runs_ahead():
     assert len(gpu) == len(host) == 15
     assert statistics.median(gpu) == pytest.approx(period, rel=0.1)
     assert statistics.median(host) < 0.5 * period
+
+
+# ---- the autograd threads' CPU time: backward's host work on CUDA -------------------------
+
+
+def _named_burner(name, go, stop, ms_per_go):
+    """A thread whose OS name is `name` (as PyTorch names its autograd threads), burning
+    `ms_per_go` of CPU each time `go` is set."""
+    import ctypes
+
+    def run():
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
+        while not stop.is_set():
+            if go.wait(0.01):
+                go.clear()
+                end = time.thread_time() + ms_per_go / 1e3
+                while time.thread_time() < end:
+                    pass
+                done.set()
+
+    done = threading.Event()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, done
+
+
+needs_linux = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="thread names and CPU clocks of /proc"
+)
+
+
+@needs_linux
+def test_launchers_cpu_adds_the_autograd_threads():
+    """A training thread burning 10 ms a step and waiting on a `pt_autograd_0` thread that
+    burns 20 (as backward on CUDA): the thread's own CPU per step is ~10, with the autograd
+    thread's ~30. The thread starts after the first boundary (a DataLoader's marks it before
+    the first backward) and is found at the next; the steps before lack its figure."""
+    from membound.trace.step_clock import autograd_threads
+
+    go, stop = threading.Event(), threading.Event()
+    c = StepClock(wait=6, warmup=0, steps=0, after=0, record=lambda: None)  # a CUDA loop's
+    c.start()
+    c.mark()
+    assert c.helpers == {}
+    t, done = _named_burner("pt_autograd_0", go, stop, 20)
+    try:
+        deadline = time.time() + 2
+        while not autograd_threads() and time.time() < deadline:
+            time.sleep(0.01)
+        for _ in range(5):
+            end = time.thread_time() + 0.010
+            while time.thread_time() < end:
+                pass
+            done.clear()
+            go.set()
+            assert done.wait(2)
+            c.mark()
+    finally:
+        stop.set()
+        t.join(2)
+    assert len(c.helpers) == 1
+    assert [v != v for v in c.helper_cpu] == [True, True, False, False, False, False, False]
+    usage = c.usage_per_step("thread")["unprofiled"]
+    assert usage["cpu_ms_median"] == pytest.approx(10, abs=3)
+    assert usage["launchers_cpu_ms_median"] == pytest.approx(30, abs=5)
+
+
+def test_no_autograd_thread_no_launchers_figure(monkeypatch):
+    """Without an autograd thread (a CPU loop: backward runs in the training thread) the
+    training thread's CPU is all there is, and no `launchers` figure is made."""
+    from membound.trace import step_clock
+
+    monkeypatch.setattr(step_clock, "autograd_threads", lambda: {})
+    c = StepClock(wait=3, warmup=0, steps=0, after=0)
+    c.start()
+    for _ in range(3):
+        c.mark()
+    usage = c.usage_per_step("thread")["unprofiled"]
+    assert c.helpers == {} and "cpu_ms_median" in usage
+    assert "launchers_cpu_ms_median" not in usage
+
+
+def test_host_floor_is_the_launchers_cpu_less_the_waiting():
+    from membound.analysis.gpu_whatif import host_floor
+
+    meta = {
+        "step_times_ms": {"unprofiled": [69.0, 68.9, 69.1], "profiled": [81.0], "after": []},
+        "thread_per_step": {
+            "unprofiled": {"cpu_ms": 48.0, "cpu_ms_median": 47.8, "launchers_cpu_ms_median": 66.0}
+        },
+    }
+    t = StepTiming.from_meta(meta)
+    assert t.launchers_cpu == 66.0 and t.thread_cpu_ms["unprofiled"] == 47.8
+    assert host_floor(t, 3.0, 69.0) == pytest.approx(63.0)
+    assert host_floor(t, 0.0, 60.0) is None  # not below the step: no floor
+    assert host_floor(t, 70.0, 69.0) is None
+    del meta["thread_per_step"]["unprofiled"]["launchers_cpu_ms_median"]
+    assert host_floor(StepTiming.from_meta(meta), 3.0, 69.0) is None

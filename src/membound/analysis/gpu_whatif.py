@@ -34,8 +34,14 @@ so its floor was 53 ms where TF32 measured 62.6; with the measured cost the floo
 and TF32's prediction 13.2 instead of 15.9 (measured 4.55), and matching the unprofiled step
 then needs 7.75 µs off every kernel's GPU time, more than CUPTI costs a kernel. What is
 left may be host time the TF32/autocast path adds per matmul
-(`benchmarks/probe_matmul_host.py`). The curve is not made where the replay cannot be
-trusted: no unprofiled step, work on more than one stream (events order them, which the
+(`benchmarks/probe_matmul_host.py`). A second floor comes from the host's CPU time, measured
+without the profiler: the training thread's with the autograd threads' (backward runs there
+on CUDA while the training thread waits), per median step (`trace.step_clock`), less the
+replay's time waiting in syncs (a CUDA sync spins, so that waiting counts as CPU time). The
+replay's floor is its recorded host gaps after calibration; where the profiler's cost was
+taken off too generously, or host work hides behind the GPU (another thread's, waiting on
+the GIL), the CPU time says so, and the larger floor is kept (`host_floor`). The curve is
+not made where the replay cannot be trusted: no unprofiled step, work on more than one stream (events order them, which the
 replay does not model), a replay that does not give the recorded step, or one that cannot
 be calibrated.
 """
@@ -74,11 +80,14 @@ def curve(ctx) -> dict[str, Any] | None:
     if kernel_ms <= 0:
         return None
     base = r.step_ms()
+    floor = host_floor(timing, r.waited_ms, base)
     removed, saved = [], []
     for f in FRACTIONS:
         removed.append(round(f * kernel_ms, 4))
         # nothing removed is the base step itself, already played
         after = base if f == 0.0 else r.step_ms(kernel_scale=1.0 - f)
+        if floor is not None:
+            after = max(after, floor)
         saved.append(round(max(base - after, 0.0), 4))
     # a replay of shorter kernels never takes longer; keep the curve monotonic
     saved = np.maximum.accumulate(np.array(saved)).tolist()
@@ -88,8 +97,22 @@ def curve(ctx) -> dict[str, Any] | None:
         "removed_ms": removed,
         "saving_ms": saved,
         "profiler_cost_per_call_us": round(r.cost_per_call, 3),
+        "host_cpu_floor_ms": None if floor is None else round(floor, 4),
     }
     return ctx._gpu_whatif
+
+
+def host_floor(timing, waited_ms: float, step_ms: float) -> float | None:
+    """The step below which no faster GPU work takes it (ms), from the host's own CPU time:
+    the training thread's with the autograd threads' (`StepTiming.launchers_cpu`, measured
+    unprofiled) less the time the replay has the host waiting in syncs and blocking copies
+    (`waited_ms`: a CUDA sync spins, and the spinning counts as CPU time). None where the
+    capture did not read it, or where it is not below the step (then it is no floor)."""
+    cpu = getattr(timing, "launchers_cpu", None)
+    if cpu is None:
+        return None
+    floor = cpu - max(waited_ms, 0.0)
+    return floor if 0.0 < floor < step_ms else None
 
 
 def saving(c: dict[str, Any] | None, removed_ms: float) -> float:
@@ -106,8 +129,10 @@ def saving(c: dict[str, Any] | None, removed_ms: float) -> float:
 def note(c: dict[str, Any]) -> str:
     """The report's line on the curve."""
     half = saving(c, 0.5 * c["kernel_ms_per_step"])
+    floor = c.get("host_cpu_floor_ms")
+    measured = f"; the host's CPU time puts it at {floor:.2f} ms/step at least" if floor else ""
     return (
         f"GPU what-if (the timeline replayed with shorter kernels): {c['kernel_ms_per_step']:.2f} "
         f"ms/step of kernels; half of it gone would save {half:.2f} ms/step, all of it "
-        f"{c['saving_ms'][-1]:.2f} (the host's own time is the floor)"
+        f"{c['saving_ms'][-1]:.2f} (the host's own time is the floor{measured})"
     )

@@ -250,12 +250,16 @@ class Replay:
         )
         lat = self.latency
         h = self.begin
+        waited = 0.0
         g, o, w = gap.tolist(), own.tolist(), wait.tolist()
         for i in range(len(g)):
             h += g[i]
             wi = w[i]
             if wi == 1:
-                h = max(h, max(free))
+                ready = max(free)
+                if ready > h:
+                    waited += ready - h
+                    h = ready
             end = h
             for a in range(start[i], start[i + 1]):
                 s = stream[a]
@@ -263,9 +267,12 @@ class Replay:
                 t0 = h + lat if h + lat > f else f
                 end = free[s] = t0 + adur[a]
             if wi == 2 and end > h:
+                waited += end - h
                 h = end
             h += o[i]
         h += self.tail
+        #: the host's time waiting in syncs and blocking copies in this play (ms a step)
+        self.waited_ms = waited / self.steps / 1e3
         # the first step starts on the GPU's clock (`timeline.gpu_clock`): once the work
         # launched before its host mark is done
         begin = max(self.begin, float(self.free0.max()))

@@ -82,6 +82,9 @@ class StepTiming:
     #: where the unprofiled steps were read on the GPU's clock (module docstring): the same
     #: steps on the host's clock, whose median is below the GPU's where the host ran ahead
     host_ms: list[float] = field(default_factory=list)
+    #: the training thread's CPU time with the autograd threads' it waits for, per step (ms,
+    #: medians) by phase, where the capture read them (`StepClock.usage_per_step`)
+    launchers_cpu_ms: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -97,7 +100,15 @@ class StepTiming:
         warmup: list[float] = []
         if before and profiled and _warming_up(before, profiled):
             before, warmup = [], before
-        out = cls(before or after, profiled, before, after, warmup, thread_cpu_ms=_thread_cpu(meta))
+        out = cls(
+            before or after,
+            profiled,
+            before,
+            after,
+            warmup,
+            thread_cpu_ms=_thread_cpu(meta),
+            launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median"),
+        )
         out.host_ms = _host_ahead(meta, out)
         return out
 
@@ -154,6 +165,12 @@ class StepTiming:
         base = self.thread_cpu_ms.get("unprofiled" if self.before_ms else "after")
         prof = self.thread_cpu_ms.get("profiled")
         return (base, prof) if base is not None and prof is not None else None
+
+    @property
+    def launchers_cpu(self) -> float | None:
+        """The host work of a median unprofiled step (ms): the training thread's CPU time with
+        the autograd threads', from the phase `unprofiled_ms` came from; None where not read."""
+        return self.launchers_cpu_ms.get("unprofiled" if self.before_ms else "after")
 
     @property
     def before_median_ms(self) -> float | None:
@@ -265,18 +282,19 @@ def _host_ahead(meta: Any, timing: StepTiming) -> list[float]:
     return host[key] if gpu.get(key) and gpu[key] == timing.unprofiled_ms else []
 
 
-def _thread_cpu(meta: dict) -> dict[str, float]:
+def _thread_cpu(meta: dict, key: str = "cpu_ms_median") -> dict[str, float]:
     """{phase: the training thread's CPU ms a step} from a capture meta's `thread_per_step`
     (`trace.step_clock.StepClock.usage_per_step`): the median of its steps' own CPU times
     (`cpu_ms_median`) where the meta has it, as the step it stands beside is a median (on the
     H100, 2026-12-05, a compiled DCGAN's unprofiled steps averaged 575.7 ms of CPU for a
-    median step of 10.4 ms: one step recompiled), else the phase's mean; junk left out."""
+    median step of 10.4 ms: one step recompiled), else the phase's mean; junk left out. Another
+    `key` of it (`launchers_cpu_ms_median`) where it has that, with no fallback."""
     usage = meta.get("thread_per_step")
     out = {}
     for phase, got in usage.items() if isinstance(usage, dict) else ():
         cpu = None
         if isinstance(got, dict):
-            cpu = got.get("cpu_ms_median", got.get("cpu_ms"))
+            cpu = got.get(key, got.get("cpu_ms") if key == "cpu_ms_median" else None)
         if isinstance(cpu, int | float) and cpu >= 0:
             out[str(phase)] = float(cpu)
     return out

@@ -21,6 +21,7 @@ may still carry warm-up.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -32,6 +33,9 @@ try:  # POSIX: what the process did besides (CPU time, page faults, context swit
 except ImportError:  # pragma: no cover - Windows has no getrusage
     resource = None  # type: ignore[assignment]
 
+#: a CUDA loop's autograd threads are looked for at its boundaries up to this one (the
+#: first backward runs in step 0 or, where a DataLoader marks the first boundary, step 1)
+SCAN_BOUNDARIES = 4
 #: phases of a capture, in order
 PHASES = ("unprofiled", "profiled", "after")
 
@@ -61,13 +65,29 @@ class StepClock:
     record: Callable[[], Any] | None = None
     #: the event recorded at each boundary, beside `times` (None where none was)
     gpu: list[Any] = field(default_factory=list)
+    #: PyTorch's autograd device threads (`pt_autograd_<device>`: on CUDA, backward runs
+    #: there while the training thread waits) by thread id, each with its CPU clock's id
+    helpers: dict[int, int] = field(default_factory=dict)
+    #: the helpers' CPU seconds together at each boundary, beside `cpu` (nan where unread)
+    helper_cpu: list[float] = field(default_factory=list)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
         self.cpu = [time.thread_time()]
         self.gpu = [self._event()]
+        self.helpers = autograd_threads()
+        self.helper_cpu = [self._helper_time()]
         self.usage = {}
         self.resumed = {}
+
+    def _helper_time(self) -> float:
+        """The autograd threads' CPU seconds together; nan where there are none or one ended."""
+        if not self.helpers:
+            return float("nan")
+        try:
+            return sum(time.clock_gettime(c) for c in self.helpers.values())
+        except OSError:
+            return float("nan")
 
     def _event(self) -> Any:
         if self.record is None:
@@ -83,8 +103,15 @@ class StepClock:
         self.times.append(t / 1e9)
         self.cpu.append(time.thread_time())
         self.gpu.append(self._event())
+        self.helper_cpu.append(self._helper_time())
         if len(self.times) - 1 in self._edges():  # one getrusage a phase edge, ~2 us
             self.usage[len(self.times) - 1] = _usage()
+        if not self.helpers and self.record is not None and len(self.times) <= SCAN_BOUNDARIES:
+            # the autograd threads start with the first backward on the GPU, which may come
+            # after the first boundary (a DataLoader's, before the step's backward): looked
+            # for at the first few boundaries of a CUDA loop until found (~0.1-0.5 ms each)
+            self.helpers = autograd_threads()
+            self.helper_cpu[-1] = self._helper_time()
         return t
 
     def _edges(self) -> tuple[int, int, int, int, int, int]:
@@ -102,6 +129,8 @@ class StepClock:
         self.cpu[-1] = time.thread_time()
         if self.gpu:
             self.gpu[-1] = self._event()
+        if self.helper_cpu:
+            self.helper_cpu[-1] = self._helper_time()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
             self.resumed[len(self.times) - 1] = _usage()
 
@@ -176,6 +205,7 @@ class StepClock:
         k = USAGE_OF.index(who)
         e = self._edges()
         per_step = self.cpu_ms() if who == "thread" else {}
+        helper = self._by_phase(self.helper_cpu) if who == "thread" else {}
         out = {}
         for i, phase in enumerate(PHASES):
             a, b = e[2 * i], e[2 * i + 1]
@@ -184,6 +214,16 @@ class StepClock:
                 got = usage_delta(start[k], self.usage[b][k], b - a)
                 if got and per_step.get(phase):
                     got["cpu_ms_median"] = round(statistics.median(per_step[phase]), 4)
+                    both = [
+                        a + b
+                        for a, b in zip(per_step[phase], helper.get(phase, ()), strict=False)
+                        if b == b  # nan: the autograd threads were not read at both ends
+                    ]
+                    if len(both) >= max(1, len(per_step[phase]) // 2):
+                        # the training thread with the autograd threads it waits for: the
+                        # host work that launches the step's GPU work, a median step's (of
+                        # the steps after the threads were found)
+                        got["launchers_cpu_ms_median"] = round(statistics.median(both), 4)
                 if got:
                     out[phase] = got
         return out
@@ -219,6 +259,36 @@ def usage_delta(a: tuple, b: tuple, steps: int) -> dict[str, Any]:
     d = [y - x for x, y in zip(a, b, strict=True)]
     d[0] *= 1e3  # seconds -> ms
     return {k: round(v / steps, 4) for k, v in zip(USAGE_FIELDS, d, strict=True)}
+
+
+def autograd_threads() -> dict[int, int]:
+    """{thread id: its CPU clock's id} of this process's autograd device threads (Linux:
+    `/proc/self/task/*/comm` named `pt_autograd_<n>`); {} elsewhere or where there are none."""
+    out = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name.startswith("pt_autograd"):
+            clock = thread_cpu_clock(int(t))
+            try:
+                time.clock_gettime(clock)
+            except (OSError, ValueError, OverflowError):
+                continue
+            out[int(t)] = clock
+    return out
+
+
+def thread_cpu_clock(tid: int) -> int:
+    """The CPU-time clock id of thread `tid` of this process (Linux's MAKE_THREAD_CPUCLOCK:
+    its scheduler clock, per thread), for `time.clock_gettime`."""
+    return ((~tid) << 3) | 6
 
 
 def gpu_event_recorder(torch: Any) -> Callable[[], Any]:
