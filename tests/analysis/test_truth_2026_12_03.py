@@ -128,11 +128,13 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     four calls (the DCGAN and the T5 out of sample, DeepLabV3's third, the prefetch-loader
     ResNet-50's compile), predicted by the code they ran: 7 of 15 within: 84 of 127. That
     day's second session timed the ViT's pinning split (pin_memory, the prefetcher staging
-    itself, the loader pinning and the prefetcher copying): 2 of 3 within: 86 of 130.
+    itself, the loader pinning and the prefetcher copying): 2 of 3 within: 86 of 130. The
+    seventh session's autocast host cost (`gpu_whatif.autocast_cap`) brought BERT's third
+    bf16 row within (25.61 predicted, 21.15 measured; 28.01 before): 87 of 130.
     A change to the analysis that loses one fails here."""
     rows = [r for f in truth_tally.fixtures() for r in truth_tally.rows_of(f, ceilings)]
     assert len(rows) == 130
-    assert sum(r["within"] for r in rows) >= 86
+    assert sum(r["within"] for r in rows) >= 87
     # issue 15's first target, fixture by fixture: the report's top remedy against the fix
     # that measured the largest saving in that call. 18 of 38 agree or tie; 16 could not
     # be judged (the call did not time the top remedy's fix); the 4 that disagree are two
@@ -178,7 +180,7 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     ]
     assert off["h200_real_segmentation_tv_oos2"] == pytest.approx(77.74 / 69.39 - 1, abs=2e-3)
     steady = [r for r in rows if abs(r["diagnose_off"]) <= truth_tally.OFF_SHARE]
-    assert (len(steady), sum(r["within"] for r in steady)) == (100, 70)
+    assert (len(steady), sum(r["within"] for r in steady)) == (100, 71)
     # "no finding >= 10% of a step on a script whose measured interventions all save < 5%":
     # every script has a fix that saved 5% or more of its step, so none is judged
     assert truth_tally.quiet_scripts(rows) == []

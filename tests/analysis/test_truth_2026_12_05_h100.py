@@ -71,3 +71,37 @@ def test_lightning_fit_prefetch_on_top_and_at_least_the_frameworks_pinning():
     assert report["thread_cpu_ms"]["profiled"] - report["thread_cpu_ms"]["unprofiled"] == (
         pytest.approx(0.82, abs=0.01)
     )
+
+
+def test_t5_autograd_threads_floor_and_autocast_host_cost():
+    """The HF Seq2SeqTrainer T5 on an H100 (2026-12-05, seventh session, call 3,
+    `benchmarks/gpu/session_dec05q.sh`), the first trace with the autograd threads' CPU.
+
+    - The training thread used 52.29 ms of CPU a step unprofiled; with PyTorch's autograd
+      thread (backward's host work), 83.76 in an 85.78 ms step (the plain timer: 84.40 and
+      82.78). The CPU floor (83.76 less the replay's 27.78 ms waiting in syncs: 55.98) sits
+      2.1 ms below the replay's own (58.12), which stays: the two agree.
+    - Measured: TF32 saved 20.15 (predicted 24.83: within); bf16 0.73. bf16 was predicted
+      26.04, above TF32, before its host work was priced; with 0.4 plain launches (11.971 us
+      here) per kernel of 1832 a step (8.77 ms) it is 18.88: still far above what it saved
+      (this host's bf16 cost 19.4 ms a step more than TF32's), but below TF32, so the top
+      remedy is the fix that saved most of those timed."""
+    folder = FIXTURES / "h100_real_t5_seq2seq_truth3"
+    c = Ceilings.load(folder / "ceilings.json")
+    rows = {r["fix"]: r for r in truth_tally.rows_of(folder, c)}
+    report = truth_tally.report_of(folder, c)
+    meta = json.loads((folder / "capture.json").read_text())
+    usage = meta["thread_per_step"]["unprofiled"]
+    assert usage["cpu_ms_median"] == pytest.approx(52.293, abs=1e-3)
+    assert usage["launchers_cpu_ms_median"] == pytest.approx(83.7555, abs=1e-3)
+    curve = report["gpu_whatif"]
+    assert curve["host_cpu_floor_ms"] == pytest.approx(55.98, abs=0.01)
+    assert curve["step_ms"] - curve["saving_ms"][-1] == pytest.approx(58.12, abs=0.01)
+    assert curve["autocast_host_ms"] == pytest.approx(0.4 * 1832 * 11.971e-3, abs=1e-3)
+    assert rows["tf32"]["measured_ms"] == pytest.approx(20.149, abs=1e-3)
+    assert rows["tf32"]["within"] and rows["tf32"]["predicted_ms"] == pytest.approx(24.83, abs=0.01)
+    assert rows["bf16"]["predicted_ms"] == pytest.approx(18.88, abs=0.01)
+    assert rows["bf16"]["measured_ms"] == pytest.approx(0.727, abs=1e-3)
+    assert not rows["bf16"]["within"]
+    assert rows["tf32"]["top_remedy"] == "tf32"
+    assert [r["remedy"] for r in report["remedies"][:3]] == ["tf32", "compile", "bf16"]

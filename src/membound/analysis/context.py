@@ -41,6 +41,9 @@ class AnalysedTrace:
     #: meta's `profiler_host_cost`, `trace.profiler_cost`), for `analysis.gpu_whatif`; None
     #: when not measured
     profiler_cost_us: float | None = None
+    #: the host time of one plain launch measured with it (µs, `trace.profiler_cost.launch_us`),
+    #: the unit of autocast's added host work in `analysis.gpu_whatif`; None when not measured
+    launch_host_us: float | None = None
     #: what pinning moves off the training thread when it drops a worker batch, measured
     #: after the script (ms per batch; the meta's `loader_host_cost`, `trace.loader_probe`),
     #: for `pageable-copy`; None when not measured

@@ -271,6 +271,7 @@ def analyze_trace(
         trace, timeline, steps, calls, rows, ceilings, notes, timing, frameworks, op_steps,
         norm_host_cost=norm_cost if isinstance(norm_cost, dict) else None,
         profiler_cost_us=profiler_cost.of(meta), op_trace=op_source,
+        launch_host_us=profiler_cost.launch_us(meta),
         loader_release_moved_ms=loader_probe.release_moved_ms(meta),
         layout_ratios=layout_probe.ratios(meta),
     )  # fmt: skip

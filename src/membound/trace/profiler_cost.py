@@ -115,6 +115,17 @@ def of(meta: Any) -> float | None:
     return value if value is not None and value >= 0 else None
 
 
+def launch_us(meta: Any) -> float | None:
+    """The host time of one plain launch measured beside the profiler's cost (µs, the meta's
+    `plain_us`: a Python-level op, dispatch and launch), or None."""
+    got = meta.get(META_KEY) if isinstance(meta, dict) else None
+    try:
+        value = float(got["plain_us"]) if isinstance(got, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if value is not None and value > 0 else None
+
+
 if __name__ == "__main__":
     from membound.defaults import API_RECORDS
 
