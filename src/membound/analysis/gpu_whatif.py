@@ -63,14 +63,14 @@ from membound.analysis.replay import Replay
 GPU_WORK = frozenset({"memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul"})
 
 #: bf16 autocast's added host work, in plain launches' host time (`trace.profiler_cost`'s
-#: `plain_us`, measured on the machine) per kernel the step launches: autocast wraps every op
-#: (a dispatch of its own) and casts matmul inputs and, in backward, their gradients (kernels
-#: of their own). Paired runs with TF32 and bf16 in one call, where the host paced both, give
-#: (TF32's saving - bf16's) / (kernels a step x plain_us): the HF T5 0.10 and 0.39 on the
-#: H200, 0.89 and 1.14 on H100s; the HF BERT 0.92 and 2.4 on the H200 (2026-12-04/05,
-#: benchmarks/results/truth_2026-12-05_seventh.txt). The value is near the low end, so that
-#: on none of them is bf16's saving predicted below what it measured by more than the truth
-#: bench's tolerance; where the host pace differed 3x between machines, no one value fits.
+#: `plain_us`, measured on the machine) per kernel the step launches: autocast wraps every op (a
+#: dispatch of its own) and casts matmul inputs and, in backward, their gradients (kernels of
+#: their own). Paired runs with TF32 and bf16 in one call, read as if the host paced both, give
+#: (TF32's saving - bf16's) / (kernels a step x plain_us): the HF T5 0.10 and 0.39 on the H200,
+#: 0.89 and 1.14 on H100s; the HF BERT 0.92 and 2.4 on the H200 (2026-12-04/05,
+#: benchmarks/results/truth.csv). The value is near the low end, so that on
+#: none of them is bf16's saving predicted below what it measured by more than the truth bench's
+#: tolerance; where the host pace differed 3x between machines, no one value fits.
 AUTOCAST_LAUNCHES_PER_KERNEL = 0.4
 
 #: shares of the kernel time removed at which the step is replayed
