@@ -78,6 +78,28 @@ def test_the_training_threads_cpu_per_phase_is_reported():
     assert d.profiler_cpu_ms == (7.1, 7.45)
 
 
+def test_the_autograd_threads_cpu_shows_where_the_profilers_cost_went():
+    """The H100 T5 (2026-12-05, `h100_real_t5_seq2seq_truth3`): the step grew 30.54 ms under
+    the timeline pass, the training thread's CPU 6.00, with the autograd thread's 30.27. The
+    note gives both; the growth is host work, not waiting, so no waiting split is given. A
+    meta without the autograd threads' figure keeps the training thread's sentence."""
+    times = {"unprofiled": [85.78, 85.78], "profiled": [116.32], "after": []}
+    usage = {
+        "unprofiled": {"cpu_ms_median": 52.29, "launchers_cpu_ms_median": 83.76},
+        "profiled": {"cpu_ms_median": 58.29, "launchers_cpu_ms_median": 114.03},
+    }
+    t = StepTiming.from_meta({"step_times_ms": times, "thread_per_step": usage})
+    assert t.profiler_launchers_ms == (83.76, 114.03)
+    note = t.note()
+    assert "with the autograd threads (backward's host work) 83.76 and 114.03 (+30.27)" in note
+    assert "waiting" not in note
+    for phase in usage.values():
+        del phase["launchers_cpu_ms_median"]
+    t = StepTiming.from_meta({"step_times_ms": times, "thread_per_step": usage})
+    assert t.profiler_launchers_ms is None
+    assert "the training thread's own CPU time was 6.00: the rest it spent waiting" in t.note()
+
+
 def test_profiler_idle_comes_from_the_host_speed_causes_first():
     s = _step()
     moved = remove_profiler_idle([s], unprofiled_ms=4.0)
