@@ -377,6 +377,8 @@ def report_fields(rep: dict) -> dict:
         "profiler_overhead_fraction": key("profiler_overhead_fraction"),
         # the training thread's CPU ms a step by phase (unprofiled, profiled, after)
         "thread_cpu_ms": key("thread_cpu_ms"),
+        # the same with the autograd threads (backward's host work), where the capture read it
+        "launchers_cpu_ms": key("launchers_cpu_ms"),
         "gpu_busy_fraction": rep.get("gpu_busy_fraction"),
         "gpu_busy_ms": statistics.median(busy) if busy else None,
         "findings": findings,
@@ -672,6 +674,13 @@ def format_table(res: ScriptResult) -> str:
                 "  thread CPU      "
                 + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
                 + " ms/step (the training thread's, by phase)"
+            )
+        both = r.get("launchers_cpu_ms") or {}
+        if "profiled" in both:
+            lines.append(
+                "  + autograd      "
+                + ", ".join(f"{k} {v:.2f}" for k, v in both.items())
+                + " ms/step (with the autograd threads: backward's host work)"
             )
         lines.append(
             f"  GPU busy        {_f(r['gpu_busy_ms'], '.2f')} ms/step "

@@ -94,6 +94,10 @@ def test_t5_autograd_threads_floor_and_autocast_host_cost():
     usage = meta["thread_per_step"]["unprofiled"]
     assert usage["cpu_ms_median"] == pytest.approx(52.293, abs=1e-3)
     assert usage["launchers_cpu_ms_median"] == pytest.approx(83.7555, abs=1e-3)
+    # the report's JSON carries it by phase (steps.launchers_cpu_ms)
+    assert report["launchers_cpu_ms"] == pytest.approx(
+        {"unprofiled": 83.7555, "profiled": 114.0207, "after": 88.2443}, abs=1e-4
+    )
     curve = report["gpu_whatif"]
     assert curve["host_cpu_floor_ms"] == pytest.approx(55.98, abs=0.01)
     assert curve["step_ms"] - curve["saving_ms"][-1] == pytest.approx(58.12, abs=0.01)

@@ -31,6 +31,7 @@ REPORT = {
         "profiled_median_ms": 148.0,
         "per_step": [{"busy_ms": b} for b in (60.0, 62.0, 61.0, 90.0)],
         "thread_cpu_ms": {"unprofiled": 70.0, "profiled": 96.5},
+        "launchers_cpu_ms": {"unprofiled": 90.0, "profiled": 130.25},
     },
     "profiler_overhead_fraction": 0.495,
     "gpu_busy_fraction": 0.41,
@@ -172,6 +173,7 @@ def test_table_shows_every_figure(bt, fake, tmp_path):
     assert "unprofiled 99.00 ms, overhead 49.5%" in table
     assert "61.50 ms/step (41%)" in table  # GPU busy
     assert "thread CPU      unprofiled 70.00, profiled 96.50 ms/step" in table
+    assert "+ autograd      unprofiled 90.00, profiled 130.25 ms/step" in table
     assert "host-sync        predicts -15.00 ms (-> 84.00 ms/step, 15% of the step)" in table
     rows = {
         ln.split()[0]: ln.split()

@@ -57,6 +57,8 @@ def to_dict(result) -> dict[str, Any]:
         else None,
         # the training thread's CPU ms a step by phase (unprofiled, profiled, after)
         "thread_cpu_ms": dict(a.timing.thread_cpu_ms) if a.timing else None,
+        # the same with PyTorch's autograd threads (backward's host work on CUDA), where read
+        "launchers_cpu_ms": dict(a.timing.launchers_cpu_ms) if a.timing else None,
         # how far the host's step marks ran ahead of the GPU's steps (ms)
         "host_lead_max_ms": max((s.host_lead_ms for s in a.steps), default=0.0),
         "marked": a.step_marked,
