@@ -668,20 +668,14 @@ def format_table(res: ScriptResult) -> str:
             f"{_f(r['steps'], 'd')} steps; membound: unprofiled {_f(r['unprofiled_median_ms'], '.2f')} ms, "
             f"overhead {_f(_pct(r['profiler_overhead_fraction']), '.1f')}%"
         )
-        cpu = r.get("thread_cpu_ms") or {}
-        if "profiled" in cpu:
-            lines.append(
-                "  thread CPU      "
-                + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
-                + " ms/step (the training thread's, by phase)"
-            )
-        both = r.get("launchers_cpu_ms") or {}
-        if "profiled" in both:
-            lines.append(
-                "  + autograd      "
-                + ", ".join(f"{k} {v:.2f}" for k, v in both.items())
-                + " ms/step (with the autograd threads: backward's host work)"
-            )
+        for key, label, whose in (
+            ("thread_cpu_ms", "thread CPU", "the training thread's, by phase"),
+            ("launchers_cpu_ms", "+ autograd", "with the autograd threads: backward's host work"),
+        ):
+            by_phase = r.get(key) or {}
+            if "profiled" in by_phase:
+                figures = ", ".join(f"{k} {v:.2f}" for k, v in by_phase.items())
+                lines.append(f"  {label:<16}{figures} ms/step ({whose})")
         lines.append(
             f"  GPU busy        {_f(r['gpu_busy_ms'], '.2f')} ms/step "
             f"({_f(_pct(r['gpu_busy_fraction']), '.0f')}%)"

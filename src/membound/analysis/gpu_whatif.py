@@ -16,39 +16,38 @@ cost, the cost `membound diagnose` measured after the script is taken off instea
 f, and records the step saving against the kernel time removed. `saving(curve, removed_ms)`
 interpolates it: a remedy's GPU-work saving is read through it (`analysis.remedies`).
 
-The curve is for fixes that change how fast the kernels run and not what the host does:
-TF32 and bf16 autocast (`analysis.remedies.CURVE_REMEDIES`). bf16 autocast does add host
-work: every op passes its dispatch, and matmul inputs and their gradients are cast by
-kernels of their own. In a loop the host paces, that work comes back on the step: the T5's
-bf16 saved 0.7-7.5 ms/step where TF32 saved 14-20 (2026-12-05). Its saving is therefore read
-through the curve and capped at the curve's end less that host work (`autocast_cap`,
-`AUTOCAST_LAUNCHES_PER_KERNEL`), where the machine's launch cost was measured. Fixes that remove kernels
-(torch.compile, fused norms, 16-bit storage that drops autocast's casts, CUDA graphs) also
-remove the host's work of launching them, which a replay of shorter kernels cannot see:
-read through the curve, the recorded GPT-2 and Llama loops (their host only just ahead of
-the GPU) predicted 1-18 ms/step for compile where it measured 17-30.
+The curve is for fixes that change how fast the kernels run and not what the host does: TF32
+and bf16 autocast (`analysis.remedies.CURVE_REMEDIES`). bf16 autocast does add host work:
+every op passes its dispatch, and matmul inputs and their gradients are cast by kernels of
+their own. In a loop the host paces, that work comes back on the step: the T5's bf16 saved
+0.7-7.5 ms/step where TF32 saved 14-20 (2026-12-05). Its saving is therefore read through the
+curve and capped at the curve's end less that host work (`autocast_cap`,
+`AUTOCAST_LAUNCHES_PER_KERNEL`), where the machine's launch cost was measured. Fixes that
+remove kernels (torch.compile, fused norms, 16-bit storage that drops autocast's casts, CUDA
+graphs) also remove the host's work of launching them, which a replay of shorter kernels
+cannot see: read through the curve, the recorded GPT-2 and Llama loops (their host only just
+ahead of the GPU) predicted 1-18 ms/step for compile where it measured 17-30.
 
-Every kernel is scaled alike: the replay does not know which kernels a fix shortens. In a
-loop the GPU paces, any choice gives the removed time back; where the host paces, little
-of it; between the two the placement matters and the curve is an estimate. Its floor, the
-host's time in the profiled timeline, is the weak part: on three H200 runs of the BERT loop
-TF32 measured 29.4 and 35.8 ms/step against 29.6 and 28.0 predicted, bf16 27.8, 13.5 and
-21.2 against 29.6, 9.3 and 28.0 (`tests/analysis/test_truth_2026_12_04.py`). The T5 loop
-(2026-12-05) shows it: the calibration took 7.71 µs off each call (the probe measured 4.28),
-so its floor was 53 ms where TF32 measured 62.6; with the measured cost the floor is 59.8
-and TF32's prediction 13.2 instead of 15.9 (measured 4.55), and matching the unprofiled step
-then needs 7.75 µs off every kernel's GPU time, more than CUPTI costs a kernel. What is
-left may be host time the TF32/autocast path adds per matmul
-(`benchmarks/probe_matmul_host.py`). A second floor comes from the host's CPU time, measured
-without the profiler: the training thread's with the autograd threads' (backward runs there
-on CUDA while the training thread waits), per median step (`trace.step_clock`), less the
-replay's time waiting in syncs (a CUDA sync spins, so that waiting counts as CPU time). The
-replay's floor is its recorded host gaps after calibration; where the profiler's cost was
-taken off too generously, or host work hides behind the GPU (another thread's, waiting on
-the GIL), the CPU time says so, and the larger floor is kept (`host_floor`). The curve is
-not made where the replay cannot be trusted: no unprofiled step, work on more than one stream (events order them, which the
-replay does not model), a replay that does not give the recorded step, or one that cannot
-be calibrated.
+Every kernel is scaled alike: the replay does not know which kernels a fix shortens. In a loop
+the GPU paces, any choice gives the removed time back; where the host paces, little of it;
+between the two the placement matters and the curve is an estimate. Its floor, the host's time
+in the profiled timeline, is the weak part: on three H200 runs of the BERT loop TF32 measured
+29.4 and 35.8 ms/step against 29.6 and 28.0 predicted, bf16 27.8, 13.5 and 21.2 against 29.6,
+9.3 and 28.0 (`tests/analysis/test_truth_2026_12_04.py`). The T5 loop (2026-12-05) shows it:
+the calibration took 7.71 µs off each call (the probe measured 4.28), so its floor was 53 ms
+where TF32 measured 62.6; with the measured cost the floor is 59.8 and TF32's prediction 13.2
+instead of 15.9 (measured 4.55), and matching the unprofiled step then needs 7.75 µs off every
+kernel's GPU time, more than CUPTI costs a kernel. What is left may be host time the
+TF32/autocast path adds per matmul (`benchmarks/probe_matmul_host.py`). A second floor comes
+from the host's CPU time, measured without the profiler: the training thread's with the
+autograd threads' (backward runs there on CUDA while the training thread waits), per median
+step (`trace.step_clock`), less the replay's time waiting in syncs (a CUDA sync spins, so that
+waiting counts as CPU time). The replay's floor is its recorded host gaps after calibration;
+where the profiler's cost was taken off too generously, or host work hides behind the GPU
+(another thread's, waiting on the GIL), the CPU time says so, and the larger floor is kept
+(`host_floor`). The curve is not made where the replay cannot be trusted: no unprofiled step,
+work on more than one stream (events order them, which the replay does not model), a replay
+that does not give the recorded step, or one that cannot be calibrated.
 """
 
 from __future__ import annotations
@@ -93,9 +92,9 @@ def curve(ctx) -> dict[str, Any] | None:
     if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms, hidden):
         return None
     kernel_ms = float(r.act_dur[r.act_kernel].sum()) / r.steps / 1e3
-    kernels = float(r.act_kernel.sum()) / r.steps
     if kernel_ms <= 0:
         return None
+    kernels = float(r.act_kernel.sum()) / r.steps
     base = r.step_ms()
     floor = host_floor(timing, r.waited_ms, base)
     removed, saved = [], []

@@ -317,5 +317,5 @@ def _saving(
     if bf16_storage:  # what it saves alone: a floor of any set holding it
         kernel = max(kernel, _alone(findings, indexes))
     gpu = gpu_whatif.saving(gpu_curve, kernel)
-    cap = gpu_whatif.autocast_cap(gpu_curve) if autocast and gpu_curve else None
+    cap = gpu_whatif.autocast_cap(gpu_curve) if autocast else None
     return (gpu if cap is None else min(gpu, cap)) + other

@@ -107,7 +107,7 @@ class StepTiming:
             after,
             warmup,
             thread_cpu_ms=_thread_cpu(meta),
-            launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median"),
+            launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median", fallback=None),
         )
         out.host_ms = _host_ahead(meta, out)
         return out
@@ -162,9 +162,7 @@ class StepTiming:
         not the host paced the loop (where the GPU does, the wall-clock steps hide it); a
         thread that spin-waits in a CUDA sync also counts its spinning, which a slower host
         shortens."""
-        base = self.thread_cpu_ms.get("unprofiled" if self.before_ms else "after")
-        prof = self.thread_cpu_ms.get("profiled")
-        return (base, prof) if base is not None and prof is not None else None
+        return self._with_profiled(self.thread_cpu_ms)
 
     @property
     def profiler_launchers_ms(self) -> tuple[float, float] | None:
@@ -173,15 +171,25 @@ class StepTiming:
         On the H100 T5 (2026-12-05) the training thread's grew 6.00 ms under the timeline
         pass and, with the autograd thread's, 30.27: backward's host work took most of the
         profiler's cost."""
-        base = self.launchers_cpu
-        prof = self.launchers_cpu_ms.get("profiled")
-        return (base, prof) if base is not None and prof is not None else None
+        return self._with_profiled(self.launchers_cpu_ms)
 
     @property
     def launchers_cpu(self) -> float | None:
         """The host work of a median unprofiled step (ms): the training thread's CPU time with
         the autograd threads', from the phase `unprofiled_ms` came from; None where not read."""
-        return self.launchers_cpu_ms.get("unprofiled" if self.before_ms else "after")
+        return self.launchers_cpu_ms.get(self.unprofiled_phase)
+
+    @property
+    def unprofiled_phase(self) -> str:
+        """The capture phase `unprofiled_ms` came from: "unprofiled" (before the capture) or
+        "after"."""
+        return "unprofiled" if self.before_ms else "after"
+
+    def _with_profiled(self, by_phase: dict[str, float]) -> tuple[float, float] | None:
+        """(the `unprofiled_phase` figure, the profiled one) of `by_phase`; None where either
+        is missing."""
+        base, prof = by_phase.get(self.unprofiled_phase), by_phase.get("profiled")
+        return (base, prof) if base is not None and prof is not None else None
 
     @property
     def before_median_ms(self) -> float | None:
@@ -302,23 +310,25 @@ def _host_ahead(meta: Any, timing: StepTiming) -> list[float]:
     if both is None:
         return []
     host, gpu = both
-    key = "unprofiled" if timing.before_ms else "after"
+    key = timing.unprofiled_phase
     return host[key] if gpu.get(key) and gpu[key] == timing.unprofiled_ms else []
 
 
-def _thread_cpu(meta: dict, key: str = "cpu_ms_median") -> dict[str, float]:
+def _thread_cpu(
+    meta: dict, key: str = "cpu_ms_median", fallback: str | None = "cpu_ms"
+) -> dict[str, float]:
     """{phase: the training thread's CPU ms a step} from a capture meta's `thread_per_step`
     (`trace.step_clock.StepClock.usage_per_step`): the median of its steps' own CPU times
     (`cpu_ms_median`) where the meta has it, as the step it stands beside is a median (on the
     H100, 2026-12-05, a compiled DCGAN's unprofiled steps averaged 575.7 ms of CPU for a
     median step of 10.4 ms: one step recompiled), else the phase's mean; junk left out. Another
-    `key` of it (`launchers_cpu_ms_median`) where it has that, with no fallback."""
+    `key` of it (`launchers_cpu_ms_median`, with no `fallback`) where it has that."""
     usage = meta.get("thread_per_step")
     out = {}
     for phase, got in usage.items() if isinstance(usage, dict) else ():
         cpu = None
         if isinstance(got, dict):
-            cpu = got.get(key, got.get("cpu_ms") if key == "cpu_ms_median" else None)
+            cpu = got.get(key, got.get(fallback) if fallback else None)
         if isinstance(cpu, int | float) and cpu >= 0:
             out[str(phase)] = float(cpu)
     return out

@@ -107,23 +107,23 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
 
 def of(meta: Any) -> float | None:
     """The measured µs per call in a capture meta, or None."""
-    got = meta.get(META_KEY) if isinstance(meta, dict) else None
-    try:
-        value = float(got["us_per_call"]) if isinstance(got, dict) else None
-    except (KeyError, TypeError, ValueError):
-        return None
-    return value if value is not None and value >= 0 else None
+    return _measured(meta, "us_per_call", lambda v: v >= 0)
 
 
 def launch_us(meta: Any) -> float | None:
     """The host time of one plain launch measured beside the profiler's cost (µs, the meta's
     `plain_us`: a Python-level op, dispatch and launch), or None."""
+    return _measured(meta, "plain_us", lambda v: v > 0)
+
+
+def _measured(meta: Any, key: str, valid) -> float | None:
+    """The figure `key` of a capture meta's measurement, where it is a number `valid` accepts."""
     got = meta.get(META_KEY) if isinstance(meta, dict) else None
     try:
-        value = float(got["plain_us"]) if isinstance(got, dict) else None
+        value = float(got[key]) if isinstance(got, dict) else None
     except (KeyError, TypeError, ValueError):
         return None
-    return value if value is not None and value > 0 else None
+    return value if value is not None and valid(value) else None
 
 
 if __name__ == "__main__":
