@@ -26,7 +26,12 @@ steps back to back in the same process, variants interleaved (`plain` first in e
 each window synchronized at its two ends only. The profiler starts two steps before its
 window and stops after it (neither timed). The first window of each profiled variant also
 counts what its trace holds (kernels, runtime and driver calls), to show the kinds really
-went off. One JSON line per window, then one summary line per variant:
+went off. Each window also reads the CPU time the training thread and PyTorch's autograd
+threads (`pt_autograd_<n>`, where backward's host work runs on CUDA: `trace.step_clock`) spent
+in it, per step, so that a variant's cost is placed on the thread that paid it (on an H100
+HF T5, 2026-12-05, most of the timeline pass's cost was on the autograd thread: about 20 µs
+per backward launch, against 3 µs per launch on a single-threaded loop). One JSON line per
+window, then one summary line per variant:
 
     PYTHONPATH=src python benchmarks/probe_cupti_kinds.py --script gpt2 [--window 8]
         [--rounds 3] [--variants plain,cuda,noapi] [-- script arguments]
@@ -87,6 +92,7 @@ class ProbeTimer:
         self.counted: set[str] = set()
         self._i = -1  # the window in progress (-1: warm-up)
         self._phase, self._left, self._t0 = "warmup", 0, 0.0
+        self._cpu0 = (0.0, 0.0)  # the threads' CPU seconds when the window began
         self._prof = None
         self._cap = None
         if self.warmup == 0:
@@ -165,6 +171,19 @@ class ProbeTimer:
             self._prof.stop()
         self._prof = None
 
+    def _cpu(self) -> tuple[float, float]:
+        """CPU seconds so far of the training thread and of the autograd threads (found
+        again at each call: they start at the first backward)."""
+        from membound.trace.step_clock import autograd_threads
+
+        helpers = 0.0
+        for clock in autograd_threads().values():
+            try:
+                helpers += time.clock_gettime(clock)
+            except OSError:  # the thread ended
+                continue
+        return time.thread_time(), helpers
+
     def _sync(self) -> None:
         if str(self.device).startswith("cuda"):
             self.torch.cuda.synchronize()
@@ -187,14 +206,20 @@ class ProbeTimer:
         self._sync()
         if self._phase == "gap":
             self._phase, self._left, self._t0 = "timed", self.window, time.perf_counter()
+            self._cpu0 = self._cpu()
             return
         ms = (time.perf_counter() - self._t0) / self.window * 1e3
+        thread, helpers = (
+            (b - a) / self.window * 1e3 for a, b in zip(self._cpu0, self._cpu(), strict=True)
+        )
         variant = self.plan[self._i]
         row = {
             "script": self.script,
             "window": self._i,
             "variant": variant,
             "step_ms": round(ms, 3),
+            "thread_cpu_ms": round(thread, 3),
+            "autograd_cpu_ms": round(helpers, 3),
         }
         self._end_profiler(variant, row)
         self.rows.append(row)
@@ -204,17 +229,30 @@ class ProbeTimer:
             self._enter_gap()
 
     def report(self) -> dict:
-        by: dict[str, list[float]] = {}
+        by: dict[str, list[dict]] = {}
         for r in self.rows:
-            by.setdefault(r["variant"], []).append(r["step_ms"])
-        base = statistics.median(by.get("plain", [float("nan")]))
+            by.setdefault(r["variant"], []).append(r)
+
+        def median(variant: str, key: str) -> float:
+            return statistics.median(r[key] for r in by.get(variant) or [{key: float("nan")}])
+
+        base = median("plain", "step_ms")
         out = {}
-        for v, xs in by.items():
-            med = statistics.median(xs)
+        for v, rows in by.items():
+            med = median(v, "step_ms")
             out[v] = {
                 "median_ms": round(med, 3),
-                "windows": xs,
+                "windows": [r["step_ms"] for r in rows],
                 "overhead": round(med / base - 1, 4),
+                # where the cost landed: each thread's CPU a step, and its growth over plain
+                **{
+                    f"{key}_median": round(median(v, key), 3)
+                    for key in ("thread_cpu_ms", "autograd_cpu_ms")
+                },
+                **{
+                    f"{key}_growth": round(median(v, key) - median("plain", key), 3)
+                    for key in ("thread_cpu_ms", "autograd_cpu_ms")
+                },
             }
         line = {
             "script": self.script,
@@ -223,6 +261,13 @@ class ProbeTimer:
             "gpu": self.torch.cuda.get_device_name() if self.torch.cuda.is_available() else "",
         }
         print("PROBE_SUMMARY " + json.dumps(line), flush=True)
+        for v, x in out.items():  # the same, a line per variant: where the cost landed
+            print(
+                f"  {v:18s} {x['median_ms']:8.2f} ms {x['overhead']:+7.1%}  thread CPU "
+                f"{x['thread_cpu_ms_growth']:+6.2f}  autograd threads' CPU "
+                f"{x['autograd_cpu_ms_growth']:+6.2f} ms/step",
+                flush=True,
+            )
         if PLAN.get("out"):
             with open(PLAN["out"], "a") as f:
                 f.write(json.dumps(line) + "\n")
