@@ -38,6 +38,8 @@ FRAMEWORK = {
     # out of sample, 2026-12-04 (late)
     "dcgan": None,
     "t5_seq2seq": "transformers",
+    # out of sample, 2026-12-05 (eighth session)
+    "ddpm_unet": None,
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -214,6 +216,42 @@ def test_dcgan_runs_with_its_fixes(args, workers):
     t = truth(run("dcgan", "--steps", "3", "--warmup-steps", "1", *args))
     assert t["script"] == "dcgan" and t["steps"] == 3 and t["step_ms"] > 0
     assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 4
+
+
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 2), (("--sdpa", "--foreach-ema", "--log-every", "2"), 2),
+     (("--bf16", "--channels-last", "--num-workers", "0"), 0), (("--membound-prefetch",), 2)],
+)  # fmt: skip
+def test_ddpm_unet_runs_with_its_fixes(args, workers):
+    """The DDPM loop (clip, AdamW, the per-parameter EMA loop, loss.item()) with its fixes."""
+    t = truth(run("ddpm_unet", "--steps", "2", "--warmup-steps", "1", *args))
+    assert t["script"] == "ddpm_unet" and t["steps"] == 2 and t["step_ms"] > 0
+    assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 4
+    assert t["extra"]["parameters"] == 184  # the tiny CPU U-Net's parameter tensors
+
+
+def test_ddpm_unet_is_the_papers_model_and_its_fixes_keep_the_math(in_process):
+    """The CIFAR-10 U-Net of the DDPM paper (35.7M parameters); attention by SDPA equals the
+    einsum + softmax it replaces; the foreach EMA equals the per-parameter loop."""
+    import torch
+
+    ddpm = runpy.run_path(str(REAL / "ddpm_unet.py"))
+    model = ddpm["UNet"]()
+    params = list(model.parameters())
+    assert len(params) == 304 and round(sum(q.numel() for q in params) / 1e6, 1) == 35.7
+    g = torch.Generator().manual_seed(0)
+    einsum, sdpa = ddpm["Attention"](64, False), ddpm["Attention"](64, True)
+    sdpa.load_state_dict(einsum.state_dict())
+    x = torch.randn(2, 64, 8, 8, generator=g)
+    torch.testing.assert_close(sdpa(x), einsum(x), rtol=1e-5, atol=1e-5)
+    src = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g)]
+    looped = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g)]
+    fused = [t.clone() for t in looped]
+    ddpm["update_ema"](looped, src, rate=0.9)
+    torch._foreach_lerp_(fused, src, 1 - 0.9)
+    for a, b in zip(looped, fused, strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
