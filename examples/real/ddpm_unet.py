@@ -212,6 +212,13 @@ def update_ema(target_params, source_params, rate: float = 0.9999) -> None:
         targ.detach().mul_(rate).add_(src, alpha=1 - rate)
 
 
+def foreach_ema(target_params, source_params, rate: float = 0.9999) -> None:
+    """The same update as one foreach op over the lists (timm's ModelEmaV3 does this), under
+    no_grad: the in-place lerp would otherwise record autograd history on the EMA weights."""
+    with torch.no_grad():
+        torch._foreach_lerp_(target_params, source_params, 1 - rate)
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = parser(__doc__, steps=20, warmup=5)
     p.add_argument("--batch-size", type=int, default=None, help="images per batch (default 128)")
@@ -294,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             if args.foreach_ema:  # the fix: a few multi-tensor kernels for every parameter
-                torch._foreach_lerp_(ema_params, params, 1 - 0.9999)
+                foreach_ema(ema_params, params)
             else:
                 update_ema(ema_params, params)
             if step % args.log_every == 0:

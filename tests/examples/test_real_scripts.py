@@ -245,13 +245,16 @@ def test_ddpm_unet_is_the_papers_model_and_its_fixes_keep_the_math(in_process):
     sdpa.load_state_dict(einsum.state_dict())
     x = torch.randn(2, 64, 8, 8, generator=g)
     torch.testing.assert_close(sdpa(x), einsum(x), rtol=1e-5, atol=1e-5)
-    src = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g)]
+    # sources that require grad, as the model's parameters do: the EMA weights must stay out
+    # of autograd (no history kept from step to step) on both paths
+    src = [torch.randn(3, 5, generator=g).requires_grad_(), torch.randn(7, generator=g)]
     looped = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g)]
     fused = [t.clone() for t in looped]
     ddpm["update_ema"](looped, src, rate=0.9)
-    torch._foreach_lerp_(fused, src, 1 - 0.9)
+    ddpm["foreach_ema"](fused, src, rate=0.9)
     for a, b in zip(looped, fused, strict=True):
         torch.testing.assert_close(a, b)
+        assert not a.requires_grad and not b.requires_grad
 
 
 def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
