@@ -34,7 +34,17 @@ per backward launch, against 3 µs per launch on a single-threaded loop). One JS
 window, then one summary line per variant:
 
     PYTHONPATH=src python benchmarks/probe_cupti_kinds.py --script gpt2 [--window 8]
-        [--rounds 3] [--variants plain,cuda,noapi] [-- script arguments]
+        [--rounds 3] [--variants plain,cuda,noapi] [--kineto-config TEXT] [-- script arguments]
+
+`--kineto-config` gives every profiled variant of the run kineto options (lines of
+`KEY=VALUE`, `;` between them), through the file `KINETO_CONFIG` names, which kineto reads at
+each trace's start (`ActivityProfilerProxy::prepareTrace`). The option that matters here:
+`CUPTI_PER_THREAD_BUFFER_ENABLED=true`, CUPTI's per-thread activity buffers (CUDA 12.3 on),
+which kineto leaves off by default: where the training thread and the autograd thread both
+launch, they otherwise fill one shared buffer. Once set, CUPTI keeps the attribute for the
+process, so a run with it and a run without are two processes, each against its own plain
+windows. The summary says whether this torch's kineto knows each key (a key it does not know
+is ignored).
 """
 
 from __future__ import annotations
@@ -259,6 +269,8 @@ class ProbeTimer:
             "summary": out,
             "torch": self.torch.__version__,
             "gpu": self.torch.cuda.get_device_name() if self.torch.cuda.is_available() else "",
+            "kineto_config": PLAN.get("kineto_config", {}),
+            "kineto_knows": PLAN.get("kineto_knows", {}),
         }
         print("PROBE_SUMMARY " + json.dumps(line), flush=True)
         for v, x in out.items():  # the same, a line per variant: where the cost landed
@@ -280,6 +292,35 @@ class ProbeTimer:
 PLAN: dict = {}
 
 
+def kineto_config(text: str) -> dict[str, str]:
+    """Write `text` (`KEY=VALUE` options, `;` or newlines between them) to a file that
+    `KINETO_CONFIG` names, before any trace starts; {key: value} of the options."""
+    options = dict(
+        part.split("=", 1) for part in text.replace(";", "\n").splitlines() if "=" in part
+    )
+    path = os.path.join(tempfile.mkdtemp(prefix="probe-kineto-"), "libkineto.conf")
+    with open(path, "w") as f:
+        f.write("".join(f"{k.strip()}={v.strip()}\n" for k, v in options.items()))
+    os.environ["KINETO_CONFIG"] = path
+    return {k.strip(): v.strip() for k, v in options.items()}
+
+
+def kineto_knows(keys) -> dict[str, bool]:
+    """Whether this torch's kineto (linked into libtorch_cpu) holds each option name: an
+    option it does not know, it ignores."""
+    import mmap
+
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib"
+    found = dict.fromkeys(keys, False)
+    for so in sorted(lib.glob("libtorch_cpu*.so*")):
+        with open(so, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            for k in keys:
+                found[k] = found[k] or m.find(k.encode()) >= 0
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     rest: list[str] = []
@@ -292,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="rounds of all variants (default 3)")
     p.add_argument("--variants", default="plain,cuda,launches,noapi,membound,membound_launches")
     p.add_argument("--out", default=None, help="append the summary line to this JSONL file")
+    p.add_argument(
+        "--kineto-config",
+        default="",
+        metavar="TEXT",
+        help="kineto options for every profiled variant, KEY=VALUE;... (e.g. "
+        "CUPTI_PER_THREAD_BUFFER_ENABLED=true)",
+    )
     args = p.parse_args(argv)
     variants = args.variants.split(",")
     bad = [v for v in variants if v not in VARIANTS]
@@ -300,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     if "plain" in variants:
         variants.remove("plain")
     PLAN.update(window=args.window, rounds=args.rounds, variants=["plain", *variants], out=args.out)
+    if args.kineto_config:
+        options = kineto_config(args.kineto_config)
+        PLAN.update(kineto_config=options, kineto_knows=kineto_knows(options))
     sys.path.insert(0, str(ROOT / "examples" / "real"))
     import _common
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared 2026-12-05 (eighth session, no device lent) for the next call (~7 min, any card):
+# Prepared 2026-12-05 (eighth session, no device lent) for the next call (<= 9 min, any card;
+# a loop that would start after 420 s is skipped):
 # issue 15's overhead target (<= 10%), where the timeline pass's cost lands. On an H100 HF T5
 # (2026-12-05) the step grew 30.5 ms under the profiler: +6.0 ms of the training thread's CPU
 # and +24.3 of the autograd thread's, about 20 us per backward launch, where the profiler-cost
@@ -15,19 +16,31 @@
 # CUPTI's interception of the functions the filter switches off (cudaGetDevice and kin, which
 # backward calls per node) is the cost, and only dropping API records removes it; if `noapi`
 # costs the same too, the kernel records are.
-# T5 first (the loop with the cost), then BERT and the eager GPT-2 (backward-heavy, cheaper).
+# Each loop runs twice, in two processes: as torch.profiler runs by default, and with CUPTI's
+# per-thread activity buffers (kineto's CUPTI_PER_THREAD_BUFFER_ENABLED, off by default; once
+# set, CUPTI keeps it for the process). If the autograd thread's growth falls with them, the
+# shared buffer the two launching threads fill is the cost, and Capture can ask for them
+# (KINETO_CONFIG, before the first trace of the process).
+# T5 first (the loop with the cost), then BERT (backward-heavy, cheaper), then the eager GPT-2.
 # Every product in one tarball: overhead.tgz.
 source "$(dirname "$0")/_session.sh"
 W=/tmp/overhead; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
 VARIANTS=plain,cuda,nodriver,noapi,launches,membound_launches
+probe() {  # $1 script, $2 label, $3 kineto options ("" for torch.profiler's defaults)
+  local r0=$(date +%s)
+  timeout 170 python benchmarks/probe_cupti_kinds.py --script "$1" --window 6 --rounds 3 \
+    --variants $VARIANTS --out $W/cupti.jsonl ${3:+--kineto-config "$3"} -- --warmup-steps 6 \
+    > $W/cupti_$1_$2.log 2>&1
+  echo "probe $1 ($2) rc=$? in $(( $(date +%s) - r0 )) s"
+  grep -A8 PROBE_SUMMARY $W/cupti_$1_$2.log | grep -v PROBE_SUMMARY
+  grep -o '"kineto_knows": {[^}]*}' $W/cupti_$1_$2.log | head -1
+  grep -iE "error|Traceback" $W/cupti_$1_$2.log | head -3
+}
 for s in t5_seq2seq bert_finetune gpt2; do
-  r0=$(date +%s)
-  timeout 170 python benchmarks/probe_cupti_kinds.py --script "$s" --window 6 --rounds 3 \
-    --variants $VARIANTS --out $W/cupti.jsonl -- --warmup-steps 6 > $W/cupti_$s.log 2>&1
-  echo "probe $s rc=$? in $(( $(date +%s) - r0 )) s"
-  grep -A8 PROBE_SUMMARY $W/cupti_$s.log | grep -v PROBE_SUMMARY
-  grep -iE "error|Traceback" $W/cupti_$s.log | head -3
+  if [ $(( $(date +%s) - t0 )) -gt 420 ]; then echo "$s skipped: the call's time is short"; break; fi
+  probe $s default ""
+  probe $s perthread "CUPTI_PER_THREAD_BUFFER_ENABLED=true"
 done
 tar -czf "$DEST/overhead.tgz" -C /tmp overhead
 ls -la "$DEST"; echo "session done in $(( $(date +%s) - t0 )) s"

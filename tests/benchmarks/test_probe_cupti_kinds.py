@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 
@@ -35,3 +36,34 @@ def test_a_window_reads_the_training_threads_cpu_per_step(monkeypatch, capsys):
     assert summary["thread_cpu_ms_median"] >= 4.0
     assert summary["thread_cpu_ms_growth"] == 0.0 and summary["autograd_cpu_ms_growth"] == 0.0
     assert "PROBE_SUMMARY" in capsys.readouterr().out
+
+
+def test_kineto_options_go_to_the_file_kineto_config_names(monkeypatch):
+    probe = benchmark("probe_cupti_kinds")
+    monkeypatch.delenv("KINETO_CONFIG", raising=False)
+    got = probe.kineto_config(
+        "CUPTI_PER_THREAD_BUFFER_ENABLED=true; ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB=64"
+    )
+    assert got == {
+        "CUPTI_PER_THREAD_BUFFER_ENABLED": "true",
+        "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB": "64",
+    }
+    path = os.environ["KINETO_CONFIG"]
+    with open(path) as f:
+        assert f.read().splitlines() == [
+            "CUPTI_PER_THREAD_BUFFER_ENABLED=true",
+            "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB=64",
+        ]
+
+
+def test_kineto_knows_the_per_thread_buffer_option_of_this_torch():
+    """torch 2.13's kineto (CI's) parses CUPTI_PER_THREAD_BUFFER_ENABLED, found in its
+    binary; no kineto holds a made-up key."""
+    import torch
+
+    knows = benchmark("probe_cupti_kinds").kineto_knows(
+        ["CUPTI_PER_THREAD_BUFFER_ENABLED", "MEMBOUND_NO_SUCH_KINETO_KEY"]
+    )
+    assert knows["MEMBOUND_NO_SUCH_KINETO_KEY"] is False
+    if torch.__version__.startswith("2.13."):
+        assert knows["CUPTI_PER_THREAD_BUFFER_ENABLED"] is True
