@@ -20,6 +20,10 @@ CAPTURE_OP_STEPS = 3
 #: recorded timeline with those calls removed gives the same findings
 #: (tests/trace/test_cupti_api.py)
 API_RECORDS = ("launches", "all")
+#: where CUPTI keeps the timeline pass's activity records (`trace.kineto_config`): in the one
+#: buffer every launching thread fills, as kineto does by default, or per thread. Not measured
+#: yet (benchmarks/gpu/session_overhead.sh will): kineto's default stays the default
+CUPTI_BUFFERS = ("shared", "per-thread")
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
 DIAGNOSE_OUT = "membound-out"

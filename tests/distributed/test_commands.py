@@ -81,9 +81,14 @@ def test_forward_args_keep_options_and_drop_nproc(tmp_path):
     assert fwd[fwd.index("--json") + 1] == str(Path("r.json").absolute())
     assert fwd[-3:] == ["--", "t.py", "-x"]
     assert "--api-records" not in fwd  # the default is not spelled out
-    a = p.parse_args(["--nproc-per-node", "2", "--api-records", "all", "--", "t.py"])
+    assert "--cupti-buffers" not in fwd
+    a = p.parse_args(
+        ["--nproc-per-node", "2", "--api-records", "all", "--cupti-buffers", "per-thread",
+         "--", "t.py"]
+    )  # fmt: skip
     fwd = diagnose._forward_args(a)
     assert fwd[fwd.index("--api-records") + 1] == "all"
+    assert fwd[fwd.index("--cupti-buffers") + 1] == "per-thread"
 
 
 def _gloo_ok() -> bool:

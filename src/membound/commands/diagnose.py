@@ -21,6 +21,7 @@ from membound.defaults import (
     CAPTURE_STEPS,
     CAPTURE_WAIT,
     CAPTURE_WARMUP,
+    CUPTI_BUFFERS,
     DIAGNOSE_OUT,
 )
 from membound.report.options import FORMATS
@@ -105,6 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(launches, memcpys, memsets, syncs; the default: fewer records per step), or all",
     )
     parser.add_argument(
+        "--cupti-buffers",
+        choices=CUPTI_BUFFERS,
+        default=CUPTI_BUFFERS[0],
+        help="where CUPTI keeps the timeline pass's records: one buffer every launching "
+        "thread fills (kineto's default) or one per thread (CUDA 12.3 on)",
+    )
+    parser.add_argument(
         "--format",
         choices=FORMATS,
         default="rich",
@@ -174,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         stop_after_capture=args.stop_after_capture,
         api_records=getattr(args, "api_records", API_RECORDS[0]),
+        cupti_buffers=getattr(args, "cupti_buffers", CUPTI_BUFFERS[0]),
         listener=_Progress(
             target, background, rank=info.rank if info.distributed else None, ceilings=ceilings
         ),
@@ -460,6 +469,8 @@ def _forward_args(args: argparse.Namespace) -> list[str]:
     out += ["--no-analyze"] if args.no_analyze else []
     api = getattr(args, "api_records", API_RECORDS[0])
     out += ["--api-records", api] if api != API_RECORDS[0] else []
+    buffers = getattr(args, "cupti_buffers", CUPTI_BUFFERS[0])
+    out += ["--cupti-buffers", buffers] if buffers != CUPTI_BUFFERS[0] else []
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

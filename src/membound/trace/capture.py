@@ -52,6 +52,7 @@ from membound.defaults import (
     CAPTURE_STEPS,
     CAPTURE_WAIT,
     CAPTURE_WARMUP,
+    CUPTI_BUFFERS,
 )
 from membound.trace.capture_meta import build_meta, notes_from_meta, shortfall_note
 from membound.trace.graph_hooks import GraphHooks, graph_capture_name
@@ -91,6 +92,7 @@ class Capture:
         ops_steps: int = CAPTURE_OP_STEPS,
         listener: Any = None,
         api_records: str = API_RECORDS[0],
+        cupti_buffers: str = CUPTI_BUFFERS[0],
     ) -> None:
         from membound.errors import BadInput
 
@@ -104,6 +106,15 @@ class Capture:
                 f"cannot record CUDA API calls {api_records!r}: give one of "
                 f"{', '.join(API_RECORDS)}."
             )
+        if cupti_buffers not in CUPTI_BUFFERS:
+            raise BadInput(
+                f"cannot keep CUPTI's records in {cupti_buffers!r} buffers: give one of "
+                f"{', '.join(CUPTI_BUFFERS)}."
+            )
+        #: "per-thread": CUPTI's per-thread activity buffers, asked of kineto on entry
+        #: (`trace.kineto_config`); what was done is `kineto_config`
+        self.cupti_buffers = cupti_buffers
+        self.kineto_config: dict[str, Any] | None = None
         self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
         #: which CUDA API records the timeline pass keeps: "all" (as the profiler makes them)
         #: or "launches" (those the timeline reads: `trace.cupti_api`)
@@ -196,6 +207,7 @@ class Capture:
                     activities.insert(0, ProfilerActivity.CPU)
                 shapes = shapes and not self.two_pass
                 self._query = torch.cuda.current_stream().query
+                self._ask_kineto()  # before the profiler's trace starts
                 self.clock.record = gpu_event_recorder(torch)
                 self.cupti_teardown = os.environ.get(CUPTI_TEARDOWN_ENV)
             else:
@@ -338,6 +350,22 @@ class Capture:
                 self._start_ops_pass()
         if self.complete:
             self._finish_early()
+
+    def _ask_kineto(self) -> None:
+        """With `cupti_buffers="per-thread"`, ask kineto for CUPTI's per-thread activity
+        buffers (`trace.kineto_config`): it applies where no trace ran in this process yet."""
+        if self.cupti_buffers != "per-thread" or self.kineto_config is not None:
+            return
+        from membound.trace import kineto_config
+
+        self.kineto_config = kineto_config.request(
+            {kineto_config.PER_THREAD_BUFFERS: "true"}, self.out
+        )
+        if self.kineto_config.get("file") is None:
+            self.notes.append(
+                "CUPTI's per-thread buffers were not asked for: writing kineto's config "
+                f"failed ({self.kineto_config.get('why')})"
+            )
 
     def _filter_api(self) -> None:
         """With `api_records="launches"`, once the timeline pass's profiler has turned CUPTI's

@@ -39,6 +39,8 @@ def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
         # [two-pass] the timeline pass recorded GPU activity only, with membound's marks;
         # the ops pass (CPU ops and shapes) is for the roofline alone
         "timeline": "gpu+host marks" if capture.two_pass else "single pass",
+        # kineto options asked for through KINETO_CONFIG (`trace.kineto_config`); None: none
+        "kineto_config": getattr(capture, "kineto_config", None),
         "host_marks": getattr(capture, "host_marks", None),
         "ops_trace": capture.ops_path.name if capture.ops_written else None,
         # [ms] per complete step by phase: membound's host step timer (no sync)
