@@ -334,12 +334,14 @@ def unprofiled_command(s: Script, extra: tuple[str, ...], steps: int) -> list[st
     return [*head, *s.args, *extra]
 
 
-def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = None) -> list[str]:
+def diagnose_command(
+    s: Script, out: Path, report: Path, ceilings: str | None = None, extra: tuple[str, ...] = ()
+) -> list[str]:
     """`membound diagnose` waits through the script's warm-up and `diag_steady` more steps
     (default: the warm-up + 2), profiles `diag_warmup` steps, records `diag_steps` (GPU
     activity only), then takes its ops pass (1 + CAPTURE_OP_STEPS steps with CPU ops) and
     times `diag_steps` more unprofiled; the script is told to run two steps beyond that and
-    ends by itself."""
+    ends by itself. `extra`: more diagnose options (`--diagnose-args`)."""
     from membound.defaults import CAPTURE_OP_STEPS
 
     steady = s.warmup + 2 if s.diag_steady is None else s.diag_steady
@@ -352,6 +354,7 @@ def diagnose_command(s: Script, out: Path, report: Path, ceilings: str | None = 
     ]  # fmt: skip
     if ceilings:
         cmd += ["--ceilings", ceilings]
+    cmd += list(extra)
     script = ["python", str(s.path), "--steps", str(total), "--warmup-steps", "0", *s.args]
     return [*cmd, "--", *script]
 
@@ -842,7 +845,8 @@ class Bench:
     def __init__(self, log_dir: Path, budget_s: float, steps: int | None = None, quick: bool = False,
                  trace_dir: Path | None = None, ceilings: str | None = None, diagnose: bool = True,
                  rebaseline: bool = True, fixes: set[str] | None = None, say=print,
-                 extra_baselines: int = 0, rounds: int = 1, top_remedy: bool = True):  # fmt: skip
+                 extra_baselines: int = 0, rounds: int = 1, top_remedy: bool = True,
+                 diagnose_args: tuple[str, ...] = ()):  # fmt: skip
         self.log_dir, self.budget_s, self.steps, self.quick = log_dir, budget_s, steps, quick
         self.trace_dir, self.ceilings, self.do_diagnose = trace_dir, ceilings, diagnose
         self.rebaseline, self.only_fixes, self.say = rebaseline, fixes, say
@@ -852,6 +856,8 @@ class Bench:
         self.rounds = max(int(rounds), 1)
         #: time the diagnose report's top remedy too when the chosen fixes leave it out
         self.top_remedy = top_remedy
+        #: more options for every diagnose run (e.g. --cupti-buffers per-thread)
+        self.diagnose_args = tuple(diagnose_args)
         self.t0 = time.perf_counter()
         self.baseline_s: dict[str, float] = {}  # wall seconds of each script's first baseline
         self.env = script_env()
@@ -905,7 +911,7 @@ class Bench:
         keep = self.trace_dir is not None
         out = self.trace_dir / s.name if keep else Path(tempfile.mkdtemp(prefix="truth-"))
         report = out / "report.json"
-        command = diagnose_command(s, out, report, self.ceilings)
+        command = diagnose_command(s, out, report, self.ceilings, self.diagnose_args)
         run = self._run(s, "diagnose", "diagnose", command, s.diag_timeout_s, reserve_s)
         if report.exists():
             try:
@@ -1125,6 +1131,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-traces", metavar="DIR", help="keep each diagnose run's trace, report and the plain-timer figures under DIR/<script>/")
     p.add_argument("--ceilings", help="ceilings JSON for membound diagnose (e.g. benchmarks/results/h200_ceilings.json)")
     p.add_argument("--no-diagnose", action="store_true", help="only the unprofiled runs")
+    p.add_argument("--diagnose-args", default="", metavar="ARGS", help="more options for each membound diagnose run, one string (e.g. \"--cupti-buffers per-thread\")")
     p.add_argument("--no-top-remedy", action="store_true", help="time only the fixes chosen, not also the fix for the diagnose report's top remedy when they leave it out")
     p.add_argument("--no-rebaseline", action="store_true", help="one baseline, not one before and one after the fixes")
     p.add_argument("--extra-baselines", type=int, default=0, metavar="N", help="N more baselines spread among the fixes (noisy loops; default 0)")
@@ -1182,7 +1189,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(log_dir, args.budget_s, args.steps, args.quick, traces, args.ceilings,
                   not args.no_diagnose, not args.no_rebaseline, fixes,
                   extra_baselines=args.extra_baselines, rounds=args.rounds,
-                  top_remedy=not args.no_top_remedy)  # fmt: skip
+                  top_remedy=not args.no_top_remedy,
+                  diagnose_args=tuple(shlex.split(args.diagnose_args)))  # fmt: skip
     env = _env_columns()
     if args.from_logs:  # the machine the logs came from, as their runs printed it
         logs = sorted(log_dir.glob("*.log"))

@@ -596,3 +596,15 @@ def test_diagnose_waits_until_most_of_its_unprofiled_steps_are_steady(bt, tmp_pa
     s = bt.Script("fake", FAKE, (), warmup=5, diag_steady=3)  # explicit: kept
     cmd = bt.diagnose_command(s, tmp_path, tmp_path / "r.json")
     assert cmd[cmd.index("--wait") + 1] == "8"
+
+
+def test_diagnose_args_reach_every_diagnose_run_before_the_script(bt, tmp_path):
+    """`--diagnose-args "--cupti-buffers per-thread"`: the options go to membound diagnose,
+    before the `--` that starts the script's own command line."""
+    args = bt._parser().parse_args(["--diagnose-args", "--cupti-buffers per-thread"])
+    extra = tuple(bt.shlex.split(args.diagnose_args))
+    s = bt.Script("fake", FAKE, (), warmup=5)
+    cmd = bt.diagnose_command(s, tmp_path, tmp_path / "r.json", None, extra)
+    sep = cmd.index("--")
+    assert cmd[sep - 2 : sep] == ["--cupti-buffers", "per-thread"]
+    assert bt.diagnose_command(s, tmp_path, tmp_path / "r.json")[sep - 2 : sep] != list(extra)
