@@ -18,7 +18,14 @@ Variants (`--variants`, comma-separated, each a set of kinds turned off):
 - `launches`: `cuda` with only the API functions the timeline reads recorded (membound's
   `trace.cupti_api.keep_launches`: per-function switches, launches/memcpys/memsets/syncs kept);
 - `membound`: membound's own capture (`trace.capture.Capture`, its hooks and marks);
-- `membound_launches`: the same with `api_records="launches"` (`diagnose --api-records`).
+- `membound_launches`: the same with `api_records="launches"` (`diagnose --api-records`);
+- `queued`: `cuda` with CUPTI's latency timestamps on (`cuptiActivityEnableLatencyTimestamps`):
+  each kernel record then carries when the host queued it (kineto exports it as the kernel's
+  `queued`), the launch time the runtime records give the timeline today;
+- `noapi_queued`: `noapi` with the latency timestamps: the candidate timeline pass that
+  records no API call and takes each kernel's launch time from its `queued` instead.
+  Its first window says how many kernels carried a queued time, and (`queued`) how far it
+  lies from the end of the launch call that made the kernel.
 
 It runs one of `examples/real/`'s scripts as the user runs it, replacing the scripts' plain
 step timer (`_common.StepTimer`) by one that times `rounds x variants` windows of `--window`
@@ -71,6 +78,8 @@ VARIANTS = {
     "launches": "launches",
     "membound": "membound",
     "membound_launches": "membound",
+    "queued": ("+latency",),
+    "noapi_queued": ("driver", "runtime", "+latency"),
 }
 
 
@@ -80,6 +89,51 @@ def libcupti() -> ctypes.CDLL | None:
 
     path = find_libcupti()
     return ctypes.CDLL(path) if path is not None else None
+
+
+def latency_timestamps(lib, on: bool) -> None:
+    """CUPTI's kernel latency timestamps (queued, submitted) on or off; a CUPTI without the
+    function, or one that refuses, ends the probe with the reason."""
+    if lib is None:
+        raise SystemExit("probe_cupti_kinds: libcupti is not loaded in this process")
+    fn = getattr(lib, "cuptiActivityEnableLatencyTimestamps", None)
+    if fn is None:
+        raise SystemExit(
+            "probe_cupti_kinds: this CUPTI has no cuptiActivityEnableLatencyTimestamps"
+        )
+    rc = fn(ctypes.c_uint8(1 if on else 0))
+    if rc != 0:
+        raise SystemExit(f"probe_cupti_kinds: cuptiActivityEnableLatencyTimestamps({on}) -> {rc}")
+
+
+#: launch calls whose end a kernel's queued time is set against
+_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+
+
+def queued_stats(events: list[dict]) -> dict:
+    """Of an exported trace's kernels: how many carry a queued time (kineto's `queued`
+    argument, in the trace's µs; 0 where CUPTI had none), and where a launch call with the
+    kernel's correlation id was recorded, the median of (call end - queued) and of
+    (kernel start - queued), in µs."""
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    ends = {
+        (e.get("args") or {}).get("correlation"): e["ts"] + e.get("dur", 0)
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("name") in _LAUNCHES
+    }
+    queued = [(k, (k.get("args") or {}).get("queued") or 0) for k in kernels]
+    known = [(k, q) for k, q in queued if q > 0]
+    to_call = [
+        ends[c] - q for k, q in known if (c := (k.get("args") or {}).get("correlation")) in ends
+    ]
+    return {
+        "kernels": len(kernels),
+        "with_queued": len(known),
+        "call_end_minus_queued_us": round(statistics.median(to_call), 3) if to_call else None,
+        "start_minus_queued_us": round(statistics.median(k["ts"] - q for k, q in known), 3)
+        if known
+        else None,
+    }
 
 
 class ProbeTimer:
@@ -153,6 +207,9 @@ class ProbeTimer:
             if lib is None:
                 raise SystemExit("probe_cupti_kinds: libcupti is not loaded in this process")
             for k in kinds:
+                if k == "+latency":
+                    latency_timestamps(lib, True)
+                    continue
                 rc = lib.cuptiActivityDisable(ctypes.c_int(KINDS[k]))
                 if rc != 0:
                     raise SystemExit(f"probe_cupti_kinds: cuptiActivityDisable({k}) -> {rc}")
@@ -177,8 +234,12 @@ class ProbeTimer:
                 c: cats.get(c, 0)
                 for c in ("kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "gpu_memset")
             }
+            if "+latency" in (VARIANTS[variant] or ()):
+                row["queued"] = queued_stats(events)
         else:
             self._prof.stop()
+        if "+latency" in (VARIANTS[variant] or ()):  # off again: the next variant is as named
+            latency_timestamps(libcupti(), False)
         self._prof = None
 
     def _cpu(self) -> tuple[float, float]:
@@ -331,7 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--script", required=True, help="examples/real/ script name (gpt2, ...)")
     p.add_argument("--window", type=int, default=8, help="steps per timed window (default 8)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of all variants (default 3)")
-    p.add_argument("--variants", default="plain,cuda,launches,noapi,membound,membound_launches")
+    p.add_argument(
+        "--variants",
+        default="plain,cuda,launches,noapi,membound,membound_launches",
+        help=f"comma-separated, of {', '.join(VARIANTS)}",
+    )
     p.add_argument("--out", default=None, help="append the summary line to this JSONL file")
     p.add_argument(
         "--kineto-config",

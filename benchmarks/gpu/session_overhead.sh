@@ -12,6 +12,10 @@
 #   noapi     without any API record (kernels, memcpys, memsets only)
 #   launches  the per-function filter membound applies (trace.cupti_api)
 #   membound_launches  membound's whole capture with that filter
+#   queued    cuda with CUPTI's kernel latency timestamps (each kernel's host queue time)
+#   noapi_queued  noapi with them: a timeline pass with no API record at all, each kernel's
+#             launch time taken from its queued time instead (the first window says how many
+#             kernels had one, and how far it lies from the launch call's end)
 # Read: if `launches` costs the autograd thread about what `cuda` does while `noapi` does not,
 # CUPTI's interception of the functions the filter switches off (cudaGetDevice and kin, which
 # backward calls per node) is the cost, and only dropping API records removes it; if `noapi`
@@ -26,21 +30,23 @@
 source "$(dirname "$0")/_session.sh"
 W=/tmp/overhead; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
-VARIANTS=plain,cuda,nodriver,noapi,launches,membound_launches
-probe() {  # $1 script, $2 label, $3 kineto options ("" for torch.profiler's defaults)
+VARIANTS=plain,cuda,nodriver,noapi,launches,membound_launches,queued,noapi_queued
+PERTHREAD_VARIANTS=plain,cuda,launches,membound_launches
+probe() {  # $1 script, $2 label, $3 variants, $4 kineto options ("" for kineto's defaults)
   local r0=$(date +%s)
   timeout 170 python benchmarks/probe_cupti_kinds.py --script "$1" --window 6 --rounds 3 \
-    --variants $VARIANTS --out $W/cupti.jsonl ${3:+--kineto-config "$3"} -- --warmup-steps 6 \
+    --variants "$3" --out $W/cupti.jsonl ${4:+--kineto-config "$4"} -- --warmup-steps 6 \
     > $W/cupti_$1_$2.log 2>&1
   echo "probe $1 ($2) rc=$? in $(( $(date +%s) - r0 )) s"
-  grep -A8 PROBE_SUMMARY $W/cupti_$1_$2.log | grep -v PROBE_SUMMARY
+  grep -A9 PROBE_SUMMARY $W/cupti_$1_$2.log | grep -v PROBE_SUMMARY
   grep -o '"kineto_knows": {[^}]*}' $W/cupti_$1_$2.log | head -1
+  grep -o '"queued": {[^}]*}' $W/cupti_$1_$2.log | head -2
   grep -iE "error|Traceback" $W/cupti_$1_$2.log | head -3
 }
 for s in t5_seq2seq bert_finetune gpt2; do
   if [ $(( $(date +%s) - t0 )) -gt 420 ]; then echo "$s skipped: the call's time is short"; break; fi
-  probe $s default ""
-  probe $s perthread "CUPTI_PER_THREAD_BUFFER_ENABLED=true"
+  probe $s default $VARIANTS ""
+  probe $s perthread $PERTHREAD_VARIANTS "CUPTI_PER_THREAD_BUFFER_ENABLED=true"
 done
 tar -czf "$DEST/overhead.tgz" -C /tmp overhead
 ls -la "$DEST"; echo "session done in $(( $(date +%s) - t0 )) s"

@@ -67,3 +67,29 @@ def test_kineto_knows_the_per_thread_buffer_option_of_this_torch():
     assert knows["MEMBOUND_NO_SUCH_KINETO_KEY"] is False
     if torch.__version__.startswith("2.13."):
         assert knows["CUPTI_PER_THREAD_BUFFER_ENABLED"] is True
+
+
+def test_queued_stats_set_each_kernels_queued_time_against_its_launch_call():
+    """Three kernels: two with a queued time (one launched by a recorded call ending 2 us
+    after it), one without (CUPTI had none: 0)."""
+    events = [
+        {"cat": "cuda_runtime", "ph": "X", "name": "cudaLaunchKernel", "ts": 100, "dur": 5,
+         "args": {"correlation": 1}},
+        {"cat": "cuda_runtime", "ph": "X", "name": "cudaMemcpyAsync", "ts": 200, "dur": 9,
+         "args": {"correlation": 2}},
+        {"cat": "kernel", "ph": "X", "name": "k1", "ts": 110, "dur": 3,
+         "args": {"correlation": 1, "queued": 103}},
+        {"cat": "kernel", "ph": "X", "name": "k2", "ts": 150, "dur": 3,
+         "args": {"correlation": 7, "queued": 140}},
+        {"cat": "kernel", "ph": "X", "name": "k3", "ts": 160, "dur": 3,
+         "args": {"correlation": 8, "queued": 0}},
+    ]  # fmt: skip
+    got = benchmark("probe_cupti_kinds").queued_stats(events)
+    assert got == {"kernels": 3, "with_queued": 2, "call_end_minus_queued_us": 2,
+                   "start_minus_queued_us": 8.5}  # fmt: skip
+
+
+def test_the_latency_variants_are_known():
+    variants = benchmark("probe_cupti_kinds").VARIANTS
+    assert "+latency" in variants["queued"] and "+latency" in variants["noapi_queued"]
+    assert {"driver", "runtime"} <= set(variants["noapi_queued"])
