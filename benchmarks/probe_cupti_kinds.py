@@ -91,6 +91,23 @@ def libcupti() -> ctypes.CDLL | None:
     return ctypes.CDLL(path) if path is not None else None
 
 
+def keep_trace(path: str, script: str, variant: str) -> str | None:
+    """With `--keep-traces DIR`, a gzip copy of the window's exported trace as
+    DIR/<script>_<variant>.json.gz (traces with queued times: the material to build a
+    timeline without API records on); the copy's path, or None."""
+    folder = PLAN.get("keep_traces")
+    if not folder:
+        return None
+    import gzip
+    import shutil
+
+    os.makedirs(folder, exist_ok=True)
+    out = os.path.join(folder, f"{script}_{variant}.json.gz")
+    with open(path, "rb") as src, gzip.open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
 def latency_timestamps(lib, on: bool) -> None:
     """CUPTI's kernel latency timestamps (queued, submitted) on or off; a CUPTI without the
     function, or one that refuses, ends the probe with the reason."""
@@ -236,6 +253,7 @@ class ProbeTimer:
             }
             if "+latency" in (VARIANTS[variant] or ()):
                 row["queued"] = queued_stats(events)
+                keep_trace(path, self.script, variant)
         else:
             self._prof.stop()
         if "+latency" in (VARIANTS[variant] or ()):  # off again: the next variant is as named
@@ -399,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", default=None, help="append the summary line to this JSONL file")
     p.add_argument(
+        "--keep-traces",
+        default=None,
+        metavar="DIR",
+        help="keep the first window's trace of each variant with latency timestamps (gzip) here",
+    )
+    p.add_argument(
         "--kineto-config",
         default="",
         metavar="TEXT",
@@ -413,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     if "plain" in variants:
         variants.remove("plain")
     PLAN.update(window=args.window, rounds=args.rounds, variants=["plain", *variants], out=args.out)
+    PLAN.update(keep_traces=args.keep_traces)
     if args.kineto_config:
         options = kineto_config(args.kineto_config)
         PLAN.update(kineto_config=options, kineto_knows=kineto_knows(options))

@@ -26,7 +26,8 @@
 # shared buffer the two launching threads fill is the cost, and Capture can ask for them
 # (KINETO_CONFIG, before the first trace of the process).
 # T5 first (the loop with the cost), then BERT (backward-heavy, cheaper), then the eager GPT-2.
-# Every product in one tarball: overhead.tgz.
+# Every product in one tarball: overhead.tgz (traces/: the first window of each latency variant,
+# real traces whose kernels carry queued times, to build a timeline without API records on).
 source "$(dirname "$0")/_session.sh"
 W=/tmp/overhead; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
@@ -35,7 +36,8 @@ PERTHREAD_VARIANTS=plain,cuda,launches,membound_launches
 probe() {  # $1 script, $2 label, $3 variants, $4 kineto options ("" for kineto's defaults)
   local r0=$(date +%s)
   timeout 170 python benchmarks/probe_cupti_kinds.py --script "$1" --window 6 --rounds 3 \
-    --variants "$3" --out $W/cupti.jsonl ${4:+--kineto-config "$4"} -- --warmup-steps 6 \
+    --variants "$3" --out $W/cupti.jsonl --keep-traces $W/traces ${4:+--kineto-config "$4"} \
+    -- --warmup-steps 6 \
     > $W/cupti_$1_$2.log 2>&1
   echo "probe $1 ($2) rc=$? in $(( $(date +%s) - r0 )) s"
   grep -A9 PROBE_SUMMARY $W/cupti_$1_$2.log | grep -v PROBE_SUMMARY

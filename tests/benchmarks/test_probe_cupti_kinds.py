@@ -93,3 +93,18 @@ def test_the_latency_variants_are_known():
     variants = benchmark("probe_cupti_kinds").VARIANTS
     assert "+latency" in variants["queued"] and "+latency" in variants["noapi_queued"]
     assert {"driver", "runtime"} <= set(variants["noapi_queued"])
+
+
+def test_a_latency_windows_trace_is_kept_gzipped_when_asked(tmp_path, monkeypatch):
+    import gzip
+
+    probe = benchmark("probe_cupti_kinds")
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": []}')
+    monkeypatch.setitem(probe.PLAN, "keep_traces", None)
+    assert probe.keep_trace(str(src), "t5_seq2seq", "noapi_queued") is None
+    monkeypatch.setitem(probe.PLAN, "keep_traces", str(tmp_path / "kept"))
+    out = probe.keep_trace(str(src), "t5_seq2seq", "noapi_queued")
+    assert out == str(tmp_path / "kept" / "t5_seq2seq_noapi_queued.json.gz")
+    with gzip.open(out, "rt") as f:
+        assert f.read() == '{"traceEvents": []}'
