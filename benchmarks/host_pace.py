@@ -4,7 +4,8 @@ that membound's step timer measured in the same process (issue 15: "profiler ove
 
     PYTHONPATH=src python benchmarks/host_pace.py [--fixtures DIR] [--only SUBSTRING]
 
-Per fixture (`h200_real_*` with a capture meta): the unprofiled and profiled step medians and
+Per fixture (`h200_real_*`, `h100_real_*` with a capture meta; `--by-thread`: a line per
+launching thread too): the unprofiled and profiled step medians and
 the overhead between them, as membound's report gives them (`StepTiming.from_meta`); the GPU's busy time per recorded step (kernels, copies, memsets,
 overlaps merged); and the host's pace inside the recorded steps, read from the launch calls
 (runtime and driver) of each host thread: the median time a launch call took, and the median
@@ -60,8 +61,9 @@ def pace(trace: Path, meta: dict) -> dict | None:
         for a, b in zip(calls, calls[1:], strict=False)
     ]
     launch = [e.get("dur", 0) for e in launches]
-    gpu = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("cat") in GPU]
     steps = max(1, int(meta.get("steps_captured") or len(timing.profiled_ms)))
+    threads = {tid: _thread_pace(calls, steps) for tid, calls in by_thread.items()}
+    gpu = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("cat") in GPU]
     busy_us = intervals.total(intervals.union(*zip(*gpu, strict=True))) if gpu else 0.0
     return {
         "unprofiled_ms": timing.unprofiled_median_ms,
@@ -71,6 +73,29 @@ def pace(trace: Path, meta: dict) -> dict | None:
         "launch_us": statistics.median(launch) if launch else None,
         "gap_us": statistics.median([g for g in gaps if g >= 0]) if gaps else None,
         "launches_per_step": len(launches) / steps,
+        # per launching thread, busiest first (on CUDA, backward launches from PyTorch's
+        # autograd thread, the forward and the syncs from the training thread)
+        "threads": dict(sorted(threads.items(), key=lambda kv: -kv[1]["launches_per_step"])),
+    }
+
+
+#: a gap between two launches of one thread up to this long is host work between them (µs);
+#: a longer one is the thread waiting (the autograd thread between two backwards)
+WORK_GAP_US = 200.0
+
+
+def _thread_pace(calls: list[dict], steps: int) -> dict:
+    """One thread's launches per step, median launch call and median gap to its next launch
+    (µs), and per step the time inside its launch calls and in the gaps between them up to
+    `WORK_GAP_US` (ms): where its host work went while it launched."""
+    gaps = [b["ts"] - (a["ts"] + a.get("dur", 0)) for a, b in zip(calls, calls[1:], strict=False)]
+    gaps = [g for g in gaps if g >= 0]
+    return {
+        "launches_per_step": len(calls) / steps,
+        "launch_us": statistics.median(e.get("dur", 0) for e in calls),
+        "gap_us": statistics.median(gaps) if gaps else None,
+        "in_launches_ms_per_step": sum(e.get("dur", 0) for e in calls) / steps / 1e3,
+        "work_gaps_ms_per_step": sum(g for g in gaps if g <= WORK_GAP_US) / steps / 1e3,
     }
 
 
@@ -78,10 +103,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--fixtures", default=str(ROOT / "tests/fixtures"))
     p.add_argument("--only", default="", help="only fixtures whose name holds this")
+    p.add_argument("--by-thread", action="store_true", help="a line per launching thread too")
     a = p.parse_args()
     print(f"{'fixture':34s} {'unprof':>7s} {'prof':>7s} {'ovh':>6s} {'busy':>7s} "
           f"{'launch':>7s} {'gap':>6s} {'launch/step':>11s}")  # fmt: skip
-    for d in sorted(Path(a.fixtures).glob("h200_real_*")):
+    for d in sorted(Path(a.fixtures).glob("h*_real_*")):
         meta_path, trace = d / "capture.json", d / "trace.json.gz"
         if a.only not in d.name or not meta_path.exists() or not trace.exists():
             continue
@@ -93,6 +119,13 @@ def main() -> int:
             f"{row['overhead']:+6.0%} {row['busy_ms']:7.1f} {row['launch_us'] or 0:7.2f} "
             f"{row['gap_us'] or 0:6.2f} {row['launches_per_step']:11.0f}"
         )
+        for tid, t in row["threads"].items() if a.by_thread else ():
+            print(
+                f"  thread {tid!s:<25s} {'':30s} {t['launch_us']:7.2f} "
+                f"{t['gap_us'] or 0:6.2f} {t['launches_per_step']:11.0f}   ms/step in launches "
+                f"{t['in_launches_ms_per_step']:.2f}, between them "
+                f"{t['work_gaps_ms_per_step']:.2f}"
+            )
     return 0
 
 

@@ -46,3 +46,27 @@ def test_pace_of_a_recorded_gpt2_run():
     assert row["overhead"] == pytest.approx(184.2428 / 133.445 - 1)
     assert row["busy_ms"] == pytest.approx(130.9, abs=0.5)
     assert row["gap_us"] == pytest.approx(26.5, abs=0.2)
+
+
+def test_pace_by_thread_splits_launch_calls_from_the_work_between_them(tmp_path):
+    """Thread 1 launches three times 10 us apart (calls of 4 us), then waits 500 us (a wait,
+    not work) before a fourth; thread 2 launches twice. Per step (2 steps): thread 1 spends
+    8 us in launches and 10 us in work gaps; its 500 us wait counts in neither."""
+    api = [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": t, "dur": 4}
+           for t in (0, 14, 28, 532)]  # fmt: skip
+    api += [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 2, "ts": t, "dur": 6}
+            for t in (5, 40)]  # fmt: skip
+    gpu = [{"cat": "kernel", "name": "k", "ts": 10, "dur": 20}]
+    trace = tmp_path / "trace.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps({"traceEvents": api + gpu}).encode()))
+    meta = {"steps_captured": 2,
+            "step_times_ms": {"unprofiled": [10.0, 12.0], "profiled": [11.0, 13.0]}}  # fmt: skip
+    threads = benchmark("host_pace").pace(trace, meta)["threads"]
+    assert list(threads) == [1, 2]  # busiest first
+    one = threads[1]
+    assert one["launches_per_step"] == 2 and one["launch_us"] == 4 and one["gap_us"] == 10
+    assert one["in_launches_ms_per_step"] == pytest.approx(16 / 2 / 1e3)
+    assert one["work_gaps_ms_per_step"] == pytest.approx(20 / 2 / 1e3)
+    assert threads[2]["gap_us"] == 29 and threads[2]["work_gaps_ms_per_step"] == pytest.approx(
+        29 / 2 / 1e3
+    )
