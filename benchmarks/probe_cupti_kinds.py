@@ -23,7 +23,10 @@ Variants (`--variants`, comma-separated, each a set of kinds turned off):
   each kernel record then carries when the host queued it (kineto exports it as the kernel's
   `queued`), the launch time the runtime records give the timeline today;
 - `noapi_queued`: `noapi` with the latency timestamps: the candidate timeline pass that
-  records no API call and takes each kernel's launch time from its `queued` instead.
+  records no API call and takes each kernel's launch time from its `queued` instead;
+- `syncs_queued`: `launches` without the launch calls (syncs, memcpys, memsets kept, which
+  the idle causes need) and with the latency timestamps: the candidate that keeps what a
+  kernel record cannot say.
   Its first window says how many kernels carried a queued time, and (`queued`) how far it
   lies from the end of the launch call that made the kernel.
 
@@ -80,6 +83,7 @@ VARIANTS = {
     "membound_launches": "membound",
     "queued": ("+latency",),
     "noapi_queued": ("driver", "runtime", "+latency"),
+    "syncs_queued": ("+syncs", "+latency"),
 }
 
 
@@ -89,6 +93,12 @@ def libcupti() -> ctypes.CDLL | None:
 
     path = find_libcupti()
     return ctypes.CDLL(path) if path is not None else None
+
+
+def launch_call(cupti_name: str) -> bool:
+    """A kernel launch call (not a graph launch: a replay's kernels carry no queued time of
+    their own launch call)."""
+    return "Launch" in cupti_name and "GraphLaunch" not in cupti_name
 
 
 def keep_trace(path: str, script: str, variant: str) -> str | None:
@@ -226,6 +236,14 @@ class ProbeTimer:
             for k in kinds:
                 if k == "+latency":
                     latency_timestamps(lib, True)
+                    continue
+                if k == "+syncs":  # the per-function switches, launch calls off too
+                    from membound.trace.cupti_api import keep_launches
+                    from membound.trace.kineto_names import api_kept
+
+                    got = keep_launches(keep=lambda n: api_kept(n) and not launch_call(n))
+                    if not got.get("applied"):
+                        raise SystemExit(f"probe_cupti_kinds: syncs filter failed: {got}")
                     continue
                 rc = lib.cuptiActivityDisable(ctypes.c_int(KINDS[k]))
                 if rc != 0:

@@ -16,6 +16,8 @@
 #   noapi_queued  noapi with them: a timeline pass with no API record at all, each kernel's
 #             launch time taken from its queued time instead (the first window says how many
 #             kernels had one, and how far it lies from the launch call's end)
+#   syncs_queued  launches' filter without the launch calls, with the latency timestamps: the
+#             design that keeps the syncs and copies the idle causes read
 # Read: if `launches` costs the autograd thread about what `cuda` does while `noapi` does not,
 # CUPTI's interception of the functions the filter switches off (cudaGetDevice and kin, which
 # backward calls per node) is the cost, and only dropping API records removes it; if `noapi`
@@ -31,7 +33,7 @@
 source "$(dirname "$0")/_session.sh"
 W=/tmp/overhead; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
-VARIANTS=plain,cuda,nodriver,noapi,launches,membound_launches,queued,noapi_queued
+VARIANTS=plain,cuda,nodriver,noapi,launches,membound_launches,queued,noapi_queued,syncs_queued
 PERTHREAD_VARIANTS=plain,cuda,launches,membound_launches
 probe() {  # $1 script, $2 label, $3 variants, $4 kineto options ("" for kineto's defaults)
   local r0=$(date +%s)

@@ -108,3 +108,18 @@ def test_a_latency_windows_trace_is_kept_gzipped_when_asked(tmp_path, monkeypatc
     assert out == str(tmp_path / "kept" / "t5_seq2seq_noapi_queued.json.gz")
     with gzip.open(out, "rt") as f:
         assert f.read() == '{"traceEvents": []}'
+
+
+def test_the_syncs_variant_keeps_what_the_idle_causes_need_and_no_launch():
+    """`syncs_queued` records syncs, memcpys and memsets, not kernel launches (a graph launch
+    stays: a replay's kernels have no launch call of their own)."""
+    probe = benchmark("probe_cupti_kinds")
+    from membound.trace.kineto_names import api_kept
+
+    def keep(n):
+        return api_kept(n) and not probe.launch_call(n)
+
+    assert not keep("cudaLaunchKernel_v7000") and not keep("cuLaunchKernelEx")
+    assert keep("cudaGraphLaunch_v10000") and keep("cudaStreamSynchronize_v3020")
+    assert keep("cudaMemcpyAsync_v3020") and keep("cudaMemsetAsync_v3020")
+    assert not keep("cudaGetDevice_v3020")

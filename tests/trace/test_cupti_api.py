@@ -160,6 +160,17 @@ def test_switches_off_exactly_the_unread_functions():
     assert got["ms"] >= 0
 
 
+def test_a_keep_rule_of_its_own_decides_what_stays():
+    """`keep` replaces the timeline's rule: here launches go too, a sync stays."""
+    runtime = {1: "cudaLaunchKernel_v7000", 2: "cudaStreamSynchronize_v3020",
+               3: "cudaGetErrorString_v3020"}  # fmt: skip
+    lib = _FakeCupti(runtime, {1: "cuLaunchKernel"})
+    got = cupti_api.keep_launches(lib, keep=lambda n: "Synchronize" in n)
+    assert sorted(c[0] for c in lib.cuptiActivityEnableRuntimeApi.calls) == [1, 3]
+    assert [c[0] for c in lib.cuptiActivityEnableDriverApi.calls] == [1]
+    assert got["runtime_kept"] == ["cudaStreamSynchronize"] and got["driver_kept"] == []
+
+
 def test_the_scan_of_callback_ids_stops_after_a_run_of_unnamed_ones():
     runtime = {1: "cudaLaunchKernel_v7000", 3 + cupti_api.MISSES: "cudaGetErrorString_v3020"}
     lib = _FakeCupti(runtime, {1: "cuLaunchKernel"})

@@ -79,9 +79,10 @@ def callback_names(lib: Any, domain: int) -> dict[int, str]:
     return names
 
 
-def keep_launches(lib: Any = None) -> dict[str, Any]:
+def keep_launches(lib: Any = None, keep: Any = api_kept) -> dict[str, Any]:
     """Switch off the records of every runtime and driver API function the timeline does not
-    read. Returns what was done, for the capture meta: {"applied": True, "runtime_off": n,
+    read (`keep(cupti_name)` says which it reads: `kineto_names.api_kept` by default). Returns
+    what was done, for the capture meta: {"applied": True, "runtime_off": n,
     "driver_off": m, "runtime_kept": [...], "driver_kept": [...]}, or {"applied": False,
     "why": "..."} where it could not be (no libcupti loaded, a CUPTI without per-function
     switches, a call that failed); records are then kept as the profiler made them."""
@@ -115,7 +116,7 @@ def keep_launches(lib: Any = None) -> dict[str, Any]:
             continue
         kept, off, failed = [], 0, []
         for cbid, name in sorted(names.items()):
-            if api_kept(name):
+            if keep(name):
                 kept.append(api_name(name))
                 continue
             rc = switch(cbid, 0)
