@@ -27,8 +27,10 @@ Variants (`--variants`, comma-separated, each a set of kinds turned off):
 - `syncs_queued`: `launches` without the launch calls (syncs, memcpys, memsets kept, which
   the idle causes need) and with the latency timestamps: the candidate that keeps what a
   kernel record cannot say.
-  Its first window says how many kernels carried a queued time, and (`queued`) how far it
-  lies from the end of the launch call that made the kernel.
+
+The first window of each variant with latency timestamps says how many kernels carried a
+queued time, how far it lies from their start and (`queued`, which keeps the launch calls)
+from the end of the call that launched them: whether the two clocks agree.
 
 It runs one of `examples/real/`'s scripts as the user runs it, replacing the scripts' plain
 step timer (`_common.StepTimer`) by one that times `rounds x variants` windows of `--window`
@@ -95,10 +97,10 @@ def libcupti() -> ctypes.CDLL | None:
     return ctypes.CDLL(path) if path is not None else None
 
 
-def launch_call(cupti_name: str) -> bool:
-    """A kernel launch call (not a graph launch: a replay's kernels carry no queued time of
-    their own launch call)."""
-    return "Launch" in cupti_name and "GraphLaunch" not in cupti_name
+def launch_call(name: str) -> bool:
+    """A kernel launch call, by its CUPTI or kineto name (not a graph launch: a replay's
+    kernels have no launch call of their own)."""
+    return "Launch" in name and "GraphLaunch" not in name
 
 
 def keep_trace(path: str, script: str, variant: str) -> str | None:
@@ -133,10 +135,6 @@ def latency_timestamps(lib, on: bool) -> None:
         raise SystemExit(f"probe_cupti_kinds: cuptiActivityEnableLatencyTimestamps({on}) -> {rc}")
 
 
-#: launch calls whose end a kernel's queued time is set against
-_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
-
-
 def queued_stats(events: list[dict]) -> dict:
     """Of an exported trace's kernels: how many carry a queued time (kineto's `queued`
     argument, in the trace's µs; 0 where CUPTI had none), and where a launch call with the
@@ -146,7 +144,7 @@ def queued_stats(events: list[dict]) -> dict:
     ends = {
         (e.get("args") or {}).get("correlation"): e["ts"] + e.get("dur", 0)
         for e in events
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("name") in _LAUNCHES
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and launch_call(e.get("name", ""))
     }
     queued = [(k, (k.get("args") or {}).get("queued") or 0) for k in kernels]
     known = [(k, q) for k, q in queued if q > 0]
@@ -390,16 +388,21 @@ PLAN: dict = {}
 
 
 def kineto_config(text: str) -> dict[str, str]:
-    """Write `text` (`KEY=VALUE` options, `;` or newlines between them) to a file that
-    `KINETO_CONFIG` names, before any trace starts; {key: value} of the options."""
-    options = dict(
-        part.split("=", 1) for part in text.replace(";", "\n").splitlines() if "=" in part
-    )
-    path = os.path.join(tempfile.mkdtemp(prefix="probe-kineto-"), "libkineto.conf")
-    with open(path, "w") as f:
-        f.write("".join(f"{k.strip()}={v.strip()}\n" for k, v in options.items()))
-    os.environ["KINETO_CONFIG"] = path
-    return {k.strip(): v.strip() for k, v in options.items()}
+    """Give kineto the options in `text` (`KEY=VALUE`, `;` or newlines between them) through
+    the file `KINETO_CONFIG` names, before any trace starts, as the capture does
+    (`trace.kineto_config.request`); {key: value} of the options."""
+    from membound.trace.kineto_config import request
+
+    options = {
+        k.strip(): v.strip()
+        for k, v in (
+            part.split("=", 1) for part in text.replace(";", "\n").splitlines() if "=" in part
+        )
+    }
+    got = request(options, tempfile.mkdtemp(prefix="probe-kineto-"))
+    if got["file"] is None:
+        raise SystemExit(f"probe_cupti_kinds: kineto's config not written: {got.get('why')}")
+    return options
 
 
 def kineto_knows(keys) -> dict[str, bool]:
