@@ -11,7 +11,8 @@
 #   bash benchmarks/gpu/truth.sh dcgan                                   # ~3 min (out of sample)
 #   bash benchmarks/gpu/truth.sh t5_seq2seq                              # ~4 min (out of sample)
 #   bash benchmarks/gpu/truth.sh ddpm_unet                               # ~5 min? (out of sample, unmeasured)
-# No argument runs all thirteen (more than one call's time: the budget then skips what does not
+#   bash benchmarks/gpu/truth.sh lstm_lm                                 # ~3 min? (out of sample, unmeasured)
+# No argument runs all fourteen (more than one call's time: the budget then skips what does not
 # fit). TRUTH_ARGS adds bench_truth options (e.g. "--quick", "--fixes compile,amp").
 # Products under $OUT (or $GPU_OUT/truth): truth.csv (this call's rows; append them to
 # benchmarks/results/truth.csv), bench.log (progress and the tables), env.txt, and

@@ -40,6 +40,7 @@ FRAMEWORK = {
     "t5_seq2seq": "transformers",
     # out of sample, 2026-12-05 (eighth session)
     "ddpm_unet": None,
+    "lstm_lm": None,
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -255,6 +256,26 @@ def test_ddpm_unet_is_the_papers_model_and_its_fixes_keep_the_math(in_process):
     for a, b in zip(looped, fused, strict=True):
         torch.testing.assert_close(a, b)
         assert not a.requires_grad and not b.requires_grad
+
+
+def _mean_loss(proc) -> str:
+    return next(ln for ln in proc.stdout.splitlines() if ln.startswith("mean logged loss"))
+
+
+def test_lstm_lm_runs_with_its_fixes_and_torch_sgd_is_the_examples_loop():
+    """The word_language_model loop, and its fixes: torch.optim.SGD (no momentum) makes the
+    same update as the example's loop over the parameters (same seed, same dropout draws:
+    the same losses); reading the loss every 3 batches still means it over every batch."""
+    loop = run("lstm_lm", "--steps", "4", "--warmup-steps", "1")
+    t = truth(loop)
+    assert t["script"] == "lstm_lm" and t["steps"] == 4 and t["step_ms"] > 0
+    assert t["extra"] == {"batch": 4, "bptt": 8, "vocab": 100, "parameters": 11}
+    sgd = run("lstm_lm", "--steps", "4", "--warmup-steps", "1", "--optimizer", "sgd")
+    assert truth(sgd)["flags"]["optimizer"] == "sgd"
+    assert _mean_loss(sgd) == _mean_loss(loop)
+    every3 = run("lstm_lm", "--steps", "5", "--warmup-steps", "1", "--log-every", "3", "--bf16")
+    assert truth(every3)["flags"]["log_every"] == 3
+    assert 3.0 < float(_mean_loss(every3).split()[-1]) < 6.0  # a per-batch NLL near ln(100)
 
 
 def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
