@@ -82,9 +82,10 @@ class Profile(Capture):
 
 
 #: `membound.profile(steps=8, wait=6, warmup=2, out=None, record_shapes=True, activities=None,
-#: stop_after_capture=False, api_records="launches")`: profile `steps` training steps after
-#: skipping `wait` + `warmup` ones (`api_records="launches"`: the timeline pass records only
-#: the CUDA calls membound reads; "all": every one, docs/capture.md). Use as
+#: stop_after_capture=False, api_records="launches", cupti_buffers="shared")`: profile `steps`
+#: training steps after skipping `wait` + `warmup` ones (`api_records="launches"`: the
+#: timeline pass records only the CUDA calls membound reads; "all": every one;
+#: `cupti_buffers="per-thread"`: CUPTI's per-thread activity buffers; docs/capture.md). Use as
 #: ``with membound.profile(steps=8) as p: <loop>`` then ``p.report()``.
 #: Steps are found from optimizer steps or DataLoader batches, or call `membound.step()` once
 #: per iteration. The trace goes to ``out/trace.json.gz`` (``out`` defaults to a fresh
