@@ -3,7 +3,7 @@
 
     PYTHONPATH=src python benchmarks/check_over_roof.py [CEILINGS_JSON] [--fixtures DIR]
 
-Analyses every `h200_*/trace.json.gz` (`--glob`) under the fixtures folder with the given ceilings
+Analyses every `h200_*/trace.json.*` (`--glob`) under the fixtures folder with the given ceilings
 (default: benchmarks/results/h200_ceilings.json) and prints one line per op whose achieved
 bandwidth or FLOP rate is above 100% of its roof, then the count."""
 
@@ -27,8 +27,8 @@ def main() -> int:
     p.add_argument("--top", type=int, default=0, help="also list the N ops nearest their roof")
     p.add_argument(
         "--glob",
-        default="h200_*/trace.json.gz",
-        help="the traces under --fixtures to check (default h200_*/trace.json.gz)",
+        default="h200_*/trace.json.*",
+        help="the traces under --fixtures to check (default h200_*/trace.json.*)",
     )
     a = p.parse_args()
     c = Ceilings.load(a.ceilings)

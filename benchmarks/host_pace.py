@@ -27,7 +27,6 @@ slowed by the profiler; the capture's per-phase CPU time of the training thread
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 from collections import defaultdict
@@ -35,6 +34,8 @@ from pathlib import Path
 
 from membound.analysis import intervals
 from membound.analysis.step_timing import StepTiming
+from membound.trace.capture_meta import timeline_in
+from membound.trace.files import open_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 API = ("cuda_runtime", "cuda_driver")
@@ -46,7 +47,8 @@ def pace(trace: Path, meta: dict) -> dict | None:
     timing = StepTiming.from_meta(meta)  # the steps membound's report refers to
     if timing is None or timing.profiled_median_ms is None:
         return None
-    events = json.load(gzip.open(trace))["traceEvents"]
+    with open_trace(trace) as f:
+        events = json.load(f)["traceEvents"]
     api = sorted((e for e in events if e.get("cat") in API), key=lambda e: e["ts"])
     if not api:
         return None
@@ -108,7 +110,7 @@ def main() -> int:
     print(f"{'fixture':34s} {'unprof':>7s} {'prof':>7s} {'ovh':>6s} {'busy':>7s} "
           f"{'launch':>7s} {'gap':>6s} {'launch/step':>11s}")  # fmt: skip
     for d in sorted(Path(a.fixtures).glob("h*_real_*")):
-        meta_path, trace = d / "capture.json", d / "trace.json.gz"
+        meta_path, trace = d / "capture.json", timeline_in(d)
         if a.only not in d.name or not meta_path.exists() or not trace.exists():
             continue
         row = pace(trace, json.loads(meta_path.read_text()))

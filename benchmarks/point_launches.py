@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from membound.trace.capture_meta import timeline_in
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -69,10 +71,10 @@ def compare(folder: Path) -> tuple[dict, dict]:
         t = real(path, progress)
         return point_launches(t) if Path(path).name.startswith("trace.json") else t
 
-    recorded = summary(to_dict(pipeline.analyze([folder / "trace.json.gz"], ceilings)))
+    recorded = summary(to_dict(pipeline.analyze([timeline_in(folder)], ceilings)))
     pipeline.load_trace = shrunk
     try:
-        point = summary(to_dict(pipeline.analyze([folder / "trace.json.gz"], ceilings)))
+        point = summary(to_dict(pipeline.analyze([timeline_in(folder)], ceilings)))
     finally:
         pipeline.load_trace = real
     return recorded, point

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from membound.trace.capture_meta import timeline_in
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ceilings = Ceilings.load(FIXTURES / "h200_ceilings.json")
     for name in args.fixtures.split(","):
         d = FIXTURES / f"h200_real_{name}"
-        analyze([d / "trace.json.gz"], ceilings)
+        analyze([timeline_in(d)], ceilings)
         ctx = seen[-1]
         trace = ctx.trace
         r = Replay.from_trace(trace, ctx.steps)

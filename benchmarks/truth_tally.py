@@ -28,6 +28,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_truth  # noqa: E402
+from membound.trace.capture_meta import timeline_in  # noqa: E402
 
 
 def fixtures(only: list[str] | None = None) -> list[Path]:
@@ -46,7 +47,7 @@ def report_of(folder: Path, ceilings) -> dict:
     from membound.analysis import analyze
     from membound.report.json_report import to_dict
 
-    return bench_truth.report_fields(to_dict(analyze([folder / "trace.json.gz"], ceilings)))
+    return bench_truth.report_fields(to_dict(analyze([timeline_in(folder)], ceilings)))
 
 
 #: a call's diagnose run is "off" its baselines when membound's unprofiled step lies
@@ -230,7 +231,7 @@ def process_rows(folder: Path) -> list[dict]:
     from membound.trace.capture_meta import read_meta
 
     truth = json.loads((folder / "truth.json").read_text())
-    meta = read_meta(folder / "trace.json.gz") or {}
+    meta = read_meta(timeline_in(folder)) or {}
     diag = {
         w: (meta.get(f"{w}_per_step") or {}).get("unprofiled") or {} for w in ("process", "thread")
     }

@@ -14,6 +14,7 @@ import pytest
 
 from membound.analysis import analyze
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 #: batch 12 x 1024 tokens, GPT-2's vocabulary (padded) and width
@@ -25,7 +26,7 @@ CALLS = 12
 @pytest.fixture(scope="module")
 def analysis():
     return analyze(
-        [FIXTURES / "h200_real_gpt2_compiled" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_gpt2_compiled")],
         Ceilings.load(FIXTURES / "h200_ceilings_l2.json"),
     )
 

@@ -23,6 +23,7 @@ from membound.analysis.op_calls import call_column
 from membound.analysis.ops import join_calls
 from membound.analysis.pipeline import kernel_args_of
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from membound.trace.load import load_trace
 from support.paths import FIXTURES
 from support.tracebuilder import TraceBuilder
@@ -53,10 +54,10 @@ def _analysed(meta=None):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pipeline, "join_calls", keep)
         if meta is None:
-            a = analyze([RUN / "trace.json.gz"], ceil)
+            a = analyze([timeline_in(RUN)], ceil)
         else:
             ops = load_trace(RUN / "trace.ops.json.xz")
-            a = pipeline.analyze_trace(load_trace(RUN / "trace.json.gz"), ceil, meta, ops)
+            a = pipeline.analyze_trace(load_trace(timeline_in(RUN)), ceil, meta, ops)
     (calls,) = kept
     return a, calls
 

@@ -13,6 +13,7 @@ from membound.analysis.fixes import (
     pageable_fix,
     sync_fix,
 )
+from membound.trace.capture_meta import timeline_in
 from support import tracebuilder
 
 
@@ -125,7 +126,7 @@ def test_the_capture_meta_names_the_frameworks_the_fix_then_names(tmp_path, ceil
 
     monkeypatch.setitem(sys.modules, "transformers", types.ModuleType("transformers"))
     assert "transformers" in frameworks()
-    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", tmp_path)
+    shutil.copy(timeline_in(FIXTURES / "synthetic_input_pipeline"), tmp_path)
     (tmp_path / "capture.json").write_text(json.dumps({"frameworks": frameworks()}))
     a = analyze([tmp_path / "trace.json.gz"], ceilings)
     f = {x.code: x for x in a.findings}

@@ -14,6 +14,7 @@ import pytest
 
 from membound.analysis import analyze
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 
@@ -23,7 +24,7 @@ def h200():
 
 
 def _analysis(name, ceilings):
-    return analyze([FIXTURES / f"h200_real_{name}" / "trace.json.gz"], ceilings)
+    return analyze([timeline_in(FIXTURES / f"h200_real_{name}")], ceilings)
 
 
 def _rows(a):

@@ -10,6 +10,7 @@ import pytest
 
 from membound.analysis import analyze
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from membound.trace.graph_ops import SYNTHETIC_TID, attach, captured
 from membound.trace.load import load_trace
 from membound.trace.model import GRAPH_LAUNCH
@@ -97,7 +98,7 @@ def test_graphed_planted_loop_is_costed_and_not_launch_bound(h200):
     from the capture, the GPU time is 99.7% costed (the same loop recorded without its
     capture: 0.35%, tests/analysis/test_cuda_graphs.py), tanh's bytes are the hand count, and
     the loop that is launch-bound eager (h200_launch_bound: 5.91 ms/step) is not."""
-    a = analyze([FIXTURES / "h200_launch_bound_graphed_run2" / "trace.json.gz"], h200)
+    a = analyze([timeline_in(FIXTURES / "h200_launch_bound_graphed_run2")], h200)
     assert any("3 of 3 CUDA-graph replays costed" in n and "873 kernels" in n for n in a.notes)
     assert a.ops_costed_fraction == pytest.approx(0.9971, abs=1e-4)
     assert not any("count as uncosted" in n for n in a.notes)
@@ -120,7 +121,7 @@ def test_reduce_overhead_gpt2_is_costed_from_its_captures(h200):
     clipping's foreach ops were costed from the parameters, 2026-12-04). Inductor's kernels
     keep their names and arguments: `_to_copy_add` reads a bf16 and an fp32 50304 x 768
     tensor and writes an fp32 one, 10 bytes an element. No launch-bound on graphed code."""
-    a = analyze([FIXTURES / "h200_real_gpt2_reduce_overhead" / "trace.json.gz"], h200)
+    a = analyze([timeline_in(FIXTURES / "h200_real_gpt2_reduce_overhead")], h200)
     assert any("16 of 16 CUDA-graph replays costed" in n for n in a.notes)
     assert a.ops_costed_fraction == pytest.approx(0.9979, abs=1e-4)
     rows = {r.name: r for r in a.ops}
@@ -142,9 +143,10 @@ def test_without_its_capture_files_the_replays_count_as_uncosted(tmp_path, h200)
     assert a.ops_costed_fraction < 0.2
     assert any("CUDA-graph replays" in n and "uncosted" in n for n in a.notes)
     gpt2 = FIXTURES / "h200_real_gpt2_reduce_overhead"
-    for name in ("capture.json", "trace.json.gz", "trace.ops.json.xz"):
+    (tmp_path / "trace.json.gz").unlink()
+    for name in ("capture.json", timeline_in(gpt2).name, "trace.ops.json.xz"):
         (tmp_path / name).write_bytes((gpt2 / name).read_bytes())
-    b = analyze([tmp_path / "trace.json.gz"], h200)
+    b = analyze([timeline_in(tmp_path)], h200)
     assert b.ops_costed_fraction == pytest.approx(0.0677, abs=1e-4)
 
 
@@ -152,7 +154,7 @@ def test_fused_adamw_is_charged_for_the_updates_its_windows_hold(h200):
     """The ops pass of the reduce-overhead run has 3 step windows but the optimizer's kernels
     in only 2 (the last window ends before its update): 124.48 M fp32 parameters x 7 passes x
     4 bytes x 2 updates, not x 3 (which put fused AdamW at 120% of the HBM roof)."""
-    a = analyze([FIXTURES / "h200_real_gpt2_reduce_overhead" / "trace.json.gz"], h200)
+    a = analyze([timeline_in(FIXTURES / "h200_real_gpt2_reduce_overhead")], h200)
     adam = next(r for r in a.ops if r.name == "aten::_fused_adamw_")
     assert adam.bytes == pytest.approx(124.48e6 * 7 * 4 * 2, rel=1e-3)
     assert adam.achieved_bandwidth_fraction < 1.0

@@ -11,6 +11,8 @@ from membound.analysis import analyze, analyze_trace
 from membound.analysis.sanity import check_report
 from membound.errors import BadInput
 from membound.report.json_report import to_dict
+from membound.trace.capture_meta import timeline_in
+from membound.trace.files import open_trace
 from membound.trace.load import load_trace
 from membound.trace.model import KERNEL
 from support import tracebuilder
@@ -328,13 +330,12 @@ def test_lost_runtime_calls_keep_the_host_windows(tmp_path):
     """GPU activity whose launch call is not in the trace is the pre-capture backlog only
     before the first activity launched inside the capture; found by the fuzz suite: with
     every cuda_runtime ts null, the 4 steps of h200_memory_bound_op all became 0 ms."""
-    import gzip
     import json
 
     from membound.analysis import analyze
     from support.paths import FIXTURES
 
-    doc = json.loads(gzip.open(FIXTURES / "h200_memory_bound_op" / "trace.json.gz").read())
+    doc = json.loads(open_trace(timeline_in(FIXTURES / "h200_memory_bound_op")).read())
     for e in doc["traceEvents"]:
         if isinstance(e, dict) and e.get("cat") == "cuda_runtime":
             e["ts"] = None

@@ -22,7 +22,7 @@ import pytest
 from membound.analysis import analyze
 from membound.analysis.pipeline import analyze_trace
 from membound.device.ceilings import Ceilings
-from membound.trace.capture_meta import read_meta
+from membound.trace.capture_meta import read_meta, timeline_in
 from membound.trace.load import load_trace
 from support.paths import FIXTURES
 
@@ -48,10 +48,10 @@ def ceilings():
 
 def _analyse(name, ceilings, cost):
     d = FIXTURES / name
-    meta = read_meta(d / "trace.json.gz")
+    meta = read_meta(timeline_in(d))
     if cost is not None:
         meta = {**meta, "norm_host_cost": cost}
-    trace, ops = load_trace(d / "trace.json.gz"), load_trace(d / "trace.ops.json.xz")
+    trace, ops = load_trace(timeline_in(d)), load_trace(d / "trace.ops.json.xz")
     return analyze_trace(trace, ceilings, meta, ops, ceilings_origin="given")
 
 
@@ -114,7 +114,7 @@ def test_more_host_time_per_call_predicts_less(ceilings):
 
 @pytest.mark.parametrize("name", ["h200_real_gpt2", "h200_real_gpt2_run3"])
 def test_without_a_measurement_the_report_is_unchanged(ceilings, name):
-    plain = analyze([FIXTURES / name / "trace.json.gz"], ceilings)
+    plain = analyze([timeline_in(FIXTURES / name)], ceilings)
     failed = _analyse(name, ceilings, {"error": "the probe took longer than 60 s"})
     for a in (plain, failed):
         assert not any("norm_whatif" in f.evidence for f in a.findings)
@@ -148,7 +148,7 @@ def test_out_of_sample_run_with_the_cost_measured_by_diagnose(ceilings):
     norm variant took 468 us of host per fwd+bwd against 185 for the norm alone, which makes
     the fused kernel's extra host cost look small (132 us per call against swap's 235)."""
     name = "h200_real_gpt2_run7"
-    a = analyze([FIXTURES / name / "trace.json.gz"], ceilings)
+    a = analyze([timeline_in(FIXTURES / name)], ceilings)
     w = _whatif(a)
     assert w["swap_norms_ms_per_step"] == pytest.approx(-19.10, abs=0.5)
     assert w["fused_add_norm_ms_per_step"] == pytest.approx(-2.23, abs=0.5)
@@ -174,7 +174,7 @@ def test_out_of_sample_run_with_the_gradients_returned(ceilings):
     against 15 in run7): the replay still under-counts what the fused kernel's host time
     costs a loop whose host only just keeps ahead."""
     name = "h200_real_gpt2_run8"
-    a = analyze([FIXTURES / name / "trace.json.gz"], ceilings)
+    a = analyze([timeline_in(FIXTURES / name)], ceilings)
     w = _whatif(a)
     assert w["swap_norms_ms_per_step"] == pytest.approx(-23.15, abs=0.5)
     assert w["fused_add_norm_ms_per_step"] == pytest.approx(-18.57, abs=0.5)

@@ -13,6 +13,7 @@ import pytest
 from membound.analysis import analyze
 from membound.analysis.roofline import call_memory_roof, hbm_rate, memory_roof, place
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 # a toy device: copy 1 TB/s, fill 1.5, add (2 : 1) 1.2, sum 1.4 TB/s; 100 TFLOP/s bf16
@@ -196,7 +197,7 @@ def test_the_recorded_h200_ceilings_place_a_real_trace_as_before():
     c = Ceilings.load(FIXTURES / "h200_ceilings_l2.json")
     assert c.read_mix_bandwidth is None and c.write_bandwidth > c.memory_bandwidth
     assert c.read_bandwidth < c.memory_bandwidth
-    trace = [FIXTURES / "h200_real_gpt2" / "trace.json.gz"]
+    trace = [timeline_in(FIXTURES / "h200_real_gpt2")]
     rows = {r.name: r for r in analyze(trace, c).ops}
     held = [r for r in rows.values() if r.bound == "memory" and r.memory_roof == "dram"]
     assert len(held) >= 5

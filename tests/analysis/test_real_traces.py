@@ -14,12 +14,13 @@ import pytest
 
 from membound.analysis import analyze
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 
 def _analysis(name):
     ceilings = Ceilings.load(FIXTURES / "h200_ceilings.json")
-    return analyze([FIXTURES / f"h200_real_{name}" / "trace.json.gz"], ceilings)
+    return analyze([timeline_in(FIXTURES / f"h200_real_{name}")], ceilings)
 
 
 def _truth(name):

@@ -12,6 +12,7 @@ import pytest
 from membound.analysis import analyze
 from membound.analysis.remedies import REMEDIES, combined, remedies, remedies_of
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 #: bench_truth's interventions -> the remedies they apply
@@ -92,7 +93,7 @@ def test_ranked_sums_once_and_caps_at_the_step():
 
 def _truth_check(name):
     a = analyze(
-        [FIXTURES / f"h200_real_{name}" / "trace.json.gz"],
+        [timeline_in(FIXTURES / f"h200_real_{name}")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     truth = json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())
@@ -141,7 +142,7 @@ def test_report_json_and_terminal_carry_the_remedies():
     from membound.report.terminal import render_list
 
     a = analyze(
-        [FIXTURES / "h200_real_resnet50_fp32" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_resnet50_fp32")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     doc = to_dict(a)
@@ -185,7 +186,7 @@ def test_gpt2_compile_predicted_by_the_ops_below_their_roof():
     bf16 storage, 31.56 applied alone, ranks above it: on runs 5 and 6 it measured 27.78 and
     28.86 against compile's 30.41, the two within 10% of each other there too."""
     a = analyze(
-        [FIXTURES / "h200_real_gpt2" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_gpt2")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     top = a.findings[0]
@@ -256,7 +257,7 @@ def test_hf_trainer_llama_written_out_rmsnorm_predicts_swap_norms_and_compile():
     (0) and compile's was 12.43; with the norms' whole time in, compile's is 13.42 against
     17.26 measured: within tolerance."""
     a = analyze(
-        [FIXTURES / "h200_real_hf_trainer_llama" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_hf_trainer_llama")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     norm = next(f for f in a.findings if f.evidence.get("norm_written_out"))
@@ -316,7 +317,7 @@ def test_third_run_on_a_slower_host_norm_kernels_not_offered_where_the_host_has_
       being 7.71 ms/step); compile 21.38 vs 18.97 (within). The first baseline (51.51
       against 43.63 and 44.23) inflates every saving by ~2.5 ms."""
     gpt2 = analyze(
-        [FIXTURES / "h200_real_gpt2_run3" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_gpt2_run3")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     assert gpt2.timing.overhead_fraction == pytest.approx(0.1847, abs=1e-3)
@@ -332,7 +333,7 @@ def test_third_run_on_a_slower_host_norm_kernels_not_offered_where_the_host_has_
     assert got["swap-norms"][0] < -40 and got["swap-norms"][1] == 0.0
     # the first run, whose host had headroom, keeps its FusedAddLayerNorm remedy
     first = analyze(
-        [FIXTURES / "h200_real_gpt2" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_gpt2")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     assert "fused_add_norm" in [r.key for r in remedies(first.findings, first.reference_step_ms)]
@@ -377,7 +378,7 @@ def test_compiled_gpt2_truth_small_fixes_and_no_large_finding():
     (within); swap_norms before compiling cost 46.4, with the custom
     op traced (now the plain ops are: 109.62 vs 109.46 in a later call)."""
     a = analyze(
-        [FIXTURES / "h200_real_gpt2_compiled" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_gpt2_compiled")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     assert all(f.share_of_step < 0.10 for f in a.findings)
@@ -401,7 +402,7 @@ def test_resnet50_fp32_compile_measured_on_a_fresh_run():
     assert measured == pytest.approx(22.06, abs=0.01)
     assert _within(measured, predicted) and predicted == pytest.approx(23.23, abs=0.05)
     a = analyze(
-        [FIXTURES / "h200_real_resnet50_fp32_run4" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_resnet50_fp32_run4")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     assert remedies(a.findings, a.reference_step_ms)[0].key == "compile"
@@ -428,7 +429,7 @@ def test_bf16_storage_predicts_what_bf16_weights_save():
         assert _within(m, p), name
     # the finding itself keeps its non-overlapping share (one kernel's time in one finding)
     a = analyze(
-        [FIXTURES / "h200_real_gpt2_run5" / "trace.json.gz"],
+        [timeline_in(FIXTURES / "h200_real_gpt2_run5")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     f = next(f for f in a.findings if f.code == "fp32-storage")

@@ -12,6 +12,7 @@ from membound.analysis import analyze
 from membound.analysis.replay import Replay, kernel_label
 from membound.analysis.result import Step
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from membound.trace.load import load_trace
 from support.paths import FIXTURES
 from support.tracebuilder import TraceBuilder
@@ -110,7 +111,7 @@ def test_kernel_labels_are_short():
 # ------------------------------------------------------------------ recorded H200 runs
 def _host_sync(name):
     a = analyze(
-        [FIXTURES / f"h200_real_{name}" / "trace.json.gz"],
+        [timeline_in(FIXTURES / f"h200_real_{name}")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),
     )
     truth = json.loads((FIXTURES / f"h200_real_{name}" / "truth.json").read_text())

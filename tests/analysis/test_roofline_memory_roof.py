@@ -13,6 +13,7 @@ from membound.analysis import analyze
 from membound.analysis.roofline import L2_FIT, call_memory_roof, memory_roof, place
 from membound.demos import recorded_ceilings
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 # a toy device: HBM copy 1 TB/s, fills 1.5 TB/s, L2 4 TB/s over 50 MB; 100 TFLOP/s bf16
@@ -105,7 +106,7 @@ def _traces_until_dec02():
     import glob
 
     return sorted(
-        t for t in glob.glob(str(FIXTURES / "h200_*" / "trace.json.gz"))
+        t for t in glob.glob(str(FIXTURES / "h200_*" / "trace.json.*"))
         if t.split("/")[-2] not in LATER
     )  # fmt: skip
 
@@ -138,7 +139,7 @@ def _with_l2(c: Ceilings) -> Ceilings:
 @pytest.mark.parametrize("scenario", sorted(ABOVE_HBM))
 def test_small_memory_ops_of_h200_traces_are_below_an_l2_roof(scenario):
     hbm = recorded_ceilings()
-    trace = FIXTURES / scenario / "trace.json.gz"
+    trace = timeline_in(FIXTURES / scenario)
     before = {r.name: r for r in analyze(trace, hbm).ops}
     after = {r.name: r for r in analyze(trace, _with_l2(hbm)).ops}
     for name, (mb, roof) in ABOVE_HBM[scenario].items():
@@ -168,7 +169,7 @@ def test_small_memory_ops_of_h200_traces_are_below_an_l2_roof(scenario):
 def test_the_report_json_names_the_roof_and_no_l2_op_is_above_it():
     from membound.report.json_report import to_dict
 
-    trace = FIXTURES / "h200_input_starved" / "trace.json.gz"
+    trace = timeline_in(FIXTURES / "h200_input_starved")
     a = analyze(trace, _with_l2(recorded_ceilings()))
     data = json.loads(json.dumps(to_dict(a)))
     rows = {r["name"]: r for r in data["ops"]}
@@ -285,7 +286,7 @@ def test_an_expanded_index_costs_its_real_extent():
     recorded strides (`analysis.ops._Costs`)."""
     from membound.device.ceilings import Ceilings as C
 
-    a = analyze([FIXTURES / "h200_real_gpt2_run3" / "trace.json.gz"],
+    a = analyze([timeline_in(FIXTURES / "h200_real_gpt2_run3")],
                 C.load(FIXTURES / "h200_ceilings.json"))  # fmt: skip
     g = next(r for r in a.ops if r.name == "aten::gather")
     big = 12288 * 768 * 4 * 2 + 12288 * 8  # rows read + written, the index once
@@ -309,13 +310,13 @@ def test_burst_matmul_ceilings_hold_the_recorded_models_matmuls():
     assert max(r["burst_flops"] for r in bf16) > 1.1 * max(r["flops"] for r in bf16)
     for name in ("real_gpt2_run4", "real_gpt2_compiled_run2", "real_hf_trainer_llama_run4",
                  "real_resnet50_fp32_run4"):  # fmt: skip
-        a = analyze([FIXTURES / f"h200_{name}" / "trace.json.gz"], c)
+        a = analyze([timeline_in(FIXTURES / f"h200_{name}")], c)
         mm = [r for r in a.ops if r.bound == "compute"]
         assert mm, name
         assert all((r.achieved_flops_fraction or 0) <= 1.0 for r in mm), name
     old = Ceilings.load(FIXTURES / "h200_ceilings_readmix.json")
-    a = analyze([FIXTURES / "h200_real_gpt2_run4" / "trace.json.gz"], old)
+    a = analyze([timeline_in(FIXTURES / "h200_real_gpt2_run4")], old)
     assert max(r.achieved_flops_fraction or 0 for r in a.ops if r.name == "aten::mm") > 1.0
-    h = analyze([FIXTURES / "h200_healthy" / "trace.json.gz"], c)
+    h = analyze([timeline_in(FIXTURES / "h200_healthy")], c)
     top = max(r.achieved_flops_fraction or 0 for r in h.ops if r.bound == "compute")
     assert 1.0 < top < 1.02

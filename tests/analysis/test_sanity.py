@@ -11,6 +11,7 @@ import pytest
 from membound.analysis import analyze
 from membound.analysis.sanity import check_report
 from membound.report.json_report import to_dict
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 SANE = {
@@ -125,12 +126,12 @@ def test_not_a_report():
 
 
 @pytest.mark.parametrize(
-    "name", sorted(p.parent.name for p in FIXTURES.glob("*/trace.json.gz")), ids=str
+    "name", sorted(p.parent.name for p in FIXTURES.glob("*/trace.json.*")), ids=str
 )
 def test_every_fixture_report_is_sane(name):
     # before the shares were cut to the analysed steps, 11 of these failed (ops' shares of GPU
     # time adding up to 1.004-1.036, aten::mm of h200_healthy_bf16 at 1.0007)
-    assert check_report(to_dict(analyze([FIXTURES / name / "trace.json.gz"]))) == []
+    assert check_report(to_dict(analyze([timeline_in(FIXTURES / name)]))) == []
 
 
 def test_a_predicted_loss_of_the_norm_what_if_is_not_a_negative_time():

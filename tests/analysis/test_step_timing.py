@@ -13,6 +13,7 @@ from membound.analysis import analyze
 from membound.analysis.result import Step
 from membound.analysis.step_timing import StepTiming, remove_profiler_idle
 from membound.report.json_report import to_dict
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 PIPELINE = {"dataloader": 1.0, "pageable_copy": 0.91, "copy": 0.0, "sync": 0.48, "launch": 0.0,
@@ -125,7 +126,7 @@ def test_idle_never_adds_up_to_more_than_the_unprofiled_step_minus_busy():
 
 
 def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings):
-    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", tmp_path)
+    shutil.copy(timeline_in(FIXTURES / "synthetic_input_pipeline"), tmp_path)
     times = {"unprofiled": [4.0, 4.0, 3.0, 5.0], "profiled": [5.0, 5.0], "after": [4.0, 5.0]}
     (tmp_path / "capture.json").write_text(json.dumps({"step_times_ms": times}))
     a = analyze([tmp_path / "trace.json.gz"], ceilings)
@@ -146,7 +147,7 @@ def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings)
     # the same trace without membound's capture meta: the trace's own step, nothing moved
     other = tmp_path / "elsewhere"
     other.mkdir()
-    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", other / "t.json.gz")
+    shutil.copy(timeline_in(FIXTURES / "synthetic_input_pipeline"), other / "t.json.gz")
     b = analyze([other / "t.json.gz"], ceilings)
     assert b.unprofiled_step_ms is None and to_dict(b)["profiler_overhead_fraction"] is None
     assert b.idle_breakdown["profiler"] == 0.0
@@ -157,7 +158,7 @@ def test_analysis_refers_every_saving_to_the_unprofiled_step(tmp_path, ceilings)
 
 def test_a_partial_last_step_never_counts(tmp_path, ceilings):
     """The run ended inside the third recorded step: the capture kept 2, the trace marks 3."""
-    shutil.copy(FIXTURES / "synthetic_input_pipeline" / "trace.json.gz", tmp_path)
+    shutil.copy(timeline_in(FIXTURES / "synthetic_input_pipeline"), tmp_path)
     (tmp_path / "capture.json").write_text(
         json.dumps(
             {
@@ -202,7 +203,7 @@ def test_graphed_loop_recorded_on_the_h200_refers_to_the_profiled_step(ceilings)
     graphed steps profiled 0.79 ms (plain timer, 200 steps: 1.15 ms; eager: 4.96 ms). Once
     graphed there is no launch-bound finding, where the same loop eager (recorded in the same
     call) has launch-bound on top at 73% of its step."""
-    graphed = analyze([FIXTURES / "h200_launch_bound_graphed" / "trace.json.gz"], ceilings)
+    graphed = analyze([timeline_in(FIXTURES / "h200_launch_bound_graphed")], ceilings)
     assert graphed.timing is None and graphed.unprofiled_step_ms is None
     # its 4th recorded step holds no GPU work (the replay ran after the trace ended): left out
     assert [s.kernels for s in graphed.steps] == [292, 292, 292]
@@ -210,7 +211,7 @@ def test_graphed_loop_recorded_on_the_h200_refers_to_the_profiled_step(ceilings)
     assert any("still warming up" in n for n in graphed.notes)
     assert any("1 step without GPU work at the end left out" in n for n in graphed.notes)
     assert "launch-bound" not in {f.code for f in graphed.findings}
-    eager = analyze([FIXTURES / "h200_launch_bound_run2" / "trace.json.gz"], ceilings)
+    eager = analyze([timeline_in(FIXTURES / "h200_launch_bound_run2")], ceilings)
     assert eager.unprofiled_step_ms == pytest.approx(4.2055, rel=1e-3)
     top = eager.findings[0]
     assert top.code == "launch-bound" and top.time_lost_ms_per_step == pytest.approx(
@@ -236,7 +237,7 @@ def test_profiled_steps_still_getting_faster_are_said():
 
 
 def test_the_recorded_vit_says_its_overhead_was_still_settling(ceilings):
-    a = analyze([FIXTURES / "h200_real_vit_timm_oos3" / "trace.json.gz"], ceilings)
+    a = analyze([timeline_in(FIXTURES / "h200_real_vit_timm_oos3")], ceilings)
     assert any("still getting faster (77.5 -> 64.6 ms)" in n for n in a.notes)
-    t5 = analyze([FIXTURES / "h200_real_t5_seq2seq_oos1" / "trace.json.gz"], ceilings)
+    t5 = analyze([timeline_in(FIXTURES / "h200_real_t5_seq2seq_oos1")], ceilings)
     assert not any("getting faster" in n for n in t5.notes)

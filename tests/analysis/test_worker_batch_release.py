@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from membound.analysis import analyze
+from membound.trace.capture_meta import timeline_in
 from membound.trace.loader_probe import META_KEY
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -25,7 +26,7 @@ def _with_measurement(tmp_path, fixture: str, moved: float | None) -> Path:
         meta = json.loads((dst / "capture.json").read_text())
         meta[META_KEY] = {"release_moved_ms": moved, "pageable": {}, "pinned": {}}
         (dst / "capture.json").write_text(json.dumps(meta))
-    return dst / "trace.json.gz"
+    return timeline_in(dst)
 
 
 def _pageable(trace, ceilings):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from membound.trace.capture_meta import timeline_in
 from support.paths import benchmark
 
 FAKE = Path(__file__).resolve().parent / "fake_real_script.py"
@@ -406,7 +407,7 @@ def _real_report(tmp_path) -> Path:
     from support.paths import FIXTURES as fixtures
 
     a = analyze(
-        [fixtures / "h200_real_lightning_fit_run5" / "trace.json.gz"],
+        [timeline_in(fixtures / "h200_real_lightning_fit_run5")],
         Ceilings.load(fixtures / "h200_ceilings.json"),
     )
     path = tmp_path / "report.json"

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES, benchmark
 
 
@@ -37,9 +38,7 @@ def test_pace_of_a_recorded_gpt2_run():
     unprofiled, 184.2 profiled) on 130.9 ms of GPU work a step,
     its host ~26.5 us from one launch to the next on the same thread (the first run's 13.4)."""
     d = FIXTURES / "h200_real_gpt2_run7"
-    row = benchmark("host_pace").pace(
-        d / "trace.json.gz", json.loads((d / "capture.json").read_text())
-    )
+    row = benchmark("host_pace").pace(timeline_in(d), json.loads((d / "capture.json").read_text()))
     assert row["unprofiled_ms"] == pytest.approx(133.445) and row["profiled_ms"] == pytest.approx(
         184.2428
     )

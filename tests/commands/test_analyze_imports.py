@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES, ROOT
 
 PROBE = """
@@ -21,7 +22,7 @@ print(json.dumps({"code": code, "s": time.perf_counter() - t0,
 
 
 def test_membound_analyze_imports_no_torch(tmp_path):
-    trace = FIXTURES / "h200_pageable_copy" / "trace.json.gz"
+    trace = timeline_in(FIXTURES / "h200_pageable_copy")
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(trace), str(tmp_path / "r.json")],

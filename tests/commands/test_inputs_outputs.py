@@ -16,10 +16,11 @@ import membound.analysis
 from membound.cli import main
 from membound.errors import BadInput
 from membound.outputs import output_dir, output_file, per_input, unique_labels
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
-PIPELINE = FIXTURES / "synthetic_input_pipeline" / "trace.json.gz"
-LAUNCH = FIXTURES / "synthetic_launch_bound" / "trace.json.gz"
+PIPELINE = timeline_in(FIXTURES / "synthetic_input_pipeline")
+LAUNCH = timeline_in(FIXTURES / "synthetic_launch_bound")
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
 

@@ -3,7 +3,6 @@ dtypes from the kernels, and the SGD step of the H200 fixtures."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import warnings
 
@@ -21,6 +20,8 @@ from membound.cost.formulas.foreach import (
 )
 from membound.cost.formulas.pointwise import FLOPS_PER_ELEMENT
 from membound.cost.trace_args import parse_tensor_list
+from membound.trace.capture_meta import timeline_in
+from membound.trace.files import open_trace
 from support.paths import FIXTURES, H200_CEILINGS
 
 # odd shapes: 369 + 341 + 15 elements
@@ -311,7 +312,7 @@ def _foreach_calls(scenario: str):
     """Each `_foreach_add_` event of a fixture with the names of the kernels it launched,
     joined here from the raw events: the runtime launches inside the op's span on its
     thread, then the kernels of their correlation ids."""
-    with gzip.open(FIXTURES / scenario / "trace.json.gz") as fh:
+    with open_trace(timeline_in(FIXTURES / scenario)) as fh:
         events = json.load(fh)["traceEvents"]
     ops = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::_foreach_add_"]
     launches = [e for e in events if e.get("cat") == "cuda_runtime"]
@@ -350,7 +351,7 @@ def test_fixture_costed_fraction_reaches_98_percent(scenario):
     from membound.analysis import analyze
     from membound.device.ceilings import Ceilings
 
-    a = analyze(FIXTURES / scenario / "trace.json.gz", Ceilings.load(H200_CEILINGS))
+    a = analyze(timeline_in(FIXTURES / scenario), Ceilings.load(H200_CEILINGS))
     assert a.ops_costed_fraction >= 0.98
     (row,) = [r for r in a.ops if r.name == "aten::_foreach_add_"]
     params, dtype = SGD[scenario]

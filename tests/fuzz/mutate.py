@@ -23,6 +23,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from membound.trace.capture_meta import timeline_in
+from membound.trace.files import open_trace
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 #: the recorded traces the mutations start from, with how many events of each to keep (small
@@ -94,7 +97,7 @@ class Mutation:
 
 @cache
 def base_trace(name: str) -> dict:
-    doc = json.loads(gzip.decompress((FIXTURES / name / "trace.json.gz").read_bytes()))
+    doc = json.loads(open_trace(timeline_in(FIXTURES / name)).read())
     keep = BASES[name]
     if keep is not None:
         doc["traceEvents"] = doc["traceEvents"][:keep]

@@ -12,11 +12,12 @@ from membound.analysis import analyze
 from membound.device.ceilings import Ceilings
 from membound.report import html, json_report
 from membound.report.ceilings import render, ridge_key
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 
 def test_cpu_only_json_and_html():
-    a = analyze([FIXTURES / "cpu_only" / "trace.json.gz"])
+    a = analyze([timeline_in(FIXTURES / "cpu_only")])
     d = json_report.to_dict(a)
     assert d["gpu_busy_fraction"] is None and d["step_shares"] is None
     for s in d["steps"]["per_step"]:

@@ -12,9 +12,10 @@ from membound.analysis import analyze
 from membound.demos import recorded_ceilings
 from membound.device.ceilings import Ceilings
 from membound.report.ceilings import ROOF_LEGEND, render, roof_mark, sweep_rows, sweep_table
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
-TRACE = FIXTURES / "h200_pageable_copy" / "trace.json.gz"
+TRACE = timeline_in(FIXTURES / "h200_pageable_copy")
 #: test values, not measurements (`tests/analysis/test_roofline_memory_roof.py`)
 TEST_L2 = {"l2_bandwidth": 8e12, "l2_bytes": 60 << 20}
 

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from membound.analysis import analyze
 from membound.report import ReportOptions, annotate, emit, html, json_report, terminal
+from membound.trace.capture_meta import timeline_in
 from support import tracebuilder
 from support.paths import FIXTURES
 
@@ -23,7 +24,7 @@ NAN = math.nan
 
 
 def _poisoned(name: str):
-    a = analyze([FIXTURES / name / "trace.json.gz"], tracebuilder.test_ceilings())
+    a = analyze([timeline_in(FIXTURES / name)], tracebuilder.test_ceilings())
     for s in a.steps:
         s.wall_ms, s.busy_ms, s.kernel_busy_ms, s.idle_ms = NAN, NAN, math.inf, NAN
         s.idle_by_cause = dict.fromkeys(s.idle_by_cause, NAN)
@@ -74,7 +75,7 @@ def test_html_prints_dashes_not_nan(poisoned, tmp_path):
 
 def test_json_has_no_nan_and_annotated_trace_is_valid_json(poisoned, tmp_path):
     json.dumps(json_report.to_dict(poisoned), allow_nan=False)
-    src = FIXTURES / poisoned.trace_path.split("/")[-2] / "trace.json.gz"
+    src = timeline_in(FIXTURES / poisoned.trace_path.split("/")[-2])
     out = annotate.write(poisoned, tmp_path / "a.json.gz", source=src)
     json.loads(gzip.decompress(out.read_bytes()), parse_constant=_reject)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from membound.analysis import analyze
 from membound.cost.trace_args import cost_of
+from membound.trace.capture_meta import timeline_in
 from support import tracebuilder
 from support.paths import FIXTURES
 
@@ -22,7 +23,7 @@ LN = cost_of(
 
 def run(name: str, ceilings):
     """The analysis of fixture `name` (tests/fixtures/<name>/trace.json.gz)."""
-    return analyze([FIXTURES / name / "trace.json.gz"], ceilings)
+    return analyze([timeline_in(FIXTURES / name)], ceilings)
 
 
 def by_code(analysis) -> dict:

@@ -5,6 +5,7 @@ rows of it (predicted against measured, per fix)."""
 from __future__ import annotations
 
 from membound.analysis import analyze
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES, benchmark
 
 truth_tally = benchmark("truth_tally")
@@ -17,4 +18,4 @@ def rows(name: str, ceilings) -> dict[str, dict]:
 
 def analysis(name: str, ceilings):
     """Today's analysis of fixture `h200_real_<name>`'s timeline trace."""
-    return analyze([FIXTURES / f"h200_real_{name}" / "trace.json.gz"], ceilings)
+    return analyze([timeline_in(FIXTURES / f"h200_real_{name}")], ceilings)

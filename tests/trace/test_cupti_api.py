@@ -14,7 +14,8 @@ import pytest
 from membound.errors import BadInput
 from membound.trace import cupti_api
 from membound.trace.capture import Capture
-from membound.trace.capture_meta import notes_from_meta
+from membound.trace.capture_meta import notes_from_meta, timeline_in
+from membound.trace.files import open_trace
 from membound.trace.kineto_names import _call_of, api_kept, api_name
 from membound.trace.model import OTHER_CALL
 
@@ -92,7 +93,7 @@ def test_no_call_the_analysis_classifies_is_switched_off(fixture):
     """Every runtime/driver record of a recorded H200 timeline that the analysis reads
     (launch, graph launch, sync, memcpy) or that launched GPU work is kept; what goes is
     only what it never reads."""
-    events = json.load(gzip.open(FIXTURES / fixture / "trace.json.gz"))["traceEvents"]
+    events = json.load(open_trace(timeline_in(FIXTURES / fixture)))["traceEvents"]
     launched = {
         (e.get("args") or {}).get("correlation")
         for e in events
@@ -374,7 +375,8 @@ def test_a_timeline_without_the_unread_calls_gives_the_same_report(fixture, tmp_
     src = FIXTURES / fixture
     dst = tmp_path / fixture
     shutil.copytree(src, dst)
-    doc = json.load(gzip.open(src / "trace.json.gz"))
+    doc = json.load(open_trace(timeline_in(src)))
+    (dst / timeline_in(src).name).unlink()  # rewritten as gzip below
     n = len(doc["traceEvents"])
     doc["traceEvents"] = [
         e
@@ -385,7 +387,7 @@ def test_a_timeline_without_the_unread_calls_gives_the_same_report(fixture, tmp_
     with gzip.open(dst / "trace.json.gz", "wt") as f:
         json.dump(doc, f)
     ceilings = Ceilings.load(FIXTURES / "h200_ceilings.json")
-    full, light = (to_dict(analyze([d / "trace.json.gz"], ceilings)) for d in (src, dst))
+    full, light = (to_dict(analyze([timeline_in(d)], ceilings)) for d in (src, dst))
     assert light["gpu_busy_fraction"] == full["gpu_busy_fraction"]
     assert light["idle_breakdown"] == pytest.approx(full["idle_breakdown"], abs=1e-9)
     for key, saving in (("findings", "time_lost_ms_per_step"), ("remedies", "saving_ms_per_step")):

@@ -15,6 +15,7 @@ import pytest
 from membound.errors import BadInput
 from membound.trace import jsonstream
 from membound.trace import kineto as kineto_mod
+from membound.trace.capture_meta import timeline_in
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, STEP, describe_dropped
 from support import tracebuilder
@@ -272,7 +273,7 @@ def test_input_strides_are_stored_and_interned(tmp_path):
 def test_real_trace_keeps_strides():
     from support.paths import FIXTURES
 
-    t = load_trace(FIXTURES / "cpu_only" / "trace.json.gz")
+    t = load_trace(timeline_in(FIXTURES / "cpu_only"))
     ops = np.flatnonzero(t.cpu.strides >= 0)
     assert len(ops) > 100
     i = int(ops[0])

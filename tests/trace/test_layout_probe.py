@@ -14,6 +14,7 @@ import torch
 
 from membound.analysis import analyze
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 from membound.trace.layout_probe import META_KEY, key_of, keys_of, main, measure, probe, ratios
 from membound.trace.load import load_trace
 from support.paths import FIXTURES, H200_CEILINGS
@@ -146,7 +147,7 @@ LINE = {
 
 
 def _capture(tmp_path, extra=None):
-    for name in ("trace.json.gz", "trace.ops.json.xz", "capture.steps.jsonl"):
+    for name in (timeline_in(SEG).name, "trace.ops.json.xz", "capture.steps.jsonl"):
         shutil.copy(SEG / name, tmp_path / name)
     meta = json.loads((SEG / "capture.json").read_text())
     meta.pop(META_KEY, None)
@@ -173,10 +174,10 @@ def test_keeps_the_measurement_in_the_meta(tmp_path):
 
 def test_nothing_to_measure_runs_nothing(tmp_path):
     src = FIXTURES / "h200_real_lightning_fit_run6"
-    for name in ("trace.json.gz", "trace.ops.json.xz"):
+    for name in (timeline_in(src).name, "trace.ops.json.xz"):
         shutil.copy(src / name, tmp_path / name)
     path = tmp_path / "capture.json"
-    path.write_text(json.dumps({"trace": "trace.json.gz", "ops_trace": "trace.ops.json.xz"}))
+    path.write_text(json.dumps({"trace": timeline_in(src).name, "ops_trace": "trace.ops.json.xz"}))
     said = probe(path, run=lambda *a, **k: pytest.fail("ran"))
     assert said.startswith("no NCHW interpolation")
 
@@ -229,9 +230,9 @@ def test_channels_last_predicted_from_the_measurement(tmp_path):
     steps, 13.45 ms/step, against the 16.28 of the gap (ratios planted, not measured:
     the H200's are for a device session)."""
     ceilings = Ceilings.load(H200_CEILINGS)
-    before = analyze([SEG / "trace.json.gz"], ceilings)
+    before = analyze([timeline_in(SEG)], ceilings)
     path = _capture(tmp_path, {META_KEY: LINE})
-    a = analyze([path.parent / "trace.json.gz"], ceilings)
+    a = analyze([timeline_in(path.parent)], ceilings)
 
     def upsample(x):
         (f,) = [f for f in x.findings if f.evidence.get("op") == BWD]

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from membound.trace.capture_meta import timeline_in
 from membound.trace.load import load_trace
 from membound.trace.loader_probe import META_KEY, batch_bytes, main, measure, probe
 from membound.trace.loader_probe import release_moved_ms as moved_of
@@ -32,15 +33,15 @@ LINE = {
 
 def _capture(tmp_path, fixture=LIGHTNING):
     """A capture folder holding the fixture's timeline trace and a meta naming it."""
-    shutil.copy(fixture / "trace.json.gz", tmp_path / "trace.json.gz")
+    shutil.copy(timeline_in(fixture), tmp_path / timeline_in(fixture).name)
     path = tmp_path / "capture.json"
-    path.write_text(json.dumps({"trace": "trace.json.gz"}))
+    path.write_text(json.dumps({"trace": timeline_in(fixture).name}))
     return path
 
 
 def test_the_batch_of_a_worker_fed_loader_copied_from_pageable_memory():
     """Lightning's batch: 64 x 3 x 224 x 224 fp32 images and 64 int64 labels a __next__."""
-    assert batch_bytes(load_trace(LIGHTNING / "trace.json.gz")) == 64 * 3 * 224 * 224 * 4 + 512
+    assert batch_bytes(load_trace(timeline_in(LIGHTNING))) == 64 * 3 * 224 * 224 * 4 + 512
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,7 @@ def test_the_batch_of_a_worker_fed_loader_copied_from_pageable_memory():
 )
 def test_no_batch_without_workers_or_without_pageable_copies(fixture):
     """ResNet-50 fp32 pins its batches; the tabular loop has no workers."""
-    assert batch_bytes(load_trace(FIXTURES / fixture / "trace.json.gz")) is None
+    assert batch_bytes(load_trace(timeline_in(FIXTURES / fixture))) is None
 
 
 def test_keeps_the_measurement_in_the_meta(tmp_path):

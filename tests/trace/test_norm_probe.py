@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from types import SimpleNamespace
 
+from membound.trace.capture_meta import timeline_in
 from membound.trace.load import load_trace
 from membound.trace.norm_probe import META_KEY, norm_shape, probe, probe_command
 from support.paths import FIXTURES
@@ -23,7 +24,7 @@ def test_finds_gpt2s_layernorm_shape():
 
 
 def test_a_gpu_only_trace_has_no_shape():
-    assert norm_shape(load_trace(FIXTURES / "h200_real_gpt2" / "trace.json.gz")) is None
+    assert norm_shape(load_trace(timeline_in(FIXTURES / "h200_real_gpt2"))) is None
 
 
 def _capture(tmp_path):
