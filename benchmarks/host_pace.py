@@ -57,14 +57,13 @@ def pace(trace: Path, meta: dict) -> dict | None:
         if "Launch" in e["name"]:
             by_thread[e.get("tid")].append(e)
     launches = [e for calls in by_thread.values() for e in calls]
-    gaps = [
-        b["ts"] - (a["ts"] + a.get("dur", 0))
-        for calls in by_thread.values()
-        for a, b in zip(calls, calls[1:], strict=False)
-    ]
+    per_thread_gaps = {tid: _gaps(calls) for tid, calls in by_thread.items()}
+    gaps = [g for thread_gaps in per_thread_gaps.values() for g in thread_gaps]
     launch = [e.get("dur", 0) for e in launches]
     steps = max(1, int(meta.get("steps_captured") or len(timing.profiled_ms)))
-    threads = {tid: _thread_pace(calls, steps) for tid, calls in by_thread.items()}
+    threads = {
+        tid: _thread_pace(calls, per_thread_gaps[tid], steps) for tid, calls in by_thread.items()
+    }
     gpu = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("cat") in GPU]
     busy_us = intervals.total(intervals.union(*zip(*gpu, strict=True))) if gpu else 0.0
     return {
@@ -73,7 +72,7 @@ def pace(trace: Path, meta: dict) -> dict | None:
         "overhead": timing.overhead_fraction,
         "busy_ms": busy_us / 1e3 / steps,
         "launch_us": statistics.median(launch) if launch else None,
-        "gap_us": statistics.median([g for g in gaps if g >= 0]) if gaps else None,
+        "gap_us": statistics.median(gaps) if gaps else None,
         "launches_per_step": len(launches) / steps,
         # per launching thread, busiest first (on CUDA, backward launches from PyTorch's
         # autograd thread, the forward and the syncs from the training thread)
@@ -86,12 +85,17 @@ def pace(trace: Path, meta: dict) -> dict | None:
 WORK_GAP_US = 200.0
 
 
-def _thread_pace(calls: list[dict], steps: int) -> dict:
+def _gaps(calls: list[dict]) -> list[float]:
+    """The gaps (µs) from each of one thread's launch calls' end to its next call's start,
+    overlaps left out."""
+    gaps = (b["ts"] - (a["ts"] + a.get("dur", 0)) for a, b in zip(calls, calls[1:], strict=False))
+    return [g for g in gaps if g >= 0]
+
+
+def _thread_pace(calls: list[dict], gaps: list[float], steps: int) -> dict:
     """One thread's launches per step, median launch call and median gap to its next launch
-    (µs), and per step the time inside its launch calls and in the gaps between them up to
-    `WORK_GAP_US` (ms): where its host work went while it launched."""
-    gaps = [b["ts"] - (a["ts"] + a.get("dur", 0)) for a, b in zip(calls, calls[1:], strict=False)]
-    gaps = [g for g in gaps if g >= 0]
+    (µs; `gaps`: `_gaps(calls)`), and per step the time inside its launch calls and in the
+    gaps between them up to `WORK_GAP_US` (ms): where its host work went while it launched."""
     return {
         "launches_per_step": len(calls) / steps,
         "launch_us": statistics.median(e.get("dur", 0) for e in calls),

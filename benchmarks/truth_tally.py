@@ -28,7 +28,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_truth  # noqa: E402
-from membound.trace.capture_meta import timeline_in  # noqa: E402
+from membound.trace.capture_meta import read_meta, timeline_in  # noqa: E402
 
 
 def fixtures(only: list[str] | None = None) -> list[Path]:
@@ -228,7 +228,6 @@ def process_rows(folder: Path) -> list[dict]:
     baseline's window mean). [] unless both sides recorded the figures (no fixture recorded
     before 2026-12-05 did)."""
     from membound.analysis.step_timing import StepTiming
-    from membound.trace.capture_meta import read_meta
 
     truth = json.loads((folder / "truth.json").read_text())
     meta = read_meta(timeline_in(folder)) or {}

@@ -136,35 +136,37 @@ def frameworks() -> list[str]:
     return [name for name in FRAMEWORKS if name in sys.modules]
 
 
-#: how a capture's trace may be stored since: as written, recompressed, decompressed
-_STORED = (".gz", ".xz", "")
+def _stored_names(rank: int | None) -> tuple[str, ...]:
+    """The names a capture's timeline may be stored under since: as written, recompressed to
+    xz, decompressed (in that order)."""
+    from membound.trace.distributed import trace_name
+
+    written = trace_name(rank).removesuffix(".gz")
+    return tuple(written + suffix for suffix in (".gz", ".xz", ""))
 
 
 def timeline_in(folder: str | os.PathLike, rank: int | None = None) -> Path:
     """The timeline trace membound's capture wrote in `folder` (`trace.json.gz`), or the same
     recompressed to xz or decompressed (`read_meta` finds the meta beside each); the name as
     written where none of them is there."""
-    from membound.trace.distributed import trace_name
-
-    written = trace_name(rank).removesuffix(".gz")
-    for suffix in _STORED:
-        path = Path(folder) / (written + suffix)
+    names = _stored_names(rank)
+    for name in names:
+        path = Path(folder) / name
         if path.is_file():
             return path
-    return Path(folder) / (written + ".gz")
+    return Path(folder) / names[0]
 
 
 def read_meta(trace_path: str | os.PathLike) -> dict[str, Any] | None:
     """The capture meta (`capture.json`, `capture.rank{R}.json`) written beside a trace by
     membound's capture, or None (a trace from elsewhere, or an unreadable meta)."""
-    from membound.trace.distributed import meta_name, rank_of_path, trace_name
+    from membound.trace.distributed import meta_name, rank_of_path
 
     path = Path(trace_path)
     rank = rank_of_path(path)
     # the name membound's capture gave it, recompressed or not (`trace.json.xz`: a third
     # smaller, as the test fixtures keep theirs; `trace.json`: decompressed)
-    written = trace_name(rank).removesuffix(".gz")
-    if path.name not in {written + suffix for suffix in _STORED}:
+    if path.name not in _stored_names(rank):
         return None  # not a file membound's capture named
     try:
         meta = json.loads((path.parent / meta_name(rank)).read_text())
