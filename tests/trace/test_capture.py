@@ -40,9 +40,11 @@ def model_opt():
 def _no_lingering_hooks():
     hooks_before = len(_global_optimizer_post_hooks)
     next_before = _BaseDataLoaderIter.__dict__["__next__"]
+    zero_grad_before = torch.nn.Module.__dict__["zero_grad"]
     yield
     assert len(_global_optimizer_post_hooks) == hooks_before
     assert _BaseDataLoaderIter.__dict__["__next__"] is next_before
+    assert torch.nn.Module.__dict__["zero_grad"] is zero_grad_before
     assert cap.active() is None
 
 
@@ -192,6 +194,71 @@ def test_gradient_accumulation_hands_over_to_the_optimizer(tmp_path, model_opt):
         assert p.complete
     assert p.source == "optimizer"
     assert any("switched from dataloader to optimizer after 3 step(s)." in n for n in p.notes)
+    assert len(step_markers(p.trace_path)) == 3
+
+
+def manual_iteration(model, lr=0.01, micro=1):
+    """The word-language-model example's update: no optimizer, no DataLoader."""
+    model.zero_grad()
+    for _ in range(micro):
+        model(torch.randn(4, 8)).sum().backward()
+    for q in model.parameters():
+        q.data.add_(q.grad, alpha=-lr)
+
+
+def test_hand_written_update_steps_on_the_models_zero_grad(tmp_path):
+    """No optimizer and no DataLoader (the LSTM example found no step on the H100): the
+    model's zero_grad marks the iteration, from its second call, one boundary per
+    iteration however many micro-batches it accumulates; the steps after are timed too."""
+    model = torch.nn.Linear(8, 8)
+    with membound.profile(steps=3, wait=2, warmup=1, out=tmp_path) as p:
+        assert torch.nn.Module.__dict__["zero_grad"].__wrapped__  # patched while active
+        for _ in range(7):
+            manual_iteration(model, micro=3)
+        assert p.complete and p.steps_taken == 6  # 7 calls: the first only arms it
+        for _ in range(4):  # the steps timed after the capture, then it lets go
+            manual_iteration(model, micro=3)
+        assert cap.active() is None
+    assert p.source == "zero_grad" and p.notes == []
+    assert step_markers(p.trace_path) == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]
+    meta = json.loads((tmp_path / "capture.json").read_text())
+    assert meta["step_source"] == "zero_grad"
+    assert len(meta["step_times_ms"]["after"]) == 3
+    assert any("zero_grad" in n for n in p.capture_notes())
+
+
+def test_an_optimizer_loop_never_steps_on_zero_grad(tmp_path, model_opt):
+    """model.zero_grad() beside an optimizer, with gradient accumulation and no DataLoader
+    (nanoGPT's loop): the optimizer marks every step and nothing switches."""
+    model, opt = model_opt
+    with membound.profile(steps=2, wait=1, warmup=1, out=tmp_path) as p:
+        for _ in range(4):
+            model.zero_grad()
+            for _ in range(4):
+                model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+    assert p.source == "optimizer" and p.notes == []
+    assert p.complete and len(step_markers(p.trace_path)) == 2
+
+
+def test_only_the_first_modules_zero_grad_marks_the_iteration(tmp_path):
+    enc, dec = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+    with membound.profile(steps=2, wait=1, warmup=1, out=tmp_path) as p:
+        for _ in range(4):
+            manual_iteration(enc)
+            manual_iteration(dec)
+        assert p.steps_taken == 3  # 4 iterations, not 8 boundaries
+    assert p.source == "zero_grad"
+
+
+def test_a_dataloader_loop_steps_on_its_batches_not_on_zero_grad(tmp_path):
+    model = torch.nn.Linear(8, 8)
+    loader = DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4)
+    with membound.profile(steps=3, wait=1, warmup=1, out=tmp_path) as p:
+        for (x,) in loader:
+            model.zero_grad()
+            model(x).sum().backward()
+    assert p.source == "dataloader" and p.notes == []
     assert len(step_markers(p.trace_path)) == 3
 
 

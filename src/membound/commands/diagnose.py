@@ -35,8 +35,8 @@ _EPILOG = f"""\
 examples:
   membound diagnose -- train.py --lr 0.1
   membound diagnose --steps 4 --json report.json -- python -m mypkg.train
-Steps are the optimizer's steps; without an optimizer, DataLoader batches; or call
-membound.step() in the loop. Defaults run {CAPTURE_WAIT} steps without the profiler (the first
+Steps are the optimizer's steps; without an optimizer, DataLoader batches, else the model's
+zero_grad calls (a hand-written update); or call membound.step() in the loop. Defaults run {CAPTURE_WAIT} steps without the profiler (the first
 warms up: compilation, autotuning, allocator growth; membound times the others with its own
 step timer, no sync), profile {CAPTURE_WARMUP} more as warm-up without keeping them, record
 {CAPTURE_STEPS}, then time up to {CAPTURE_STEPS} more without the profiler (none with

@@ -20,6 +20,12 @@ Steps advance from exactly one source per capture, so a loop is never double-ste
    counts, so a GAN's two optimizers do not step twice per iteration);
 3. ``dataloader`` - DataLoader `__next__` calls, for loops without an optimizer (inference).
    It is only trusted once two batches were fetched with no optimizer step in between.
+4. ``zero_grad`` - `nn.Module.zero_grad` calls (only the first module's), for training loops
+   that update their parameters by hand and slice their batches themselves, as the
+   word-language-model example does (`examples/real/lstm_lm.py`: on the H100, 2026-12-06, no
+   step was seen and nothing was recorded). Trusted once two calls came with no optimizer
+   step in between, so an optimizer loop never steps on it; once per iteration however many
+   micro-batches a step accumulates, where each backward would be one boundary per micro-batch.
 
 A higher-priority source takes over the first time it fires; that firing only claims the role
 (the previous source just marked that boundary), and a note records the switch. The hooks are
@@ -64,7 +70,7 @@ TRACE_NAME = "trace.json.gz"
 META_NAME = "capture.json"
 
 # source -> priority; higher wins. A dict rather than an if-chain so the rule is one line.
-_PRIORITY = {"dataloader": 0, "optimizer": 1, "explicit": 2}
+_PRIORITY = {"zero_grad": -1, "dataloader": 0, "optimizer": 1, "explicit": 2}
 
 _ACTIVE: Capture | None = None
 
@@ -168,6 +174,9 @@ class Capture:
         self._pending_batch = False  # a DataLoader batch was fetched since the last opt step
         self._hook_handle: Any = None
         self._orig_next: Any = None
+        self._orig_zero_grad: Any = None  # nn.Module.zero_grad, while it is wrapped
+        self._lead_module: weakref.ref | None = None  # the module whose zero_grad counts
+        self._pending_zero = False  # a zero_grad came since the last optimizer step
         # unprofiled steps timed after the recorded ones (none when the script is stopped)
         self.clock = StepClock(
             self.wait, self.warmup, self.steps, 0 if stop_after_capture else self.steps
@@ -560,6 +569,17 @@ class Capture:
         __next__.__wrapped__ = orig  # type: ignore[attr-defined]
         _BaseDataLoaderIter.__next__ = __next__
 
+        import torch.nn
+
+        self._orig_zero_grad = orig_zero_grad = torch.nn.Module.__dict__["zero_grad"]
+
+        def zero_grad(module, *args, **kwargs):
+            capture._on_zero_grad(module)  # before: the iteration starts here
+            return orig_zero_grad(module, *args, **kwargs)
+
+        zero_grad.__wrapped__ = orig_zero_grad  # type: ignore[attr-defined]
+        torch.nn.Module.zero_grad = zero_grad
+
     def _count_samples(self, batch: Any) -> None:
         """Add a recorded step's batch to the sample count (nothing outside the record)."""
         if self.written or not self._recording() or self.steps_captured >= self.steps:
@@ -577,6 +597,14 @@ class Capture:
         if self._hook_handle is not None and not keep_optimizer_hook:
             self._hook_handle.remove()
             self._hook_handle = None
+        if self._orig_zero_grad is not None and (
+            not keep_optimizer_hook or self.source != "zero_grad"
+        ):
+            import torch.nn
+
+            if getattr(torch.nn.Module.zero_grad, "__wrapped__", None) is self._orig_zero_grad:
+                torch.nn.Module.zero_grad = self._orig_zero_grad
+            self._orig_zero_grad = None
         if self._orig_next is not None:
             from torch.utils.data.dataloader import _BaseDataLoaderIter
 
@@ -586,7 +614,7 @@ class Capture:
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._prof is None and self._ops_prof is None and self._after_left == 0:
             return
-        self._pending_batch = False
+        self._pending_batch = self._pending_zero = False
         lead = self._lead_optimizer() if self._lead_optimizer is not None else None
         if lead is None:
             self._lead_optimizer = weakref.ref(optimizer)
@@ -604,6 +632,24 @@ class Capture:
             self._pending_batch = True
             return
         self.step("dataloader")
+
+    def _on_zero_grad(self, module: Any) -> None:
+        # The loop's thread, the first module that zeroes its gradients (an encoder's and a
+        # decoder's zero_grad are one iteration), trusted from the second call with no
+        # optimizer step in between (the optimizer's hook marks such a loop).
+        if threading.get_ident() != self._thread:
+            return
+        if self._prof is None and self._ops_prof is None and self._after_left == 0:
+            return
+        lead = self._lead_module() if self._lead_module is not None else None
+        if lead is None:
+            self._lead_module = weakref.ref(module)
+        elif lead is not module:
+            return
+        if self.source is None and not self._pending_zero:
+            self._pending_zero = True
+            return
+        self.step("zero_grad")
 
     # ---- results ---------------------------------------------------------------------------
 

@@ -76,7 +76,7 @@ def shortfall_note(capture: Any) -> str:
         return f"the script {capture.ended} before its first step: nothing was recorded."
     if capture.source is None:
         return (
-            "no step boundary was seen (no optimizer step, no DataLoader batch): call "
+            "no step boundary was seen (no optimizer step, no DataLoader batch, no module's zero_grad): call "
             "membound.step() once per iteration."
         )
     if capture.steps_captured == 0 and not capture.written:
@@ -96,6 +96,7 @@ _SOURCES = {
     "explicit": "explicit membound.step() calls",
     "optimizer": "optimizer steps",
     "dataloader": "DataLoader batches (no optimizer step was seen)",
+    "zero_grad": "the model's zero_grad calls (no optimizer step was seen)",
 }
 
 
