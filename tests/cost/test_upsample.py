@@ -50,6 +50,28 @@ def test_deeplab_head_backward_by_hand():
     assert cost.flops == 8 * grad
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_scale_factors_give_torchs_output_shape(seed):
+    """`F.interpolate(scale_factor=)` records the `.vec` overload with no output_size and the
+    factors last (the DDPM U-Net's 2x nearest, H100 2026-12-06, warned and went uncosted)."""
+    rng = random.Random(seed)
+    mode = rng.choice(sorted(MODES))
+    name, points = MODES[mode]
+    x = torch.randn(rng.randint(1, 3), rng.randint(1, 5), rng.randint(1, 9), rng.randint(1, 9))
+    factors = [rng.choice([0.5, 1.5, 2.0, 3.0, 1.7]), rng.choice([0.5, 2.0, 2.5, 4.0])]
+    kw = {} if mode == "nearest" else {"align_corners": False}
+    y = F.interpolate(x, scale_factor=factors, mode=mode, **kw)
+    if mode == "nearest":  # (input, output_size, scale_factors)
+        args = ([list(x.shape), [], []], ["float", "", "ScalarList"], ["", "", str(factors)])
+    else:  # (input, output_size, align_corners, scale_factors)
+        args = ([list(x.shape), [], [], []], ["float", "", "Scalar", "ScalarList"],
+                ["", "", "False", str(factors)])  # fmt: skip
+    cost = cost_of(name, *args)
+    assert cost.exact and cost.family == "upsample"
+    assert cost.bytes == (x.numel() + y.numel()) * 4 and cost.read_bytes == x.numel() * 4
+    assert cost.flops == 2 * points * y.numel()
+
+
 def test_a_missing_size_is_no_guess():
     """No output_size recorded: an unknown op (with a warning), never a guessed cost."""
     with pytest.warns(RuntimeWarning, match="no output_size"):

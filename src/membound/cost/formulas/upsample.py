@@ -2,7 +2,10 @@
 backward.
 
 Forward `(input, output_size, [align_corners,] scales...)`: the output is the input's batch
-and channel dims with `output_size` as its spatial dims. Backward `(grad_output, output_size,
+and channel dims with `output_size` as its spatial dims. `F.interpolate(scale_factor=)`
+records the `.vec` overload, `(input, None, scale_factors)` (the DDPM U-Net's 2x nearest,
+2026-12-06): the output's spatial dims are then the input's times each factor, rounded down
+as ATen does. Backward `(grad_output, output_size,
 input_size, [align_corners,] scales...)`: grad-input has `input_size`, in grad-output's dtype.
 FLOPs per output element (forward) or grad-output element (backward): one multiply-add per
 input point the mode weighs (nearest 0, linear 2, bilinear 4, bicubic 16, trilinear 8), two
@@ -51,10 +54,22 @@ def _upsample(call: OpCall) -> Cost:
     x = call.tensor(0)
     spatial = _spatial(call.name)
     size = call.int_list(1)
+    if size is None and x is not None:
+        size = _scaled(x.shape[x.ndim - spatial :], call.arg(len(call.inputs) - 1))
     if size is None or len(size) != spatial:
         raise ValueError(f"{call.name}: no output_size of {spatial} dims")
     out = TensorMeta((*x.shape[: x.ndim - spatial], *size), x.dtype)
     return read_write(2 * _POINTS[_mode(call.name)] * out.numel, x.nbytes, out.nbytes, VECTOR)
+
+
+def _scaled(dims, factors) -> list[int] | None:
+    """`dims` times `factors` (the `.vec` overload's scale_factors, one per spatial dim),
+    floored; None unless both are there, one factor each."""
+    if not isinstance(factors, (list, tuple)) or len(factors) != len(dims):
+        return None
+    if not all(isinstance(f, (int, float)) and not isinstance(f, bool) for f in factors):
+        return None
+    return [int(d * f) for d, f in zip(dims, factors, strict=True)]
 
 
 @register(*(f"{n}_backward" for n in _FORWARD), family="upsample")
