@@ -75,12 +75,18 @@ def test_ddpm_unet_out_of_sample_top_remedy_ties_the_best_fix():
     assert abs(rows["bf16"]["diagnose_off"]) <= 0.01
 
 
-def test_t5_on_a_gpu_paced_h100_tf32_and_bf16_within_compile_far_above():
+def test_t5_on_a_gpu_paced_h100_tf32_and_bf16_within_compile_with_its_tf32_over():
     """The T5 at 68.40 ms/step (two baselines 0.3% apart), 81% busy: the capture added 4.7%
     (membound's own step timer; +5.0% against the plain timer), where the same loop on
     host-bound machines took +17 to +36%. TF32 (22.25 measured, 20.81 predicted) and bf16
-    (16.65, 16.02) are within; torch.compile saved 37.42, far above the 13.16 its remedy
-    adds up and above TF32 too, so the top remedy (tf32) is not the best fix here."""
+    (16.65, 16.02) are within.
+
+    torch.compile saved 37.42, more than TF32 alone: `Seq2SeqTrainingArguments(torch_compile=
+    True)` also turns TF32 on (transformers' `TrainingArguments.__post_init__`, where `tf32`
+    is unset and fp16 off: "Setting TF32 in CUDA backends to speedup torch compile"). The
+    truth bench named that fix compile alone and compared it with compile's 13.16; it is
+    compile and TF32 together, which the report's remedies combine to 49.81: over by 12.4,
+    outside the tolerance either way. The top remedy (tf32) is not the best fix here."""
     rows, report, truth = _load("h100_real_t5_seq2seq_truth4")
     assert truth["baseline_ms"] == pytest.approx(68.4004, abs=1e-3)
     assert report["profiler_overhead_fraction"] == pytest.approx(0.0475, abs=1e-3)
@@ -89,6 +95,7 @@ def test_t5_on_a_gpu_paced_h100_tf32_and_bf16_within_compile_far_above():
     assert rows["tf32"]["predicted_ms"] == pytest.approx(20.81, abs=0.01)
     assert rows["bf16"]["predicted_ms"] == pytest.approx(16.02, abs=0.01)
     c = rows["torch-compile"]
+    assert c["fix_remedies"] == "compile+tf32" and c["predicted_by"] == "tf32+compile"
     assert c["measured_ms"] == pytest.approx(37.42, abs=0.01)
-    assert c["predicted_ms"] == pytest.approx(13.16, abs=0.01) and not c["within"]
+    assert c["predicted_ms"] == pytest.approx(49.81, abs=0.01) and not c["within"]
     assert c["measured_ms"] > rows["tf32"]["measured_ms"]
