@@ -159,6 +159,11 @@ def test_curve_reads_only_the_remedies_that_leave_the_host_alone():
     assert gpu_whatif.saving(curve, 5.0) == pytest.approx(2.0)
     assert gpu_whatif.saving(curve, 50.0) == pytest.approx(5.0)  # past the curve: its end
     assert gpu_whatif.saving(None, 7.0) == 7.0
+    # a mix (HF's torch_compile=True turns TF32 on too): each part as applied alone, the
+    # TF32 part through the curve, compile's as it is; it once summed 20 + 6 with no curve
+    assert combined([matmul, mem], ["compile", "tf32"], None, curve) == pytest.approx(11.0)
+    assert combined([matmul, mem], ["compile", "tf32"], 9.0, curve) == pytest.approx(9.0)
+    assert combined([matmul, mem], ["compile", "tf32"], None, None) == pytest.approx(26.0)
 
 
 def test_vit_gpu_work_saves_little_on_a_host_paced_step(ceilings):
