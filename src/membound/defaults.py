@@ -21,8 +21,9 @@ CAPTURE_OP_STEPS = 3
 #: (tests/trace/test_cupti_api.py)
 API_RECORDS = ("launches", "all")
 #: where CUPTI keeps the timeline pass's activity records (`trace.kineto_config`): in the one
-#: buffer every launching thread fills, as kineto does by default, or per thread. Not measured
-#: yet (benchmarks/gpu/session_overhead.sh will): kineto's default stays the default
+#: buffer every launching thread fills, as kineto does by default, or per thread. On an H100
+#: (2026-12-06) per-thread buffers did not lower the step's growth under membound's filter
+#: (docs/capture.md): kineto's default stays the default
 CUPTI_BUFFERS = ("shared", "per-thread")
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
