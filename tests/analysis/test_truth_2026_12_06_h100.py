@@ -103,3 +103,22 @@ def test_t5_on_a_gpu_paced_h100_tf32_bf16_and_compile_with_its_tf32_within():
     assert c["measured_ms"] == pytest.approx(37.42, abs=0.01)
     assert c["predicted_ms"] == pytest.approx(33.97, abs=0.01) and c["within"]
     assert c["measured_ms"] > rows["tf32"]["measured_ms"]
+
+
+def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
+    """`benchmarks/truth_tally.py --card h100`: the calls that came on H100s, each on the
+    ceilings it kept (else the datasheet's): 15 of 22 within. The T5's top remedy, TF32, is
+    judged by the TF32 run (22.25), not by HF's torch_compile, which applies TF32 with
+    compile (37.42): a fix that applies the top remedy alone is its fix where one was timed."""
+    c = Ceilings.load(FIXTURES / "h100_datasheet_ceilings.json")
+    rows = []
+    for folder in truth_tally.fixtures(card="h100"):
+        own = folder / "ceilings.json"
+        rows += truth_tally.rows_of(folder, Ceilings.load(own) if own.exists() else c)
+    assert len(rows) == 22 and sum(r["within"] for r in rows) == 15
+    tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
+    t5 = tops["h100_real_t5_seq2seq_truth4"]
+    assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"
+    assert t5["top_fix_ms"] == pytest.approx(22.25, abs=0.01)
+    assert tops["h100_real_ddpm_unet_truth1"]["verdict"] == "tie"
+    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 3
