@@ -50,8 +50,9 @@ def test_ddpm_unet_out_of_sample_top_remedy_ties_the_best_fix():
     - The logging miss is the replay's: it packs queued kernels end to end, where the trace
       shows ~1.4 us of turnaround between them (2,679 kernels a step). Replaying with the
       trace's turnaround gave 2.05 here (within) but took the eager GPT-2's sync savings
-      (1.47-2.71 measured) to nothing and put the tally at 83 of 130 (87 without): the
-      turnaround the profiled trace shows is more than the unprofiled GPU's. Not landed."""
+      (1.47-2.71 measured) to nothing and put the H200 tally at 83 of 130 where it stood at
+      87: the profiled trace's turnaround is likely more than the unprofiled GPU's
+      (`benchmarks/probe_turnaround.py` measures both). Not landed."""
     rows, report, truth = _load("h100_real_ddpm_unet_truth1")
     assert truth["baseline_ms"] == pytest.approx(66.3135, abs=1e-3)
     assert report["profiler_overhead_fraction"] == pytest.approx(0.0377, abs=1e-3)
