@@ -35,6 +35,14 @@ from membound.trace.capture_meta import read_meta, timeline_in  # noqa: E402
 CARDS = {"h200": FIXTURES / "h200_ceilings.json", "h100": FIXTURES / "h100_datasheet_ceilings.json"}
 
 
+def ceilings_of(folder: Path, default):
+    """The ceilings `folder`'s call kept (its `ceilings.json`), else `default` (`Ceilings`)."""
+    from membound.device.ceilings import Ceilings
+
+    own = folder / "ceilings.json"
+    return Ceilings.load(own) if own.exists() else default
+
+
 def fixtures(only: list[str] | None = None, card: str = "h200") -> list[Path]:
     """The fixture folders of `card` (h200, h100) holding a truth.json, optionally those of
     the named scripts."""
@@ -308,8 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i, folder in enumerate(folders, 1):
         print(f"[{i}/{len(folders)}] {folder.name}", file=sys.stderr, flush=True)
-        own = folder / "ceilings.json"  # the ceilings that call used, where it kept them
-        rows += rows_of(folder, Ceilings.load(own) if own.exists() else ceilings)
+        rows += rows_of(folder, ceilings_of(folder, ceilings))
     print(f"{'fixture':34} {'fix':22} {'measured':>9} {'predicted':>10}  ok  by")
     for r in rows:
         pred = "-" if r["predicted_ms"] is None else f"{r['predicted_ms']:.2f}"

@@ -14,3 +14,14 @@ refresh_ceilings() {
   COLUMNS=120 timeout "${3:-120}" python -m membound roofline --refresh --json "$1" > "$2" 2>&1
   echo "roofline rc=$? in $(( $(date +%s) - r0 )) s (command, start to end)"
 }
+# On an H200 with more than 220 s of the call left ($3: the seconds left), the roofline refresh
+# into $1/ceilings.json and every recorded H200 fixture checked against it
+# ($1/over_roof_fixtures.txt); else one line saying why not ($2: the GPU's line).
+h200_roof_check() {
+  if grep -q H200 <<< "$2" && [ "$3" -gt 220 ]; then
+    refresh_ceilings $1/ceilings.json $1/roofline.txt; head -24 $1/roofline.txt
+    timeout $(( $3 - 100 )) python benchmarks/check_over_roof.py $1/ceilings.json --top 15 \
+      > $1/over_roof_fixtures.txt 2>&1
+    echo "recorded H200 fixtures rc=$?"; tail -18 $1/over_roof_fixtures.txt
+  else echo "roofline skipped: $3 s left, $2"; fi
+}

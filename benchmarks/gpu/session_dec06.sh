@@ -19,12 +19,6 @@ timeout 120 python benchmarks/probe_turnaround.py > $W/turnaround.jsonl 2> $W/tu
 echo "turnaround rc=$? in $(( $(date +%s) - r0 )) s"; cat $W/turnaround.jsonl; tail -3 $W/turnaround.err
 OUT=$W/truth TRUTH_BUDGET_S=150 bash benchmarks/gpu/truth.sh lstm_lm 2>&1 \
   | grep -A30 "^== lstm" | tail -30
-left=$(( 560 - ($(date +%s) - t0) ))
-if grep -q H200 $W/gpu.txt && [ "$left" -gt 220 ]; then
-  refresh_ceilings $W/ceilings.json $W/roofline.txt; head -24 $W/roofline.txt
-  timeout $(( left - 100 )) python benchmarks/check_over_roof.py $W/ceilings.json --top 15 \
-    > $W/over_roof_fixtures.txt 2>&1
-  echo "recorded H200 fixtures rc=$?"; tail -18 $W/over_roof_fixtures.txt
-else echo "roofline skipped: $left s left, $(cat $W/gpu.txt)"; fi
+h200_roof_check $W "$(cat $W/gpu.txt)" $(( 560 - ($(date +%s) - t0) ))
 tar -czf "$DEST/dec06.tgz" -C /tmp dec06
 ls -la "$DEST"; echo "session done in $(( $(date +%s) - t0 )) s"

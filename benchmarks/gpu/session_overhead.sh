@@ -48,19 +48,13 @@ probe() {  # $1 script, $2 label, $3 variants, $4 kineto options ("" for kineto'
   grep -iE "error|Traceback" $W/cupti_$1_$2.log | head -3
 }
 # SCRIPTS (default: the three) and LAST_START_S (default 420: no loop starts later) trim the
-# call; ROOF=1 then adds, on an H200 with at least 200 s left of TOTAL_S (default 570), the
+# call; ROOF=1 then adds, on an H200 with more than 220 s left of TOTAL_S (default 570), the
 # roofline refresh and every recorded H200 fixture checked against it (issue 16).
 for s in ${SCRIPTS:-t5_seq2seq bert_finetune gpt2}; do
   if [ $(( $(date +%s) - t0 )) -gt ${LAST_START_S:-420} ]; then echo "$s skipped: the call's time is short"; break; fi
   probe $s default $VARIANTS ""
   probe $s perthread $PERTHREAD_VARIANTS "CUPTI_PER_THREAD_BUFFER_ENABLED=true"
 done
-left=$(( ${TOTAL_S:-570} - ($(date +%s) - t0) ))
-if [ "${ROOF:-0}" = 1 ] && grep -q H200 $W/gpu.txt && [ "$left" -gt 200 ]; then
-  refresh_ceilings $W/ceilings.json $W/roofline.txt; head -24 $W/roofline.txt
-  timeout $(( left - 90 )) python benchmarks/check_over_roof.py $W/ceilings.json --top 15 \
-    > $W/over_roof_fixtures.txt 2>&1
-  echo "recorded H200 fixtures rc=$?"; tail -18 $W/over_roof_fixtures.txt
-elif [ "${ROOF:-0}" = 1 ]; then echo "roofline skipped: $left s left, $(cat $W/gpu.txt)"; fi
+[ "${ROOF:-0}" = 1 ] && h200_roof_check $W "$(cat $W/gpu.txt)" $(( ${TOTAL_S:-570} - ($(date +%s) - t0) ))
 tar -czf "$DEST/overhead.tgz" -C /tmp overhead
 ls -la "$DEST"; echo "session done in $(( $(date +%s) - t0 )) s"

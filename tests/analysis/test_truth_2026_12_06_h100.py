@@ -27,7 +27,7 @@ from support.truth import truth_tally
 
 def _load(name: str) -> tuple[dict, dict, dict]:
     folder = FIXTURES / name
-    c = Ceilings.load(folder / "ceilings.json")
+    c = truth_tally.ceilings_of(folder, None)  # each of these kept the ceilings it used
     rows = {r["fix"]: r for r in truth_tally.rows_of(folder, c)}
     truth = json.loads((folder / "truth.json").read_text())
     return rows, truth_tally.report_of(folder, c), truth
@@ -111,11 +111,10 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     ceilings it kept (else the datasheet's): 15 of 22 within. The T5's top remedy, TF32, is
     judged by the TF32 run (22.25), not by HF's torch_compile, which applies TF32 with
     compile (37.42): a fix that applies the top remedy alone is its fix where one was timed."""
-    c = Ceilings.load(FIXTURES / "h100_datasheet_ceilings.json")
+    c = Ceilings.load(truth_tally.CARDS["h100"])
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
-        own = folder / "ceilings.json"
-        rows += truth_tally.rows_of(folder, Ceilings.load(own) if own.exists() else c)
+        rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
     assert len(rows) == 22 and sum(r["within"] for r in rows) == 15
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]

@@ -262,27 +262,26 @@ def combined(
         if float(f.time_lost_ms_per_step or 0.0) > 0.0
         and wanted.intersection(remedies_of(f.code, f.evidence))
     ]
+    # (finding indexes, the curve they are read through): curve remedies alone read all of
+    # theirs through it; a mix (HF's torch_compile=True, which turns TF32 on too; AMP with
+    # channels_last) takes each part as it would be applied alone, each finding counted once:
+    # those only its curve remedies recover through the curve, the rest (what compile or
+    # channels_last recover) as they are
     if wanted and wanted <= CURVE_REMEDIES:
-        curve = gpu_curve
+        parts = [(mine, gpu_curve)]
     elif wanted & CURVE_REMEDIES and gpu_curve:
-        # a mix (HF's torch_compile=True, which turns TF32 on too; AMP with channels_last):
-        # each part as it would be applied alone, each finding counted once. The findings only
-        # curve remedies of the set recover are read through the curve, as those remedies
-        # alone; the rest (what compile or channels_last recover) as they are.
         by_curve = [
             i for i in mine
             if wanted.intersection(remedies_of(findings[i].code, findings[i].evidence))
             <= CURVE_REMEDIES
         ]  # fmt: skip
-        rest = [i for i in mine if i not in by_curve]
-        curve_keys = wanted & CURVE_REMEDIES
-        total = _saving(
-            findings, by_curve, "bf16_storage" in wanted, gpu_curve, autocast="bf16" in curve_keys
-        ) + _saving(findings, rest, "bf16_storage" in wanted, None)
-        return min(total, step_ms) if step_ms and step_ms > 0 else total
+        parts = [(by_curve, gpu_curve), ([i for i in mine if i not in by_curve], None)]
     else:
-        curve = None
-    total = _saving(findings, mine, "bf16_storage" in wanted, curve, autocast="bf16" in wanted)
+        parts = [(mine, None)]
+    total = sum(
+        _saving(findings, idx, "bf16_storage" in wanted, curve, autocast="bf16" in wanted)
+        for idx, curve in parts
+    )
     return min(total, step_ms) if step_ms and step_ms > 0 else total
 
 

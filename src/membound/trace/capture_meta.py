@@ -76,8 +76,8 @@ def shortfall_note(capture: Any) -> str:
         return f"the script {capture.ended} before its first step: nothing was recorded."
     if capture.source is None:
         return (
-            "no step boundary was seen (no optimizer step, no DataLoader batch, no module's zero_grad): call "
-            "membound.step() once per iteration."
+            "no step boundary was seen (no optimizer step, no DataLoader batch, no module's "
+            "zero_grad): call membound.step() once per iteration."
         )
     if capture.steps_captured == 0 and not capture.written:
         return (
