@@ -215,7 +215,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 convolutions and matmuls", remedies=("tf32",)),
         Fix("bf16", ("--bf16",), _AMP, "bf16 autocast", remedies=("bf16",)),
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last model and batches", remedies=("channels_last",)),
-        Fix("foreach-ema", ("--foreach-ema",), ("launch-bound",), "the per-parameter EMA loop as one torch._foreach_lerp_"),
+        Fix("foreach-ema", ("--foreach-ema",), ("launch-bound",), "the per-parameter EMA loop as one torch._foreach_lerp_", remedies=("foreach",)),
         Fix("sdpa", ("--sdpa",), ("memory-bound-op",), "attention by F.scaled_dot_product_attention"),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", remedies=("sync_less",)),
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
@@ -231,6 +231,17 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("bf16", ("--bf16",), _AMP, "bf16 autocast", remedies=("bf16",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
     ), steps=100, warmup=10, timeout_s=150, diag_timeout_s=200),
+    # out of sample (2026-12-06, tenth session): timm's train.py with --amp on a ConvNeXt-T
+    # (fp16 and a GradScaler, clipped gradients, a ModelEmaV2-style EMA), written after the
+    # loop-chain finding was built from the DDPM's EMA and before it was measured
+    Script("convnext_amp", REAL / "convnext_amp.py", (
+        Fix("ema-foreach", ("--ema-foreach",), ("unfused-chain",), "the EMA as one torch._foreach_lerp_ (ModelEmaV3)", remedies=("foreach",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
+        Fix("bf16", ("--bf16",), _AMP, "bf16 autocast without the GradScaler", remedies=("bf16",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last", remedies=("channels_last",)),
+        Fix("fused-adamw", ("--fused-adamw",), ("memory-bound-op",), "AdamW(fused=True)", remedies=("fused_optimizer",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+    ), steps=20, warmup=5, timeout_s=150, diag_timeout_s=220),
 )}  # fmt: skip
 
 

@@ -41,6 +41,8 @@ FRAMEWORK = {
     # out of sample, 2026-12-05 (eighth session)
     "ddpm_unet": None,
     "lstm_lm": None,
+    # out of sample, 2026-12-06
+    "convnext_amp": None,
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -256,6 +258,66 @@ def test_ddpm_unet_is_the_papers_model_and_its_fixes_keep_the_math(in_process):
     for a, b in zip(looped, fused, strict=True):
         torch.testing.assert_close(a, b)
         assert not a.requires_grad and not b.requires_grad
+
+
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 0), (("--bf16", "--channels-last", "--log-every", "2"), 0),
+     (("--ema-foreach", "--fused-adamw", "--workers", "1"), 1), (("--compile",), 0)],
+)  # fmt: skip
+def test_convnext_amp_runs_with_its_fixes(args, workers):
+    """timm's --amp loop (scaler sequence, clip, AdamW, the state_dict EMA, loss.item()) with
+    its fixes; on the CPU the autocast is bf16 and the GradScaler disabled."""
+    t = truth(run("convnext_amp", "--steps", "2", "--warmup-steps", "1", *args))
+    assert t["script"] == "convnext_amp" and t["steps"] == 2 and t["step_ms"] > 0
+    assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 2
+    # the tiny CPU ConvNeXt: 56 parameter tensors, all of them in the EMA (no buffers)
+    assert t["extra"]["parameters"] == t["extra"]["ema_tensors"] == 56
+    assert t["extra"]["amp_dtype"] == "bfloat16" and t["extra"]["grad_scaler"] is False
+    for flag in ("bf16", "channels_last", "ema_foreach", "fused_adamw", "compile"):
+        assert t["flags"][flag] is (flag.replace("_", "-") in " ".join(args))
+
+
+def test_convnext_amp_is_convnext_t_and_its_fixes_keep_the_math(in_process):
+    """ConvNeXt-T's size (timm's convnext_tiny: 28,589,128 parameters); ModelEmaV3's foreach
+    lerp equals ModelEmaV2's state_dict loop and both move the EMA toward the model; the
+    label-smoothing loss is cross-entropy with label_smoothing."""
+    import copy
+
+    import torch
+
+    cnx = runpy.run_path(str(REAL / "convnext_amp.py"))
+    with torch.device("meta"):
+        full = cnx["ConvNeXt"]()
+    count = sum(q.numel() for q in full.parameters())
+    assert abs(count - 28_589_128) <= 0.03 * 28_589_128, count
+    assert sum(len(stage) for stage in full.stages) == 18
+
+    torch.manual_seed(0)
+    model = cnx["ConvNeXt"](depths=(1, 1, 1, 1), dims=(8, 16, 32, 64), num_classes=10)
+    ema = copy.deepcopy(model).eval().requires_grad_(False)
+    with torch.no_grad():  # the model moves away from its EMA (fresh random weights)
+        for q in model.parameters():
+            q.copy_(torch.randn_like(q))
+    before = [t.clone() for t in cnx["ema_tensors"](ema)]
+    looped, fused = ema, copy.deepcopy(ema)
+    cnx["ema_update_v2"](looped, model, 0.9)
+    cnx["ema_update_foreach"](cnx["ema_tensors"](fused), cnx["ema_tensors"](model), 0.9)
+    target = cnx["ema_tensors"](model)
+    after_v2, after_v3 = cnx["ema_tensors"](looped), cnx["ema_tensors"](fused)
+    assert len(before) == len(target) == len(after_v2) == 56
+    for old, new_v2, new_v3, m in zip(before, after_v2, after_v3, target, strict=True):
+        torch.testing.assert_close(new_v3, new_v2)
+        torch.testing.assert_close(new_v2, 0.9 * old + 0.1 * m)
+        assert (new_v2 - m).norm() < (old - m).norm()  # moved toward the model
+        assert not new_v2.requires_grad and not new_v3.requires_grad
+    assert not any(torch.equal(o, n) for o, n in zip(before, after_v2, strict=True))
+
+    logits, target = torch.randn(6, 10), torch.randint(0, 10, (6,))
+    torch.testing.assert_close(
+        cnx["LabelSmoothingCrossEntropy"](0.1)(logits, target),
+        torch.nn.functional.cross_entropy(logits, target, label_smoothing=0.1),
+    )
 
 
 def _mean_loss(proc) -> str:

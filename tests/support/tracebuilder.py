@@ -29,10 +29,12 @@ class TraceBuilder:
     def dataloader(self, ts: float, dur: float) -> None:
         self.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", ts, dur)
 
-    def op(self, name, ts, dur, dims=None, types=None, concrete=None, tid=MAIN_TID) -> None:
-        args = {}
+    def op(self, name, ts, dur, dims=None, types=None, concrete=None, tid=MAIN_TID, seq=None):
+        """A CPU op; `seq`: its autograd "Sequence number" (none recorded when None)."""
+        args = {} if seq is None else {"Sequence number": seq}
         if dims is not None:
             args = {
+                **args,
                 "Input Dims": dims,
                 "Input type": types or ["float"] * len(dims),
                 "Concrete Inputs": concrete or [""] * len(dims),

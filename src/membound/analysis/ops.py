@@ -509,7 +509,8 @@ def _autograd_of(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(seq, backward) of CPU ops `idx`: the autograd sequence number of each op or of its
     nearest enclosing op that has one (-1: none), and whether that op is a backward node
-    (its name, or its parent's, is autograd's `evaluate_function: XBackward0`). A trace
+    (its name, or its parent's, is autograd's `evaluate_function: XBackward0`), or runs
+    anywhere inside an `evaluate_function` (AccumulateGrad's, which has no number). A trace
     without the column (another reader) gives -1 and False."""
     cpu = trace.cpu
     seq_col = cpu.cols.get("seq")
@@ -537,6 +538,16 @@ def _autograd_of(
         is_bwd_name[cpu.name[np.maximum(holder, 0)]]
         | ((up >= 0) & is_bwd_name[cpu.name[np.maximum(up, 0)]])
     )
+    # a node without a sequence number runs in the engine too: AccumulateGrad's add_ of a
+    # micro-batch's gradient into .grad (eager GPT-2: 75 a step) is backward work
+    is_engine = np.array([n.startswith(_BACKWARD_PREFIX) for n in names] or [False], dtype=bool)
+    cur = parent[idx]
+    for _ in range(64):
+        live = (cur >= 0) & ~backward
+        if not live.any():
+            break
+        backward |= live & is_engine[cpu.name[np.maximum(cur, 0)]]
+        cur = np.where(live, parent[np.maximum(cur, 0)], -1)
     return seq, backward
 
 

@@ -91,6 +91,8 @@ REMEDIES: dict[str, str] = {
     "swap_norms": "membound.swap_norms(model): each norm module one fused kernel each way",
     "fused_add_norm": "membound.nn.FusedAdd* in the blocks: the residual add fused into the norm",
     "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
+    "foreach": "the loop's per-tensor updates as one torch._foreach_* op over the lists "
+    "(torch._foreach_lerp_ for an EMA)",
     "max_autotune": "torch.compile(mode='max-autotune'): inductor's kernels autotuned",
     "sync_less": "sync less often: read the loss every N steps",
     "pin_memory": "copy from pinned memory (the loader's pin_memory switch)",
@@ -123,6 +125,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
             return ()  # a library kernel: no fix of ours moves its bytes faster
         return ("compile",)
     if code == "unfused-chain":
+        if ev.get("outside_model"):  # the loop's own chains (rules.memory._loop_chains)
+            return ("foreach",)
         if ev.get("norm_written_out"):  # a norm spelled in elementwise ops (rules.norm_written)
             return ("swap_norms", "fused_add_norm", "compile")
         chain = str(ev.get("top_chain", "")).lower()

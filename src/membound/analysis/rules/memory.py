@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-from membound.analysis import norm_whatif
+from membound.analysis import model_reach, norm_whatif
 from membound.analysis.findings import rule
 from membound.analysis.fixes import (
     NORMS,
@@ -215,8 +215,9 @@ def _layout_saving(ctx, cols: _Columns, name: str) -> dict | None:
 
 def _claimed_by_name(ctx, cols: _Columns, bw: float) -> dict[str, tuple[float, float]]:
     """op name -> (device ms, ms at the memory roof) of its calls that a written-out norm
-    claims (`_Columns.claimed`): taken out of the op rows the memory-bound-op findings read."""
-    idx = np.flatnonzero(cols.claimed)
+    or a loop chain holds (`_Columns.taken`): taken out of the op rows the memory-bound-op
+    findings read."""
+    idx = np.flatnonzero(cols.taken)
     if not len(idx):
         return {}
     roof = _call_roofs(ctx, cols, idx)
@@ -224,7 +225,7 @@ def _claimed_by_name(ctx, cols: _Columns, bw: float) -> dict[str, tuple[float, f
     out: dict[str, tuple[float, float]] = {}
     for i, r_ms in zip(idx.tolist(), at_roof.tolist(), strict=True):
         dev, roof_ms = out.get(cols.names[i], (0.0, 0.0))
-        out[cols.names[i]] = (dev + cols.device_us[i] / 1e3, roof_ms + r_ms)
+        out[cols.names[i]] = (dev + float(cols.device_us[i]) / 1e3, roof_ms + r_ms)
     return out
 
 
@@ -240,7 +241,7 @@ class _Columns:
     size: `link[i]` says calls[i] continues calls[i - 1]'s; chain k is
     calls[starts[k]:ends[k]] (at least two calls)."""
 
-    def __init__(self, calls):
+    def __init__(self, calls, host_ts: np.ndarray | None = None):
         n = len(calls)
         self.calls = calls
         self.names = call_column(calls, "name").tolist()
@@ -297,6 +298,41 @@ class _Columns:
         self.inner = np.zeros(n, dtype=bool)
         self.inner[:-1] = self.link[1:]
         self.member = self.inner | self.link
+        #: chains wholly outside the model's forward and backward (`analysis.model_reach`,
+        #: from each call's host time `host_ts`): the loop's own (a weight EMA, gradient
+        #: clipping), which torch.compile(model) and autocast do not reach; `apart` marks
+        #: their calls, the `foreach` finding's (`_loop_chains`), not another's
+        self.loop_chain = np.zeros(len(self.starts), dtype=bool)
+        self.apart = np.zeros(n, dtype=bool)
+        if host_ts is not None and len(self.starts):
+            self._find_loop_chains(
+                *model_reach.outside_model(
+                    call_column(calls, "seq"), call_column(calls, "backward"), host_ts
+                )
+            )
+        #: the calls another finding holds: a written-out norm's or a loop chain's
+        self.taken = self.claimed | self.apart
+
+    def _find_loop_chains(self, outside: np.ndarray, passes: np.ndarray) -> None:
+        """`loop_chain` and `apart` from `model_reach.outside_model`'s columns: a chain is
+        the loop's when every call of it is outside the model and chains of the same ops
+        are outside after two backward passes or more (after the one, where the trace has
+        one): the last forward of a trace whose backward it did not record looks outside
+        too, after its last pass only."""
+        inside = np.concatenate(([0], np.cumsum(~outside)))
+        out = np.flatnonzero(inside[self.ends] == inside[self.starts])
+        if not len(out):
+            return
+        starts, ends = self.starts[out].tolist(), self.ends[out].tolist()
+        pattern = [tuple(self.name_code[s:e].tolist()) for s, e in zip(starts, ends, strict=True)]
+        seen: dict[tuple, set] = {}
+        for p, s in zip(pattern, starts, strict=True):
+            seen.setdefault(p, set()).add(int(passes[s]))
+        wanted = min(2, len(np.unique(passes)))
+        for k, p, s, e in zip(out.tolist(), pattern, starts, ends, strict=True):
+            if len(seen[p]) >= wanted:
+                self.loop_chain[k] = True
+                self.apart[s:e] = True
 
     def names_in(self, names) -> np.ndarray:
         """Which calls' names are in `names`."""
@@ -313,8 +349,21 @@ def _columns_of(ctx) -> _Columns:
     unfused-chain and fp32-storage all read them)."""
     cols = getattr(ctx, "_memory_columns", None)
     if cols is None or cols.calls is not ctx.calls:
-        cols = ctx._memory_columns = _Columns(ctx.calls)
+        cols = ctx._memory_columns = _Columns(ctx.calls, _host_ts(ctx))
     return cols
+
+
+def _host_ts(ctx) -> np.ndarray | None:
+    """Host start time of each of `ctx.calls`, read from the trace they came from (the ops
+    pass's, else the timeline's); None where that trace is not at hand."""
+    trace = getattr(ctx, "op_trace", None) or getattr(ctx, "trace", None)
+    cpu = getattr(trace, "cpu", None)
+    if cpu is None or not len(ctx.calls):
+        return None
+    index = call_column(ctx.calls, "cpu_index")
+    if index.max() >= len(cpu):
+        return None
+    return cpu.ts[index]
 
 
 def _after_residual_add(cols: _Columns) -> set[str]:
@@ -340,23 +389,29 @@ def unfused_chain(ctx):
     link writes its output to HBM and the next op reads it back: intermediate bytes =
     2 × output bytes of every op but the last. Time lost per step = Σ intermediate bytes ÷
     memory bandwidth (measured ceiling, each link's memory roof as its op was placed: L2's
-    where its call fits in L2; else the chain's own achieved bandwidth) ÷ steps.
+    where its call fits in L2; else the chain's own achieved bandwidth) ÷ steps. Chains the
+    training loop runs outside the model (`_Columns.loop_chain`) are a finding of their own
+    (`_loop_chains`).
     """
     cols = _columns_of(ctx)
     written = _written_norms(ctx, cols)
-    if not len(cols.starts):
-        return written
-    bounds = list(zip(cols.starts.tolist(), cols.ends.tolist(), strict=True))
+    loop = _loop_chains(ctx, cols)
+    model = ~cols.loop_chain
+    if not model.any():
+        return loop + written
+    starts, ends = cols.starts[model], cols.ends[model]
+    bounds = list(zip(starts.tolist(), ends.tolist(), strict=True))
+    member = cols.member & ~cols.apart
     bw = _bandwidth(ctx)
     twice = (cols.out * 2).tolist()
     inter_bytes = sum(sum(twice[s : e - 1]) for s, e in bounds)
     if not bw:
-        moved = sum(cols.bytes[cols.member].tolist())
-        time_s = sum(cols.device_us[cols.member].tolist()) * 1e-6
+        moved = sum(cols.bytes[member].tolist())
+        time_s = sum(cols.device_us[member].tolist()) * 1e-6
         bw = moved / time_s if time_s else 0.0
     if not bw:
-        return written
-    inner = np.flatnonzero(cols.inner)
+        return loop + written
+    inner = np.flatnonzero(cols.inner & ~cols.apart)
     roof = _call_roofs(ctx, cols, inner) if _bandwidth(ctx) else None
     if roof is None:
         lost = ctx.per_op_step(inter_bytes / bw * 1e3)
@@ -368,7 +423,7 @@ def unfused_chain(ctx):
     patterns = Counter(" → ".join(names[s:e]) for s, e in bounds)
     top, count = patterns.most_common(1)[0]
     calls = cols.calls
-    members = {names[i] for i in np.flatnonzero(cols.member).tolist()}
+    members = {names[i] for i in np.flatnonzero(member).tolist()}
     evidence = {
         "chains_per_step": ctx.per_op_step(len(bounds)),
         "top_chain": top,
@@ -385,19 +440,87 @@ def unfused_chain(ctx):
         limited = Replayed(saving) if saving <= 0 else None
         evidence["host_limited"] = limited is not None
         evidence["norm_whatif"] = replayed
+    return (
+        [
+            ctx.finding(
+                code="unfused-chain",
+                title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
+                lost_ms=lost,
+                evidence=evidence,
+                fix=chain_fix(
+                    members, bool((cols.link & cols.follows_add & ~cols.apart).any()), limited
+                ),
+                spans=[
+                    (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
+                    for s, e in bounds[:2000]
+                ],
+            )
+        ]
+        + loop
+        + written
+    )
+
+
+#: what runs the loop's own chains in a few kernels (the `foreach` remedy's finding)
+LOOP_CHAIN_FIX = (
+    "These chains run outside the model's forward and backward, once per tensor (a weight "
+    "EMA, gradient clipping, a hand-written update): torch.compile(model) and autocast do not "
+    "reach them. Run each as one multi-tensor op over the tensor lists "
+    "(torch._foreach_lerp_(ema_params, params, 1 - decay) for an EMA; torch.optim's foreach "
+    "or fused optimizers for an update), or torch.compile the function that runs them."
+)
+
+
+def _loop_chains(ctx, cols: _Columns) -> list:
+    """`unfused-chain` of the chains the training loop runs outside the model
+    (`_Columns.loop_chain`, `analysis.model_reach`): DDPM's per-parameter EMA, 163
+    `mul_ → add_` a step. A multi-tensor op does each chain's work in one pass over all its
+    tensors, so what it saves is their whole time beyond that pass: time lost per step =
+    Σ (device time of their calls − their bytes less the intermediates (2 × each inner
+    link's output), at each call's memory roof) ÷ steps. Needs ceilings."""
+    bw = _bandwidth(ctx)
+    if not cols.loop_chain.any() or not bw:
+        return []
+    idx = np.flatnonzero(cols.apart)
+    left = cols.bytes[idx] - np.where(cols.inner[idx], 2 * cols.out[idx], 0.0)
+    left = np.where(left > 0.0, left, 0.0)
+    roof = _call_roofs(ctx, cols, idx)
+    fused_ms = _total(left / (bw if roof is None else roof)) * 1e3
+    device_ms = _total(cols.device_us[idx]) / 1e3
+    lost = ctx.per_op_step(max(device_ms - fused_ms, 0.0))
+    if not lost > 0.0:
+        return []
+    bounds = list(
+        zip(cols.starts[cols.loop_chain].tolist(), cols.ends[cols.loop_chain].tolist(), strict=True)
+    )
+    names = cols.names
+    top, count = Counter(" → ".join(names[s:e]) for s, e in bounds).most_common(1)[0]
+    calls = cols.calls
     return [
         ctx.finding(
             code="unfused-chain",
-            title=f"unfused chains of memory-bound ops round-trip HBM ({top})",
+            title=(
+                f"the training loop runs elementwise chains once per tensor, outside the model "
+                f"({top}, {ctx.per_op_step(len(bounds)):.0f} chains per step)"
+            ),
             lost_ms=lost,
-            evidence=evidence,
-            fix=chain_fix(members, bool((cols.link & cols.follows_add).any()), limited),
+            evidence={
+                "outside_model": True,
+                "chains_per_step": ctx.per_op_step(len(bounds)),
+                "top_chain": top,
+                "top_chain_per_step": ctx.per_op_step(count),
+                "calls_per_step": ctx.per_op_step(len(idx)),
+                "device_ms_per_step": ctx.per_op_step(device_ms),
+                "fused_ms_per_step": ctx.per_op_step(fused_ms),
+                "bytes_per_step": ctx.per_op_step(_total(left)),
+            },
+            fix=LOOP_CHAIN_FIX,
             spans=[
                 (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
                 for s, e in bounds[:2000]
             ],
         )
-    ] + written
+    ]
 
 
 _NORM_KIND = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
@@ -523,7 +646,9 @@ def fp32_storage(ctx):
         call_column(cols.calls, "known")
         & np.equal(call_column(cols.calls, "storage_dtype"), "float")
         & cols.names_in(memory_ops)
-        & ~cols.claimed  # a written-out norm's calls: its fused kernel's bytes count below
+        # a written-out norm's calls (its fused kernel's bytes count below), a loop chain's
+        # (autocast does not reach them)
+        & ~cols.taken
     )
     idx = np.flatnonzero(fp32)
     # the intermediates of unfused chains are `unfused-chain`'s: fusing removes them, so bf16
