@@ -88,7 +88,8 @@ def test_pageable_fix_names_the_switch_in_use(frameworks, dataloader, expected):
 
 
 def test_sync_fix_names_the_logging_knob_in_use():
-    assert "logging_steps" in sync_fix(["transformers"])
+    hf = sync_fix(["transformers"])
+    assert "logging_nan_inf_filter=False" in hf and "logging_steps" in hf
     assert "log_every_n_steps" in sync_fix(["pytorch_lightning"])
     assert "every N steps" in sync_fix([])
 

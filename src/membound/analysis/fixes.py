@@ -209,7 +209,13 @@ def pageable_fix(frameworks: Iterable[str], dataloader: bool) -> str:
 def sync_fix(frameworks: Iterable[str]) -> str:
     fw = set(frameworks)
     if "transformers" in fw:
-        how = "raise TrainingArguments(logging_steps=...) so the Trainer reads the loss less often"
+        # the Trainer's per-step sync is its NaN/Inf check of the loss (a bool of a GPU
+        # tensor, every step by default); logging_steps only spaces the loss reads
+        how = (
+            "TrainingArguments(logging_nan_inf_filter=False) drops the Trainer's per-step "
+            "NaN/Inf check of the loss (it syncs every step), and a larger logging_steps reads "
+            "the loss less often"
+        )
     elif fw & {"lightning", "pytorch_lightning"}:
         how = "log with self.log(..., on_step=False, on_epoch=True) or a larger log_every_n_steps"
     else:
