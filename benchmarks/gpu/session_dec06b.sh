@@ -13,10 +13,10 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee 
 r0=$(date +%s)
 timeout 90 python benchmarks/probe_turnaround.py > $W/turnaround.jsonl 2> $W/turnaround.err
 echo "turnaround rc=$? in $(( $(date +%s) - r0 )) s"; cat $W/turnaround.jsonl; tail -3 $W/turnaround.err
-left=$(( 540 - ($(date +%s) - t0) - 120 ))
+left=$(( ${SESSION_S:-540} - ($(date +%s) - t0) - 120 ))
 OUT=$W/truth TRUTH_BUDGET_S=$left bash benchmarks/gpu/truth.sh convnext_amp 2>&1 | tail -45
 # 3. with what is left: the LSTM under diagnose (its steps now marked by the model's zero_grad)
-left=$(( 540 - ($(date +%s) - t0) - 45 ))
+left=$(( ${SESSION_S:-540} - ($(date +%s) - t0) - 45 ))
 if [ $left -gt 40 ]; then
   OUT=$W/lstm TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes log-every-200" \
     bash benchmarks/gpu/truth.sh lstm_lm 2>&1 | tail -25
