@@ -29,8 +29,8 @@ def outside_model(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(outside, pass) per call. `outside` (see the module): not backward, no backward call
     carrying its sequence number, and the model call before it in host time (`host_ts`) a
-    backward one, or none. `pass`: how many backward passes ended before it (a backward
-    call followed by a forward one ends one), so a caller can tell the loop's own work,
+    backward one, or none. `pass`: how many backward passes began at or before it (a
+    backward call after a forward one, or first, begins one), so a caller can tell the loop's own work,
     which comes back after every pass, from the last forward of a trace whose backward ran
     after the trace ended (the same, by position and number, in one pass only). All False
     and 0 when no call is backward (an inference loop, or a trace whose backward calls are
@@ -50,8 +50,9 @@ def outside_model(
     latest = np.maximum.accumulate(np.where(in_order, np.arange(n), -1))
     after_backward = np.where(latest >= 0, backward[order][np.maximum(latest, 0)], True)
     outside[order] = ~in_order & after_backward
-    # a forward model call whose latest model call before it was backward starts a pass
+    # a backward call whose latest model call before it was not backward (or none) starts
+    # a backward pass: `passes` counts those started at or before each call
     bwd = backward[order]
-    starts = in_order & ~bwd & np.concatenate(([False], after_backward[:-1] & (latest[:-1] >= 0)))
-    passes[order] = np.cumsum(starts)
+    before = np.concatenate(([False], after_backward[:-1] & (latest[:-1] >= 0)))
+    passes[order] = np.cumsum(bwd & ~before)
     return outside, passes

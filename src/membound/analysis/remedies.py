@@ -93,6 +93,8 @@ REMEDIES: dict[str, str] = {
     "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
     "foreach": "the loop's per-tensor updates as one torch._foreach_* op over the lists "
     "(torch._foreach_lerp_ for an EMA)",
+    "compile_loop": "torch.compile the loop's own code outside the model (the batch's "
+    "preparation, a metric), or move it into the forward",
     "max_autotune": "torch.compile(mode='max-autotune'): inductor's kernels autotuned",
     "sync_less": "sync less often: read the loss every N steps",
     "pin_memory": "copy from pinned memory (the loader's pin_memory switch)",
@@ -126,7 +128,7 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         return ("compile",)
     if code == "unfused-chain":
         if ev.get("outside_model"):  # the loop's own chains (rules.memory._loop_chains)
-            return ("foreach",)
+            return ("foreach",) if ev.get("per_tensor", True) else ("compile_loop",)
         if ev.get("norm_written_out"):  # a norm spelled in elementwise ops (rules.norm_written)
             return ("swap_norms", "fused_add_norm", "compile")
         chain = str(ev.get("top_chain", "")).lower()

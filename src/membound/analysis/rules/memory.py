@@ -461,7 +461,7 @@ def unfused_chain(ctx):
     )
 
 
-#: what runs the loop's own chains in a few kernels (the `foreach` remedy's finding)
+#: what runs the loop's own per-tensor chains in a few kernels (the `foreach` remedy's)
 LOOP_CHAIN_FIX = (
     "These chains run outside the model's forward and backward, once per tensor (a weight "
     "EMA, gradient clipping, a hand-written update): torch.compile(model) and autocast do not "
@@ -469,19 +469,48 @@ LOOP_CHAIN_FIX = (
     "(torch._foreach_lerp_(ema_params, params, 1 - decay) for an EMA; torch.optim's foreach "
     "or fused optimizers for an update), or torch.compile the function that runs them."
 )
+#: ... and what fuses the loop's other chains (input preparation, metrics): `compile_loop`
+LOOP_CODE_FIX = (
+    "These chains run outside the model's forward and backward (the batch's preparation, a "
+    "metric): torch.compile(model) does not reach them. Fuse them where they are: "
+    "torch.compile the function that runs them, or move the work into the model's forward."
+)
+#: a chain of the same ops found at least this many times a step outside the model runs once
+#: per tensor of a list (an EMA over the parameters: 163 a step on the DDPM U-Net), which a
+#: multi-tensor op does in one pass; fewer is the loop's own code (a batch normalized on the
+#: GPU: once a step)
+PER_TENSOR_CHAINS = 4
 
 
 def _loop_chains(ctx, cols: _Columns) -> list:
     """`unfused-chain` of the chains the training loop runs outside the model
-    (`_Columns.loop_chain`, `analysis.model_reach`): DDPM's per-parameter EMA, 163
-    `mul_ → add_` a step. A multi-tensor op does each chain's work in one pass over all its
-    tensors, so what it saves is their whole time beyond that pass: time lost per step =
-    Σ (device time of their calls − their bytes less the intermediates (2 × each inner
-    link's output), at each call's memory roof) ÷ steps. Needs ceilings."""
+    (`_Columns.loop_chain`, `analysis.model_reach`), one finding for those repeated over a
+    list of tensors (`PER_TENSOR_CHAINS`; the `foreach` remedy), one for the rest (the
+    `compile_loop` remedy)."""
     bw = _bandwidth(ctx)
     if not cols.loop_chain.any() or not bw:
         return []
-    idx = np.flatnonzero(cols.apart)
+    ks = np.flatnonzero(cols.loop_chain)
+    pattern = [tuple(cols.name_code[cols.starts[k] : cols.ends[k]].tolist()) for k in ks.tolist()]
+    counts = Counter(pattern)
+    many = np.array([ctx.per_op_step(counts[p]) >= PER_TENSOR_CHAINS for p in pattern])
+    out = []
+    for per_tensor in (True, False):
+        chosen = ks[many == per_tensor]
+        if len(chosen):
+            out += _loop_chain_finding(ctx, cols, chosen, per_tensor, bw)
+    return out
+
+
+def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, bw: float):
+    """The finding of loop chains `ks` (indexes into `cols.starts`). One pass does each
+    chain's work (a multi-tensor op over a list, or one fused kernel), so what it saves is
+    their whole time beyond that pass: time lost per step = Σ (device time of their calls −
+    their bytes less the intermediates (2 × each inner link's output), at each call's memory
+    roof) ÷ steps. DDPM's per-parameter EMA, 163 `mul_ → add_` a step: 0.91 predicted, 0.82
+    saved by one `torch._foreach_lerp_` (H100, 2026-12-06)."""
+    bounds = list(zip(cols.starts[ks].tolist(), cols.ends[ks].tolist(), strict=True))
+    idx = np.concatenate([np.arange(s, e) for s, e in bounds])
     left = cols.bytes[idx] - np.where(cols.inner[idx], 2 * cols.out[idx], 0.0)
     left = np.where(left > 0.0, left, 0.0)
     roof = _call_roofs(ctx, cols, idx)
@@ -490,23 +519,23 @@ def _loop_chains(ctx, cols: _Columns) -> list:
     lost = ctx.per_op_step(max(device_ms - fused_ms, 0.0))
     if not lost > 0.0:
         return []
-    bounds = list(
-        zip(cols.starts[cols.loop_chain].tolist(), cols.ends[cols.loop_chain].tolist(), strict=True)
-    )
     names = cols.names
     top, count = Counter(" → ".join(names[s:e]) for s, e in bounds).most_common(1)[0]
     calls = cols.calls
+    n = ctx.per_op_step(len(bounds))
+    what = "once per tensor" if per_tensor else "in its own code"
     return [
         ctx.finding(
             code="unfused-chain",
             title=(
-                f"the training loop runs elementwise chains once per tensor, outside the model "
-                f"({top}, {ctx.per_op_step(len(bounds)):.0f} chains per step)"
+                f"the training loop runs elementwise chains {what}, outside the model "
+                f"({top}, {n:.0f} chain{'s' if n != 1 else ''} per step)"
             ),
             lost_ms=lost,
             evidence={
                 "outside_model": True,
-                "chains_per_step": ctx.per_op_step(len(bounds)),
+                "per_tensor": per_tensor,
+                "chains_per_step": n,
                 "top_chain": top,
                 "top_chain_per_step": ctx.per_op_step(count),
                 "calls_per_step": ctx.per_op_step(len(idx)),
@@ -514,7 +543,7 @@ def _loop_chains(ctx, cols: _Columns) -> list:
                 "fused_ms_per_step": ctx.per_op_step(fused_ms),
                 "bytes_per_step": ctx.per_op_step(_total(left)),
             },
-            fix=LOOP_CHAIN_FIX,
+            fix=LOOP_CHAIN_FIX if per_tensor else LOOP_CODE_FIX,
             spans=[
                 (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
                 for s, e in bounds[:2000]
