@@ -30,11 +30,11 @@ def outside_model(
     """(outside, pass) per call. `outside` (see the module): not backward, no backward call
     carrying its sequence number, and the model call before it in host time (`host_ts`) a
     backward one, or none. `pass`: how many backward passes began at or before it (a
-    backward call after a forward one, or first, begins one), so a caller can tell the loop's own work,
-    which comes back after every pass, from the last forward of a trace whose backward ran
-    after the trace ended (the same, by position and number, in one pass only). All False
-    and 0 when no call is backward (an inference loop, or a trace whose backward calls are
-    not marked): nothing tells the model apart then."""
+    backward call after a forward one, or first, begins one), so a caller can tell the
+    loop's own work, which comes back after every pass, from the last forward of a trace
+    whose backward ran after the trace ended (the same, by position and number, in one pass
+    only). All False and 0 when no call is backward (an inference loop, or a trace whose
+    backward calls are not marked): nothing tells the model apart then."""
     seq = np.asarray(seq)
     backward = np.asarray(backward, dtype=bool)
     n = len(seq)

@@ -527,12 +527,9 @@ def _autograd_of(
         cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
     found = holder >= 0
     seq = np.where(found, seq_col[np.maximum(holder, 0)], -1).astype(np.int64)
-    names = trace.names
-    is_bwd_name = np.array(
-        [n.startswith(_BACKWARD_PREFIX) or n.endswith(("Backward0", "Backward1")) for n in names]
-        or [False],
-        dtype=bool,
-    )
+    names = trace.names or [""]
+    is_engine = np.array([n.startswith(_BACKWARD_PREFIX) for n in names], dtype=bool)
+    is_bwd_name = is_engine | np.array([n.endswith(("Backward0", "Backward1")) for n in names])
     up = parent[np.maximum(holder, 0)]
     backward = found & (
         is_bwd_name[cpu.name[np.maximum(holder, 0)]]
@@ -540,7 +537,6 @@ def _autograd_of(
     )
     # a node without a sequence number runs in the engine too: AccumulateGrad's add_ of a
     # micro-batch's gradient into .grad (eager GPT-2: 75 a step) is backward work
-    is_engine = np.array([n.startswith(_BACKWARD_PREFIX) for n in names] or [False], dtype=bool)
     cur = parent[idx]
     for _ in range(64):
         live = (cur >= 0) & ~backward
