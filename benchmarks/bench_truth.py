@@ -55,8 +55,6 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "examples" / "real"
 DEFAULT_CSV = ROOT / "benchmarks" / "results" / "truth.csv"
 TRUTH_PREFIX = "MEMBOUND_TRUTH "  # examples/real/_common.py prints it
-#: issue 15: a prediction is right within max(25% of the measured saving, 2 ms)
-TOLERANCE_FRACTION, TOLERANCE_MS = 0.25, 2.0
 
 
 @dataclass(frozen=True)
@@ -588,24 +586,17 @@ def predict(report: dict | None, fix: Fix) -> tuple[float | None, str | None]:
 
 
 def within_tolerance(predicted: float | None, measured: float) -> bool:
-    """Issue 15's target: |predicted - measured| <= max(25% of measured, 2 ms); no
-    prediction counts as 0."""
-    tolerance = max(TOLERANCE_FRACTION * abs(measured), TOLERANCE_MS)
-    return abs((predicted or 0.0) - measured) <= tolerance
+    """Issue 15's target (`membound.analysis.fix_check.within_tolerance`)."""
+    from membound.analysis.fix_check import within_tolerance as within
+
+    return within(predicted, measured)
 
 
 def _as_findings(findings: list[dict]) -> list:
-    """The report's findings as objects with the attributes `analysis.remedies` reads
-    (code, evidence, time_lost_ms_per_step)."""
-    from types import SimpleNamespace
+    """The report's findings as `analysis.remedies` reads them (`fix_check.as_findings`)."""
+    from membound.analysis.fix_check import as_findings
 
-    return [
-        SimpleNamespace(
-            code=f.get("code"), evidence=f.get("evidence"),
-            time_lost_ms_per_step=f.get("time_lost_ms_per_step"),
-        )
-        for f in findings
-    ]  # fmt: skip
+    return as_findings(findings)
 
 
 def _norm_whatif(findings: list, remedies: tuple[str, ...]) -> tuple[float, str] | None:

@@ -52,7 +52,10 @@ def empty_trace_report(report: dict) -> dict:
 
 #: the report keys `compare` reads: half of the paths drawn lie under one of them
 COMPARE_READS = {"steps", "median_step_ms", "per_step", "wall_ms", "kernel_busy_ms", "marked",
-                 "findings", "code", "time_lost_ms_per_step", "gpu_busy_fraction", "trace"}  # fmt: skip
+                 "findings", "code", "time_lost_ms_per_step", "gpu_busy_fraction", "trace",
+                 # the prediction check (analysis.fix_check) and the idle rows
+                 "evidence", "remedies", "remedy", "saving_ms_per_step", "idle_breakdown",
+                 "ops", "dtypes", "device_ms", "gpu_whatif"}  # fmt: skip
 
 REPORT_KINDS = ("retype.leaf", "retype.node", "drop-key", "nan", "nest", "empty",
                 "truncate", "corrupt-bytes", "empty-trace", "schema")  # fmt: skip

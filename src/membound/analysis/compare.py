@@ -29,6 +29,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from membound.analysis import fix_check
 from membound.analysis.result import computing_fraction
 from membound.errors import BadInput
 
@@ -114,6 +115,7 @@ class _Checker:
             self.fail(field, f"is {_what(v)}, not a number")
         if not math.isfinite(v):
             self.fail(field, "is not a finite number")
+        # "number": any finite number (a saving may be negative)
         if kind == "int" and (v < 0 or v != int(v)):
             self.fail(field, f"is {v!r}, not a count")
         if kind == "time" and v < 0:
@@ -174,6 +176,8 @@ def validate(data: Any, path: str | Path = "report") -> dict:
             raise BadInput(f"{p} has a finding without 'code' or 'time_lost_ms_per_step'; {HINT}")
         c.get(f, "code", f"findings[{i}].code", "str", required=True)
         c.get(f, "time_lost_ms_per_step", f"findings[{i}].time_lost_ms_per_step", "time")
+    for i, f in enumerate(findings):
+        c.get(f, "evidence", f"findings[{i}].evidence", "object")
     ops = c.get(data, "ops", "ops", "list") or []
     for i, r in enumerate(ops):
         if not isinstance(r, dict):
@@ -181,6 +185,17 @@ def validate(data: Any, path: str | Path = "report") -> dict:
         c.get(r, "name", f"ops[{i}].name", "str", required=True)
         for key in ("calls", "device_ms", "flops", "bytes"):
             c.get(r, key, f"ops[{i}].{key}", "time" if key == "device_ms" else "count")
+        c.get(r, "dtypes", f"ops[{i}].dtypes", "list")
+    remedies = c.get(data, "remedies", "remedies", "list") or []
+    for i, r in enumerate(remedies):
+        if not isinstance(r, dict):
+            c.fail(f"remedies[{i}]", f"is {_what(r)}, not an object")
+        c.get(r, "remedy", f"remedies[{i}].remedy", "str", required=True)
+        c.get(r, "saving_ms_per_step", f"remedies[{i}].saving_ms_per_step", "number")
+    idle = c.get(data, "idle_breakdown", "idle_breakdown", "object") or {}
+    for key in idle:
+        c.get(idle, key, f"idle_breakdown.{key}", "time")
+    c.get(data, "gpu_whatif", "gpu_whatif", "object")
     if count == 0 or not steps.get("median_step_ms"):
         raise BadInput(
             f"{p} holds no steps (its trace had no usable events, or no step took any time): "
@@ -340,11 +355,13 @@ def _rate(step_ms: float | None, per_step: float | None = 1.0) -> float | None:
     return per_step * 1e3 / step_ms
 
 
-def compare(before: dict, after: dict) -> dict[str, Any]:
+def compare(before: dict, after: dict, fixes: list[str] | None = None) -> dict[str, Any]:
     """The comparison as plain data: step time (and its basis), throughput, step shares,
-    GPU busy, findings per code, resolved (present before, gone after) and new (absent
-    before) codes, and how the workloads differ. BadInput for one report compared with
-    itself."""
+    GPU busy, findings per code, the GPU's idle by cause, resolved (present before, gone
+    after) and new (absent before) codes, how the workloads differ, and the prediction check
+    (`analysis.fix_check`: what the report before predicted for the fixes applied, `fixes`
+    or those the pair shows, against the measured saving). BadInput for one report compared
+    with itself."""
     same = _same(before, after)
     if same:
         raise BadInput(
@@ -371,6 +388,10 @@ def compare(before: dict, after: dict) -> dict[str, Any]:
     saved = b_step - a_step if b_step is not None and a_step is not None else None
     shares_b, shares_a = _shares(before), _shares(after)
     nb, na = samples_per_step(before), samples_per_step(after)
+    idle_b, idle_a = before.get("idle_breakdown") or {}, after.get("idle_breakdown") or {}
+    causes = sorted(set(idle_b) | set(idle_a), key=lambda c: -max(idle_b.get(c) or 0.0,
+                                                                   idle_a.get(c) or 0.0))  # fmt: skip
+    basis = "unprofiled" if unprofiled else "trace median"
     return {
         "before": before.get("trace"),
         "after": after.get("trace"),
@@ -378,7 +399,7 @@ def compare(before: dict, after: dict) -> dict[str, Any]:
             "before": b_step,
             "after": a_step,
             "saved": saved,
-            "basis": "unprofiled" if unprofiled else "trace median",
+            "basis": basis,
         },
         "speedup": b_step / a_step if saved is not None and a_step else None,
         "throughput": {
@@ -392,8 +413,11 @@ def compare(before: dict, after: dict) -> dict[str, Any]:
         "gpu_busy_fraction": {"before": b_busy, "after": a_busy},
         "kernel_busy_fraction": {"before": _kernel_busy(before), "after": _kernel_busy(after)},
         "findings": findings,
+        # ms per step, the profiler's share set aside (`analysis.step_timing`)
+        "idle_by_cause": {c: {"before": idle_b.get(c), "after": idle_a.get(c)} for c in causes},
         "resolved": [c for c in codes if c in lost_b and c not in lost_a],
         "new": [c for c in codes if c in lost_a and c not in lost_b],
         "steps_marked": {"before": sb.get("marked"), "after": sa.get("marked")},
         "workload": workload(before, after),
+        "prediction": fix_check.check(before, after, fixes, saved, basis),
     }

@@ -7,6 +7,60 @@ from __future__ import annotations
 
 from membound.report.numbers import DASH, finite, ms, pct
 
+#: idle causes (`analysis.result.IDLE_CAUSES`) as the comparison's rows name them
+CAUSE_LABEL = {
+    "queued": "GPU turnaround",
+    "dataloader": "DataLoader",
+    "pageable_copy": "pageable copies",
+    "copy": "copies",
+    "sync": "syncs",
+    "launch": "launching",
+    "other": "host outside ops",
+    "profiler": "profiler",
+}
+#: an idle cause below this on both sides, or changed by less (ms/step), gets no row
+IDLE_SHOWN_MS = 0.05
+
+
+def prediction_line(p: dict) -> str | None:
+    """One line: what the report before predicted for the fixes applied, against the saving
+    measured; None where no fix is known and the report offered none."""
+    fixes, measured = p.get("fixes") or [], p.get("measured_ms")
+    what = "unprofiled" if p.get("basis") == "unprofiled" else "trace-median (profiled)"
+    if not fixes:
+        top = p.get("top_remedy")
+        if not top or not finite(top.get("saving_ms_per_step")):
+            return None
+        return (
+            f"prediction: the report before ranked {top['remedy']} first "
+            f"({top['saving_ms_per_step']:.2f} ms/step); which fix was applied is not clear "
+            "from the two reports: name it with --fix KEY to check the prediction"
+        )
+    names = " + ".join(fixes)
+    how = (
+        f" (inferred: {'; '.join(p.get('shown_by') or [])}; --fix KEY names it)"
+        if p.get("how") == "inferred"
+        else ""
+    )
+    pred = p.get("predicted_ms")
+    head = f"prediction: {names} was to save {pred:.2f} ms/step{how}"
+    if not p.get("offered"):
+        head = f"prediction: the report before offered no {names} (a saving of 0){how}"
+    if not finite(measured):
+        return head + "; the measured saving is unknown"
+    error = p["error_ms"]
+    verdict = (
+        "within the tolerance"
+        if p.get("within_tolerance")
+        else f"{'over' if error > 0 else 'under'}-predicted by {abs(error):.2f} ms, outside "
+        "the tolerance"
+    )
+    change = f"saved {measured:.2f} ms" if measured >= 0 else f"lost {-measured:.2f} ms"
+    return (
+        f"{head}; the {what} step {change}: {verdict} "
+        f"(±{p['tolerance_ms']:.2f} ms: 25% of the saving, at least 2 ms)"
+    )
+
 
 def _rate(v) -> str:
     return f"{v:,.1f}" if finite(v) else DASH
@@ -85,6 +139,14 @@ def render(cmp: dict, console=None, *, before_label="before", after_label="after
             else f"{-saved_ms:.3f} ms worse"
         )
         t.add_row(f"lost to {f['code']} (ms/step)", ms(f["before_ms"]), ms(f["after_ms"]), state)
+    for cause, v in (cmp.get("idle_by_cause") or {}).items():
+        b, a = v.get("before"), v.get("after")
+        if max(b or 0.0, a or 0.0) < IDLE_SHOWN_MS or (
+            finite(b) and finite(a) and abs(a - b) < IDLE_SHOWN_MS
+        ):
+            continue
+        change = f"{a - b:+.3f} ms" if finite(b) and finite(a) else DASH
+        t.add_row(f"idle: {CAUSE_LABEL.get(cause, cause)} (ms/step)", ms(b), ms(a), change)
     out.print(t)
     warning = (cmp.get("workload") or {}).get("warning")
     if warning:
@@ -98,3 +160,6 @@ def render(cmp: dict, console=None, *, before_label="before", after_label="after
         f"findings resolved: {', '.join(cmp['resolved']) or 'none'}; "
         f"new: {', '.join(cmp['new']) or 'none'}"
     )
+    line = prediction_line(cmp.get("prediction") or {})
+    if line:
+        out.print(Text(line), soft_wrap=True)
