@@ -197,3 +197,13 @@ def test_bad_prediction_fields_refused(demo, tmp_path, edit, field):
     path.write_text(json.dumps(r))
     with pytest.raises(BadInput, match=field.replace("[", r"\[").replace("]", r"\]")):
         load_report(path)
+
+
+def test_report_says_how_to_check_a_prediction(capsys):
+    """Under the ranked fixes the report says how to check one on the user's own run."""
+    trace = FIXTURES / "h100_samecall_dcgan" / "trace.json.gz"
+    assert main(["analyze", str(trace), "--ceilings",
+                 str(FIXTURES / "h100_samecall_ceilings.json")]) == 0  # fmt: skip
+    text = " ".join(capsys.readouterr().out.split())
+    assert "fixes ranked by what they save" in text
+    assert "`membound compare BEFORE.json AFTER.json` checks what it saved" in text

@@ -136,6 +136,7 @@ def render(a, console: Console | None = None, options=None) -> None:
             t.add_row(r.key, ms(r.saving_ms_per_step), pct(r.share_of_step),
                       ms(after, 2) if finite(after) else "-", _recovers(a, r), r.what)  # fmt: skip
         console.print(t)
+        console.print(Text(CHECK_HINT, style="dim"))
     if a.ops:
         t = Table(
             title=f"top ops (device time{_costed(a)})"
@@ -169,6 +170,11 @@ def render(a, console: Console | None = None, options=None) -> None:
 
 
 REMEDIES_TITLE = "fixes ranked by what they save (the findings each one recovers, once)"
+#: said under the fixes: how a user checks a prediction on their own run
+CHECK_HINT = (
+    "applied one? record the run again with --json and `membound compare BEFORE.json "
+    "AFTER.json` checks what it saved against this prediction"
+)
 
 
 def shown_remedies(a, options) -> list:
@@ -267,6 +273,8 @@ def render_list(a, console: Console, options) -> None:
             Text(head + (f"  → {ms(after, 2)} ms/step" if finite(after) else ""), style="bold")
         )
         _lines(console, f"{r.what}; recovers {_recovers(a, r)}", "   ")
+    if rs:
+        _lines(console, CHECK_HINT, "", style="dim")
     if a.ops:
         extra = "" if a.ceilings is not None else " — no ceilings"
         console.print(Text(f"top ops (device time{_costed(a)}{extra})", style="bold"))
