@@ -33,8 +33,9 @@
 source "$(dirname "$0")/_session.sh"
 W=/tmp/overhead; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
-VARIANTS=plain,cuda,nodriver,noapi,launches,membound_launches,queued,noapi_queued,syncs_queued
-PERTHREAD_VARIANTS=plain,cuda,launches,membound_launches
+# VARIANTS / PERTHREAD_VARIANTS (env) trim the lists below
+VARIANTS=${VARIANTS:-plain,cuda,nodriver,noapi,launches,membound_launches,queued,noapi_queued,syncs_queued}
+PERTHREAD_VARIANTS=${PERTHREAD_VARIANTS:-plain,cuda,launches,membound_launches}
 probe() {  # $1 script, $2 label, $3 variants, $4 kineto options ("" for kineto's defaults)
   local r0=$(date +%s)
   timeout 170 python benchmarks/probe_cupti_kinds.py --script "$1" --window 6 --rounds 3 \

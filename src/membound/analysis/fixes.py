@@ -206,7 +206,16 @@ def pageable_fix(frameworks: Iterable[str], dataloader: bool) -> str:
     )
 
 
-def sync_fix(frameworks: Iterable[str]) -> str:
+#: said where the step's syncs include a GradScaler's inf check (`rules.host_sync`)
+GRAD_SCALER_SYNC = (
+    "A GradScaler steps a non-fused optimizer only after reading its inf check on the host "
+    "(found_inf.item() in scaler.step), a sync every step that reading the loss less often "
+    "does not remove: a fused optimizer (torch.optim.AdamW(..., fused=True)) takes the check "
+    "on the GPU, and bf16 autocast needs no GradScaler at all. "
+)
+
+
+def sync_fix(frameworks: Iterable[str], grad_scaler: bool = False) -> str:
     fw = set(frameworks)
     if "transformers" in fw:
         # the Trainer's per-step sync is its NaN/Inf check of the loss (a bool of a GPU
@@ -220,7 +229,7 @@ def sync_fix(frameworks: Iterable[str]) -> str:
         how = "log with self.log(..., on_step=False, on_epoch=True) or a larger log_every_n_steps"
     else:
         how = "read the loss (loss.item()) every N steps instead of every step"
-    return (
+    return (GRAD_SCALER_SYNC if grad_scaler else "") + (
         f"Sync less often: {how}; accumulate metrics on the GPU; remove explicit "
         "torch.cuda.synchronize() and .cpu() of GPU values from the step."
     )

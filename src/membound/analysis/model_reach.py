@@ -11,7 +11,8 @@ ms/step.
 Autograd tells the model's work apart. A backward call runs inside a backward node
 (`OpCall.backward`), and a forward op shares its sequence number with the backward node it
 recorded (`OpCall.seq`): a forward call whose number some backward call carries is the
-model's. The sequence number alone does not separate the rest: with grad mode on, the
+model's, if it is the last to record that number (`_forward_of_model`: the ops before the
+one that makes a node record its number too). The sequence number alone does not separate the rest: with grad mode on, the
 EMA's in-place ops carry one too, but no backward node ever runs with it. Position does:
 a call neither backward nor carried, whose latest such model call before it in host time
 is a backward one (or that has none before it), runs after backward and before the next
@@ -42,9 +43,8 @@ def outside_model(
     passes = np.zeros(n, dtype=np.int64)
     if not n or not backward.any():
         return outside, passes
-    carried = np.unique(seq[backward & (seq >= 0)])
-    model = backward | (np.isin(seq, carried) & (seq >= 0))
     order = np.argsort(np.asarray(host_ts), kind="stable")
+    model = backward | _forward_of_model(seq, backward, order)
     in_order = model[order]
     # position (in host order) of the latest model call at or before each call; -1: none
     latest = np.maximum.accumulate(np.where(in_order, np.arange(n), -1))
@@ -56,3 +56,30 @@ def outside_model(
     before = np.concatenate(([False], after_backward[:-1] & (latest[:-1] >= 0)))
     passes[order] = np.cumsum(bwd & ~before)
     return outside, passes
+
+
+def _forward_of_model(seq: np.ndarray, backward: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The forward calls of the model: not backward, carrying a number some backward call
+    carries, and in the last run of calls with that number in host order (`order`) among the
+    calls that are not backward.
+
+    An op records the number the next autograd node will get, so the ops before a node is
+    made carry it too: with grad mode on, a GradScaler's `_amp_update_scale_` at the end of
+    a step carries the number of the next step's first node (a timm ConvNeXt under --amp on
+    an H100, 2026-12-06), though the EMA's calls without grad (-1) run between it and that
+    node's forward op. The op that makes the node is the last to record the number; ops
+    after it record the next one."""
+    n = len(seq)
+    carried = np.unique(seq[backward & (seq >= 0)])
+    forward = ~backward & (seq >= 0) & np.isin(seq, carried)
+    if not forward.any():
+        return forward
+    nb = order[~backward[order]]  # calls that are not backward, in host order
+    s = seq[nb]
+    run = np.cumsum(np.concatenate(([True], s[1:] != s[:-1])))
+    codes, inv = np.unique(s, return_inverse=True)
+    last = np.zeros(len(codes), dtype=np.int64)
+    np.maximum.at(last, inv, run)
+    in_last = np.zeros(n, dtype=bool)
+    in_last[nb] = run == last[inv]
+    return forward & in_last

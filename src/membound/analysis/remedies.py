@@ -138,6 +138,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         return ("compile",)
     if code == "launch-bound" and ev.get("compiled"):
         return ("cuda_graphs",)  # compiled already: what is left is the launches
+    if code == "host-sync" and ev.get("grad_scaler_sync"):
+        return ("sync_less", "fused_optimizer")  # the scaler's inf check: a fused step
     if code == "fp32-storage" and ev.get("autocast_on"):
         return ("bf16_storage",)  # autocast is on already: what is left is 16-bit storage
     return {

@@ -6,7 +6,7 @@ import numpy as np
 
 from membound.analysis import intervals as iv
 from membound.analysis.findings import rule
-from membound.analysis.rules.memory import written_norm_launch_ms
+from membound.analysis.rules.memory import loop_launch_ms, written_norm_launch_ms
 from membound.analysis.timeline import LAUNCH_GAP_US
 from membound.cost.formulas.inductor import parse_name
 from membound.trace.model import KERNEL
@@ -59,9 +59,11 @@ def launch_bound(ctx):
     """
     idle = ctx.idle("launch")
     # the gaps of the kernels that fusing written-out norms removes are that finding's
-    # (rules/memory.py): one instant in one finding
+    # (rules/memory.py), and so are those before the loop's own chains (an EMA): one instant
+    # in one finding
     to_norms = written_norm_launch_ms(ctx)
-    lost = ctx.idle_ms_per_step("launch") - to_norms
+    to_loop = loop_launch_ms(ctx)
+    lost = ctx.idle_ms_per_step("launch") - to_norms - to_loop
     if lost <= 0:
         return []
     gpu = ctx.trace.gpu
@@ -90,6 +92,7 @@ def launch_bound(ctx):
         "gpu_idle_in_op_overhead_ms_per_step": lost - in_calls_ms,
         "short_gap_threshold_us": LAUNCH_GAP_US,
         "left_to_written_out_norms_ms_per_step": to_norms,
+        "left_to_loop_chains_ms_per_step": to_loop,
         "note": PROFILER_NOTE,
         "inductor_kernel_share": compiled,
         # the gaps before work the GPU already had: not this finding's (no launch fix

@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-from membound.analysis import model_reach, norm_whatif
+from membound.analysis import kernel_map, model_reach, norm_whatif
 from membound.analysis.findings import rule
 from membound.analysis.fixes import (
     NORMS,
@@ -304,6 +304,8 @@ class _Columns:
         #: their calls, the `foreach` finding's (`_loop_chains`), not another's
         self.loop_chain = np.zeros(len(self.starts), dtype=bool)
         self.apart = np.zeros(n, dtype=bool)
+        #: calls outside the model (`model_reach.outside_model`; all False without host times)
+        self.outside = np.zeros(n, dtype=bool)
         if host_ts is not None and len(self.starts):
             self._find_loop_chains(
                 *model_reach.outside_model(
@@ -319,6 +321,7 @@ class _Columns:
         are outside after two backward passes or more (after the one, where the trace has
         one): the last forward of a trace whose backward it did not record looks outside
         too, after its last pass only."""
+        self.outside = outside
         inside = np.concatenate(([0], np.cumsum(~outside)))
         out = np.flatnonzero(inside[self.ends] == inside[self.starts])
         if not len(out):
@@ -333,6 +336,21 @@ class _Columns:
             if len(seen[p]) >= wanted:
                 self.loop_chain[k] = True
                 self.apart[s:e] = True
+
+    def loop_calls(self, ks: np.ndarray) -> np.ndarray:
+        """Mask of the calls of loop chains `ks` (indexes into `starts`) and of the calls
+        outside the model that run between two of them (an EMA's `copy_` of each result
+        back into its tensor: a copy, in no chain)."""
+        mine = np.zeros(len(self.calls), dtype=bool)
+        for s, e in zip(self.starts[ks].tolist(), self.ends[ks].tolist(), strict=True):
+            mine[s:e] = True
+        out = np.flatnonzero(self.outside)
+        if len(out) > 2:
+            m = mine[out]
+            between = np.zeros(len(out), dtype=bool)
+            between[1:-1] = m[:-2] & m[2:] & ~m[1:-1]
+            mine[out[between]] = True
+        return mine
 
     def names_in(self, names) -> np.ndarray:
         """Which calls' names are in `names`."""
@@ -507,8 +525,11 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
     chain's work (a multi-tensor op over a list, or one fused kernel), so what it saves is
     their whole time beyond that pass: time lost per step = Σ (device time of their calls −
     their bytes less the intermediates (2 × each inner link's output), at each call's memory
-    roof) ÷ steps. DDPM's per-parameter EMA, 163 `mul_ → add_` a step: 0.90 predicted, 0.82
-    saved by one `torch._foreach_lerp_` (H100, 2026-12-06)."""
+    roof) ÷ steps, plus the GPU's wait for the host while it issued them
+    (`loop_idle_ms`). DDPM's per-parameter EMA, 163 `mul_ → add_` a step, ran while the GPU
+    was busy: 0.94 predicted, 0.82 saved by one `torch._foreach_lerp_` (H100, 2026-12-06).
+    A ConvNeXt's ModelEmaV2 loop, 182 `copy_(d * e + (1 - d) * m)` a step, ran after the
+    GradScaler's sync with the GPU idle: 8.45 predicted, 11.69 saved (H100, 2026-12-06)."""
     bounds = list(zip(cols.starts[ks].tolist(), cols.ends[ks].tolist(), strict=True))
     idx = np.concatenate([np.arange(s, e) for s, e in bounds])
     left = cols.bytes[idx] - np.where(cols.inner[idx], 2 * cols.out[idx], 0.0)
@@ -516,7 +537,9 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
     roof = _call_roofs(ctx, cols, idx)
     fused_ms = _total(left / (bw if roof is None else roof)) * 1e3
     device_ms = _total(cols.device_us[idx]) / 1e3
-    lost = ctx.per_op_step(max(device_ms - fused_ms, 0.0))
+    gpu_ms = ctx.per_op_step(max(device_ms - fused_ms, 0.0))
+    idle = loop_idle_ms(ctx, cols, ks)
+    lost = gpu_ms + sum(idle.values())
     if not lost > 0.0:
         return []
     names = cols.names
@@ -542,6 +565,9 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
                 "device_ms_per_step": ctx.per_op_step(device_ms),
                 "fused_ms_per_step": ctx.per_op_step(fused_ms),
                 "bytes_per_step": ctx.per_op_step(_total(left)),
+                "gpu_ms_per_step": gpu_ms,
+                # the GPU's wait for the host while it issued this work, by idle cause
+                "gpu_idle_before_ms_per_step": idle,
             },
             fix=LOOP_CHAIN_FIX if per_tensor else LOOP_CODE_FIX,
             spans=[
@@ -550,6 +576,26 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
             ],
         )
     ]
+
+
+#: the idle causes in which the GPU waits for the host to issue a loop's work: launching
+#: it, in Python between its ops (`other`), in its device-to-device copy calls (`copy`)
+LOOP_IDLE_CAUSES = ("launch", "other", "copy")
+
+
+def loop_idle_ms(ctx, cols: _Columns, ks: np.ndarray | None = None) -> dict[str, float]:
+    """ms per step, by cause (`LOOP_IDLE_CAUSES`), of the GPU's idle in the gaps that end
+    with work of the loop chains `ks` (all loop chains: None) or the copies between them
+    (`_Columns.loop_calls`), the timeline pass's activities mapped to the calls
+    (`analysis.kernel_map`): the GPU waiting while the host issued the loop's work, which
+    one multi-tensor op (or compiling the loop) leaves nearly none of. {} where nothing maps."""
+    if ks is None:
+        ks = np.flatnonzero(cols.loop_chain)
+    if not len(ks):
+        return {}
+    wanted = cols.loop_calls(ks)
+    out = {c: kernel_map.idle_before(ctx, c, wanted) for c in LOOP_IDLE_CAUSES}
+    return {c: v for c, v in out.items() if v > 0}
 
 
 _NORM_KIND = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
@@ -776,3 +822,12 @@ def _autocast_on(rows) -> bool:
     return any(
         r.compute in ("bf16", "fp16") and op_family(r.name) in _TENSOR_CORE_FAMILIES for r in rows
     )
+
+
+def loop_launch_ms(ctx) -> float:
+    """ms per step of the `launch` idle before the loop chains' work (`loop_idle_ms`): the
+    loop-chain findings', so `launch-bound` leaves it out. 0 without ceilings (no finding
+    then) or loop chains."""
+    if not _bandwidth(ctx):
+        return 0.0
+    return loop_idle_ms(ctx, _columns_of(ctx)).get("launch", 0.0)

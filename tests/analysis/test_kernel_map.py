@@ -1,0 +1,129 @@
+"""The timeline pass's GPU work mapped to the ops pass's calls (`analysis.kernel_map`), and
+what it lets the loop's own chains claim: the GPU's wait for the host while it issued them
+(`rules.memory.loop_idle_ms`). On the ConvNeXt recorded on an H100 (2026-12-06,
+`tests/fixtures/h100_real_convnext_amp_truth1`, `test_truth_2026_12_06b_h100.py`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from membound.analysis import analyze, kernel_map, model_reach
+from membound.analysis import findings as F
+from membound.analysis.op_calls import call_column
+from membound.analysis.rules import memory
+from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
+from support.paths import FIXTURES
+
+CONVNEXT = FIXTURES / "h100_real_convnext_amp_truth1"
+
+
+@pytest.fixture(scope="module")
+def convnext():
+    """(the analysis, its context) of the ConvNeXt's trace: the context caught as the rules
+    see it."""
+    seen = {}
+    rule = F.RULES["launch-bound"]
+
+    def catch(ctx):
+        seen["ctx"] = ctx
+        return rule(ctx)
+
+    F.RULES["launch-bound"] = catch
+    try:
+        a = analyze([timeline_in(CONVNEXT)], Ceilings.load(CONVNEXT / "ceilings.json"))
+    finally:
+        F.RULES["launch-bound"] = rule
+    return a, seen["ctx"]
+
+
+def test_every_activity_of_the_steps_maps_to_a_call(convnext):
+    """The 5 timeline steps and the 3 ops steps launch the same 1955 activities (1626
+    kernels, and the EMA's device-to-device copies among the rest), in the same order."""
+    _, ctx = convnext
+    mapped = kernel_map.timeline_calls(ctx)
+    assert (mapped >= 0).sum() == 9775 and len(mapped) == 9795
+    names = call_column(ctx.calls, "name")
+    # the first EMA op of each step: the same call every step
+    first = ctx.trace.gpu.ts[mapped == 1]
+    assert len(first) == 5 and set(names[mapped[mapped == 1]]) == {"aten::mul"}
+
+
+def test_a_step_that_launched_other_work_is_left_unmapped(convnext):
+    _, ctx = convnext
+    gpu = ctx.trace.gpu
+    saved = gpu.name.copy()
+    s = ctx.steps[2]
+    inside = np.flatnonzero((gpu.ts >= s.start_us) & (gpu.ts < s.end_us))
+    try:
+        gpu.name[inside[100]] = gpu.name[inside[101]] if gpu.name[inside[100]] != gpu.name[
+            inside[101]] else gpu.name[inside[0]]  # fmt: skip
+        ctx._timeline_calls = None
+        mapped = kernel_map.timeline_calls(ctx)
+        assert (mapped >= 0).sum() == 9775 - 1955  # that step alone, never guessed
+    finally:
+        gpu.name[:] = saved
+        ctx._timeline_calls = None
+
+
+def test_scale_update_before_the_next_forward_is_not_the_models(convnext):
+    """`_amp_update_scale_` records the number of the next step's first node; the EMA's 182
+    chains a step after it are the loop's."""
+    _, ctx = convnext
+    calls = ctx.calls
+    seq, bwd = call_column(calls, "seq"), call_column(calls, "backward")
+    out, _ = model_reach.outside_model(seq, bwd, memory._host_ts(ctx))
+    names = call_column(calls, "name")
+    scale = np.flatnonzero(names == "aten::_amp_update_scale_")
+    carried = set(seq[bwd & (seq >= 0)].tolist())
+    assert all(int(seq[i]) in carried for i in scale)  # the number a backward node carries
+    assert out[scale].all()
+    cols = memory._columns_of(ctx)
+    assert ctx.per_op_step(int(cols.loop_chain.sum())) == pytest.approx(182)
+
+
+def test_the_loop_claims_the_idle_before_its_work(convnext):
+    """The EMA ran after the scaler's sync: the GPU waited 7.6 ms a step while the host
+    issued it (its launches, the state_dict walk before it, its copies). The foreach finding
+    holds that idle and its own 0.84 ms of kernel gap; launch-bound keeps the rest."""
+    a, ctx = convnext
+    cols = memory._columns_of(ctx)
+    idle = memory.loop_idle_ms(ctx, cols)
+    assert idle["launch"] == pytest.approx(4.652, abs=2e-3)
+    assert idle["other"] == pytest.approx(0.946, abs=2e-3)
+    assert idle["copy"] == pytest.approx(2.025, abs=2e-3)
+    loop = next(f for f in a.findings if (f.evidence or {}).get("outside_model"))
+    assert loop.evidence["per_tensor"] is True
+    assert loop.evidence["gpu_ms_per_step"] == pytest.approx(0.837, abs=2e-3)
+    assert loop.time_lost_ms_per_step == pytest.approx(0.837 + sum(idle.values()), abs=2e-3)
+    lb = next(f for f in a.findings if f.code == "launch-bound")
+    assert lb.evidence["left_to_loop_chains_ms_per_step"] == pytest.approx(idle["launch"])
+    assert lb.time_lost_ms_per_step == pytest.approx(6.996 - idle["launch"], abs=2e-3)
+    remedies = {r.key: r.saving_ms_per_step for r in a.remedies}
+    assert remedies["foreach"] == pytest.approx(8.46, abs=0.01)  # 11.70 measured
+
+
+def test_grad_scaler_sync_named_with_its_fixes(convnext):
+    a, _ = convnext
+    sync = next(f for f in a.findings if f.code == "host-sync")
+    assert sync.evidence["grad_scaler_sync"] is True
+    assert "found_inf.item()" in sync.fix and "AdamW(..., fused=True)" in sync.fix
+    assert "bf16 autocast needs no GradScaler" in sync.fix
+    fused = next(r for r in a.remedies if r.key == "fused_optimizer")
+    assert fused.codes == ["host-sync"]
+
+
+def test_forward_of_model_takes_the_last_run_of_a_number():
+    """Columns by hand: a scale update (number 7) ends step 1, the EMA (-1) follows, then the
+    next forward's first op makes node 7; backward carries 7 and 8."""
+    names = ["fwd6", "bwd6", "scale", "ema1", "ema2", "norm_in", "conv7", "lin8", "bwd8", "bwd7"]
+    seq = np.array([6, 6, 7, -1, -1, 7, 7, 8, 8, 7])
+    bwd = np.array([0, 1, 0, 0, 0, 0, 0, 0, 1, 1], dtype=bool)
+    ts = np.arange(len(seq), dtype=float)
+    out, passes = model_reach.outside_model(seq, bwd, ts)
+    assert dict(zip(names, out.tolist(), strict=True)) == {
+        "fwd6": False, "bwd6": False, "scale": True, "ema1": True, "ema2": True, "norm_in": False,
+        "conv7": False, "lin8": False, "bwd8": False, "bwd7": False,
+    }  # fmt: skip
+    assert passes.tolist() == [0, 1, 1, 1, 1, 1, 1, 1, 2, 2]

@@ -1,0 +1,96 @@
+"""The eleventh session's truth call on an H100 (2026-12-06, `SESSION_S=540 bash
+benchmarks/gpu/session_dec06b.sh`; the datasheet ceilings membound looks up where none were
+measured): the plain-timer baselines, membound's diagnose and the fixes, timed in one call.
+
+- `h100_real_convnext_amp_truth1`: `examples/real/convnext_amp.py`, timm's `--amp` recipe on a
+  ConvNeXt-T (fp16 autocast and a GradScaler, clipping, AdamW, a ModelEmaV2-style EMA, a
+  pinned loader with 8 workers, `loss.item()` every step), written in the tenth session and
+  measured here for the first time: out of sample.
+- `h100_real_lstm_lm_truth1`: `examples/real/lstm_lm.py` with `--fixes log-every-200` and
+  compile, in the time left.
+
+What the ConvNeXt showed, and what changed for it after (in sample from here on):
+- Its EMA was not told apart from the model: a GradScaler's `_amp_update_scale_` at the end
+  of a step records the sequence number of the next step's first autograd node, so it looked
+  like the forward's and hid the EMA after it (`model_reach._forward_of_model`).
+- Its EMA ran after the scaler's sync with the GPU idle, so what one multi-tensor op saves is
+  mostly the GPU's wait for the host, not kernel time (`analysis.kernel_map`,
+  `rules.memory.loop_idle_ms`).
+- The scaler's inf check is a sync every step that logging less does not remove
+  (`rules.host_sync.grad_scaler_sync`): reading the loss every 100 steps saved nothing.
+
+The savings are the device's; the predictions are today's code's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.paths import FIXTURES
+from support.truth import truth_tally
+
+
+def _load(name: str) -> tuple[dict, dict, dict]:
+    folder = FIXTURES / name
+    c = truth_tally.ceilings_of(folder, None)
+    rows = {r["fix"]: r for r in truth_tally.rows_of(folder, c)}
+    truth = json.loads((folder / "truth.json").read_text())
+    return rows, truth_tally.report_of(folder, c), truth
+
+
+def _tolerance(measured: float) -> float:
+    return max(0.25 * abs(measured), 2.0)
+
+
+def test_convnext_amp_out_of_sample_measurements():
+    """The step and what each fix saved, by the script's own timer in the same call."""
+    rows, report, truth = _load("h100_real_convnext_amp_truth1")
+    assert truth["baseline_ms"] == pytest.approx(70.877, abs=1e-3)
+    assert truth["baselines_differ_pct"] == pytest.approx(1.9, abs=0.05)
+    measured = {k: round(r["measured_ms"], 2) for k, r in rows.items()}
+    assert measured == {
+        "bf16": 14.63, "ema-foreach": 11.7, "fused-adamw": 10.91, "compile": 12.26,
+        "log-every-100": -5.38, "channels-last": -3.25,
+    }  # fmt: skip
+    # membound's unprofiled step against the plain timer's: within 5% (issue 15)
+    assert abs(rows["bf16"]["diagnose_off"]) <= 0.05
+    assert report["unprofiled_median_ms"] == pytest.approx(68.449, abs=1e-3)
+    # the capture's overhead on this host-paced loop (GPU 60% busy) is over the 10% target
+    assert report["profiler_overhead_fraction"] == pytest.approx(0.3009, abs=1e-3)
+
+
+def test_convnext_amp_predictions_today():
+    """The top remedy, torch.compile (20.60 predicted), saved 12.26: out of tolerance, but
+    within the tolerance of the best fix (bf16 autocast without a scaler, 14.63): a tie.
+    The EMA's foreach 8.46 against 11.70 (0.9 before the EMA was told apart and its idle
+    counted); the fused AdamW is named for the scaler's sync, which the fallback prices at
+    its own idle only (0.90 against 10.91)."""
+    rows, report, _ = _load("h100_real_convnext_amp_truth1")
+    assert [r["remedy"] for r in report["remedies"]][:3] == ["compile", "bf16_storage", "foreach"]
+    c, ema, fused = rows["compile"], rows["ema-foreach"], rows["fused-adamw"]
+    assert c["predicted_ms"] == pytest.approx(20.60, abs=0.01) and not c["within"]
+    best = max(rows.values(), key=lambda r: r["measured_ms"])
+    assert best["fix"] == "bf16"
+    assert best["measured_ms"] - c["measured_ms"] <= _tolerance(best["measured_ms"])
+    assert ema["predicted_by"] == "foreach"
+    assert ema["predicted_ms"] == pytest.approx(8.46, abs=0.01) and not ema["within"]
+    assert fused["predicted_by"] == "fused_optimizer"
+    assert fused["predicted_ms"] == pytest.approx(0.90, abs=0.01) and not fused["within"]
+    sync = next(f for f in report["findings"] if f["code"] == "host-sync")
+    assert sync["evidence"]["grad_scaler_sync"] is True  # its fix text: test_kernel_map.py
+
+
+def test_lstm_lm_out_of_sample():
+    """The word-level LSTM (7.37 ms/step, GPU 29% busy): neither fix saved anything (-0.46
+    logging less, -0.65 compile); membound's launch-bound finding (2.50 ms/step, 33% of the
+    step) stood for compile, which lost: issue 15's "no finding of 10% or more where every
+    fix saves under 5%" is missed here."""
+    rows, report, truth = _load("h100_real_lstm_lm_truth1")
+    assert truth["baseline_ms"] == pytest.approx(7.366, abs=1e-3)
+    assert report["findings"][0]["code"] == "launch-bound"
+    assert report["findings"][0]["time_lost_ms_per_step"] == pytest.approx(2.498, abs=1e-3)
+    assert rows["log-every-200"]["within"]
+    assert rows["compile"]["measured_ms"] == pytest.approx(-0.653, abs=1e-3)
+    assert rows["compile"]["predicted_ms"] == pytest.approx(2.643, abs=1e-3)
+    assert not rows["compile"]["within"]
