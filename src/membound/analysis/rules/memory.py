@@ -527,9 +527,9 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
     their bytes less the intermediates (2 × each inner link's output), at each call's memory
     roof) ÷ steps, plus the GPU's wait for the host while it issued them
     (`loop_idle_ms`). DDPM's per-parameter EMA, 163 `mul_ → add_` a step, ran while the GPU
-    was busy: 0.94 predicted, 0.82 saved by one `torch._foreach_lerp_` (H100, 2026-12-06).
+    was busy: 0.90 predicted, 0.82 saved by one `torch._foreach_lerp_` (H100, 2026-12-06).
     A ConvNeXt's ModelEmaV2 loop, 182 `copy_(d * e + (1 - d) * m)` a step, ran after the
-    GradScaler's sync with the GPU idle: 8.45 predicted, 11.69 saved (H100, 2026-12-06)."""
+    GradScaler's sync with the GPU idle: 8.46 predicted, 11.70 saved (H100, 2026-12-06)."""
     bounds = list(zip(cols.starts[ks].tolist(), cols.ends[ks].tolist(), strict=True))
     idx = np.concatenate([np.arange(s, e) for s, e in bounds])
     left = cols.bytes[idx] - np.where(cols.inner[idx], 2 * cols.out[idx], 0.0)
