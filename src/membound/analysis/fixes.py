@@ -23,6 +23,8 @@ _FAMILIES = (
         "attention",
         ("scaled_dot_product", "flash_attention", "efficient_attention", "_cudnn_attention"),
     ),
+    # cuDNN's fused recurrent layers: a library kernel whose time steps run one after another
+    ("rnn", ("_cudnn_rnn", "miopen_rnn", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell")),
     ("conv", ("conv",)),
     ("matmul", ("::mm", "addmm", "bmm", "matmul", "linear", "baddbmm")),
     ("softmax", ("softmax",)),

@@ -123,7 +123,7 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
             return ("fused_optimizer",)
         if family == "inductor":  # already compiled: fusing again is no remedy
             return ("max_autotune",)
-        if family in ("matmul", "attention"):
+        if family in ("matmul", "attention", "rnn"):
             return ()  # a library kernel: no fix of ours moves its bytes faster
         return ("compile",)
     if code == "unfused-chain":

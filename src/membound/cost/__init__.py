@@ -15,7 +15,8 @@ Conventions:
   storage extent), each output written once. Attention never counts the L×L scores.
   `Cost.read_bytes` says how many of them are read where a formula counts reads and writes
   apart (all but the inductor kernels' and unknown ops'); None where the split is unknown.
-- `Cost.compute`: "fp64"/"fp32"/"fp16"/"bf16"/"fp8" for matmul, conv and attention (fp32
+- `Cost.compute`: "fp64"/"fp32"/"fp16"/"bf16"/"fp8" for matmul, conv, attention and cuDNN's
+  recurrent layers (`formulas.rnn`: their gate products) (fp32
   matmul stays "fp32"; the roofline maps it to "tf32" when TF32 is enabled), "fp32_vector"
   for everything else, None for views and unknown ops.
 - Unknown ops: 0 FLOPs, bytes = inputs + outputs, `exact=False`.

@@ -18,7 +18,7 @@ from membound.analysis.fixes import op_family
 #: families a code generator does not rewrite (library kernels, membound's or inductor's own
 #: kernels, the optimizer's: those have remedies of their own) or whose bytes it cannot move
 #: faster: left out of the sum
-NOT_GENERATED = ("matmul", "attention", "conv", "inductor", "optimizer")
+NOT_GENERATED = ("matmul", "attention", "conv", "inductor", "optimizer", "rnn")
 #: ops shown in the evidence
 SHOWN = 6
 

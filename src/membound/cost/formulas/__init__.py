@@ -12,6 +12,7 @@ from membound.cost.formulas import (  # noqa: F401
     pointwise,
     pool,
     reduction,
+    rnn,
     softmax,
     upsample,
 )
