@@ -16,25 +16,13 @@ The savings are the device's; the predictions are today's code's."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from membound.device.ceilings import Ceilings
-from support.paths import FIXTURES
+from support import truth
 from support.truth import truth_tally
 
-
-def _load(name: str) -> tuple[dict, dict, dict]:
-    folder = FIXTURES / name
-    c = truth_tally.ceilings_of(folder, None)  # each of these kept the ceilings it used
-    rows = {r["fix"]: r for r in truth_tally.rows_of(folder, c)}
-    truth = json.loads((folder / "truth.json").read_text())
-    return rows, truth_tally.report_of(folder, c), truth
-
-
-def _tolerance(measured: float) -> float:
-    return max(0.25 * abs(measured), 2.0)
+_load, _tolerance = truth.own, truth.tolerance
 
 
 def test_ddpm_unet_out_of_sample_top_remedy_ties_the_best_fix():

@@ -19,3 +19,22 @@ def rows(name: str, ceilings) -> dict[str, dict]:
 def analysis(name: str, ceilings):
     """Today's analysis of fixture `h200_real_<name>`'s timeline trace."""
     return analyze([timeline_in(FIXTURES / f"h200_real_{name}")], ceilings)
+
+
+def own(name: str) -> tuple[dict, dict, dict]:
+    """(fix name -> the tally's row, the report's fields, truth.json) of fixture `name`, on
+    the ceilings its call kept (the H100 truth fixtures each keep theirs)."""
+    import json
+
+    folder = FIXTURES / name
+    c = truth_tally.ceilings_of(folder, None)
+    rows_ = {r["fix"]: r for r in truth_tally.rows_of(folder, c)}
+    truth = json.loads((folder / "truth.json").read_text())
+    return rows_, truth_tally.report_of(folder, c), truth
+
+
+def tolerance(measured: float) -> float:
+    """Issue 15's tolerance of a measured saving: max(25% of it, 2 ms)."""
+    from membound.analysis.fix_check import tolerance_ms
+
+    return tolerance_ms(measured)

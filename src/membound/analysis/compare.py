@@ -205,14 +205,6 @@ def validate(data: Any, path: str | Path = "report") -> dict:
 
 
 # ---------------------------------------------------------------------------- comparing
-def _lost_by_code(report: dict) -> dict[str, float]:
-    """Time lost per step by finding code (a code may appear once per op: summed)."""
-    out: dict[str, float] = {}
-    for f in report["findings"]:
-        out[f["code"]] = out.get(f["code"], 0.0) + float(f["time_lost_ms_per_step"] or 0.0)
-    return out
-
-
 def _per_step_rows(report: dict) -> list[dict]:
     return report["steps"].get("per_step") or []
 
@@ -372,7 +364,7 @@ def compare(before: dict, after: dict, fixes: list[str] | None = None) -> dict[s
     key = "unprofiled_median_ms" if unprofiled else "median_step_ms"
     b_step, a_step = sb.get(key), sa.get(key)
     b_busy, a_busy = before.get("gpu_busy_fraction"), after.get("gpu_busy_fraction")
-    lost_b, lost_a = _lost_by_code(before), _lost_by_code(after)
+    lost_b, lost_a = fix_check.lost_by_code(before), fix_check.lost_by_code(after)
     codes = sorted(
         set(lost_b) | set(lost_a), key=lambda c: -max(lost_b.get(c, 0), lost_a.get(c, 0))
     )

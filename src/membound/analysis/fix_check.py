@@ -89,8 +89,8 @@ def predicted_saving(report: dict, keys: list[str], step_ms: float | None) -> fl
         ) from None
 
 
-def _lost(report: dict) -> dict[str, float]:
-    """ms/step lost by finding code (one code may appear once per op: summed)."""
+def lost_by_code(report: dict) -> dict[str, float]:
+    """Time lost per step by finding code (a code may appear once per op: summed)."""
     out: dict[str, float] = {}
     for f in report.get("findings") or []:
         out[f["code"]] = out.get(f["code"], 0.0) + float(f.get("time_lost_ms_per_step") or 0.0)
@@ -98,7 +98,7 @@ def _lost(report: dict) -> dict[str, float]:
 
 
 def _codes(report: dict) -> set[str]:
-    return {c for c, v in _lost(report).items() if v > 0}
+    return {c for c, v in lost_by_code(report).items() if v > 0}
 
 
 def _share(report: dict, test) -> float | None:
@@ -152,7 +152,7 @@ def applied_fixes(before: dict, after: dict) -> list[tuple[str, str]]:
         out.append(("fused_optimizer", "a fused optimizer op appears after"))
     cb, ca = _codes(before), _codes(after)
     if "pageable-copy" in cb and "pageable-copy" not in ca:
-        lb, la = _lost(before), _lost(after)
+        lb, la = lost_by_code(before), lost_by_code(after)
         # the prefetcher also takes the copy off the compute stream and the loader's wait
         # off the step: those fall by more than half where pinning alone leaves them
         fell = sorted(c for c in ("input-starved", "blocking-copy")
