@@ -139,7 +139,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
     if code == "launch-bound" and ev.get("compiled"):
         return ("cuda_graphs",)  # compiled already: what is left is the launches
     if code == "host-sync" and ev.get("grad_scaler_sync"):
-        return ("sync_less", "fused_optimizer")  # the scaler's inf check: a fused step
+        # the scaler's inf check: a fused step takes it on the GPU, bf16 needs no scaler
+        return ("sync_less", "fused_optimizer", "bf16")
     if code == "fp32-storage" and ev.get("autocast_on"):
         return ("bf16_storage",)  # autocast is on already: what is left is 16-bit storage
     return {
