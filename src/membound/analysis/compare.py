@@ -97,8 +97,8 @@ class _Checker:
 
     def get(self, d: dict, key: str, field: str, kind: str, required: bool = False) -> Any:
         """d[key] checked as `kind`: object, list, str, bool, int (a count), time (ms, >= 0,
-        finite), fraction (0..1), positive (> 0); None when absent or null and not
-        required."""
+        finite), fraction (0..1), positive (> 0), number (finite: a saving may be negative);
+        None when absent or null and not required."""
         if key not in d or d[key] is None:
             if required:
                 self.fail(field, "is missing" if key not in d else "is null")
@@ -115,7 +115,6 @@ class _Checker:
             self.fail(field, f"is {_what(v)}, not a number")
         if not math.isfinite(v):
             self.fail(field, "is not a finite number")
-        # "number": any finite number (a saving may be negative)
         if kind == "int" and (v < 0 or v != int(v)):
             self.fail(field, f"is {v!r}, not a count")
         if kind == "time" and v < 0:
@@ -176,7 +175,6 @@ def validate(data: Any, path: str | Path = "report") -> dict:
             raise BadInput(f"{p} has a finding without 'code' or 'time_lost_ms_per_step'; {HINT}")
         c.get(f, "code", f"findings[{i}].code", "str", required=True)
         c.get(f, "time_lost_ms_per_step", f"findings[{i}].time_lost_ms_per_step", "time")
-    for i, f in enumerate(findings):
         c.get(f, "evidence", f"findings[{i}].evidence", "object")
     ops = c.get(data, "ops", "ops", "list") or []
     for i, r in enumerate(ops):
@@ -381,8 +379,9 @@ def compare(before: dict, after: dict, fixes: list[str] | None = None) -> dict[s
     shares_b, shares_a = _shares(before), _shares(after)
     nb, na = samples_per_step(before), samples_per_step(after)
     idle_b, idle_a = before.get("idle_breakdown") or {}, after.get("idle_breakdown") or {}
-    causes = sorted(set(idle_b) | set(idle_a), key=lambda c: -max(idle_b.get(c) or 0.0,
-                                                                   idle_a.get(c) or 0.0))  # fmt: skip
+    causes = sorted(
+        set(idle_b) | set(idle_a), key=lambda c: -max(idle_b.get(c) or 0.0, idle_a.get(c) or 0.0)
+    )
     basis = "unprofiled" if unprofiled else "trace median"
     return {
         "before": before.get("trace"),

@@ -34,6 +34,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from membound.analysis.fixes import FUSED_OPTIMIZERS
 from membound.errors import BadInput
 
 #: issue 15's tolerance: |predicted - measured| <= max(TOLERANCE_FRACTION x measured,
@@ -45,7 +46,6 @@ INDUCTOR_RISE = 0.10
 HALF_RISE = 0.30
 #: dtype names of 16-bit floating-point data in a report's `ops[].dtypes`
 HALF_DTYPES = ("c10::BFloat16", "c10::Half", "BFloat16", "Half", "bfloat16", "half")
-FUSED_OPTIMIZER_OPS = ("_fused_adam", "_fused_sgd", "_fused_adagrad")
 #: `prefetch` rather than `pin_memory` where input-starved or blocking-copy fell to at most
 #: this share of what it was
 PREFETCH_FALL = 0.5
@@ -97,10 +97,6 @@ def lost_by_code(report: dict) -> dict[str, float]:
     return out
 
 
-def _codes(report: dict) -> set[str]:
-    return {c for c, v in lost_by_code(report).items() if v > 0}
-
-
 def _share(report: dict, test) -> float | None:
     """Share of the report's GPU op time in the ops `test(op)` picks; None without ops."""
     ops = [o for o in report.get("ops") or [] if isinstance(o, dict)]
@@ -145,14 +141,14 @@ def applied_fixes(before: dict, after: dict) -> list[tuple[str, str]]:
         out.append((key, f"ops on 16-bit data hold {ha:.0%} of the GPU op time after, "
                          f"{hb:.0%} before"))  # fmt: skip
     if (
-        _has_op(after, FUSED_OPTIMIZER_OPS)
-        and not _has_op(before, FUSED_OPTIMIZER_OPS)
+        _has_op(after, FUSED_OPTIMIZERS)
+        and not _has_op(before, FUSED_OPTIMIZERS)
         and _has_op(before, ("_foreach_add", "_foreach_lerp", "_foreach_addcdiv"))
     ):
         out.append(("fused_optimizer", "a fused optimizer op appears after"))
-    cb, ca = _codes(before), _codes(after)
+    lb, la = lost_by_code(before), lost_by_code(after)
+    cb, ca = {c for c, v in lb.items() if v > 0}, {c for c, v in la.items() if v > 0}
     if "pageable-copy" in cb and "pageable-copy" not in ca:
-        lb, la = lost_by_code(before), lost_by_code(after)
         # the prefetcher also takes the copy off the compute stream and the loader's wait
         # off the step: those fall by more than half where pinning alone leaves them
         fell = sorted(c for c in ("input-starved", "blocking-copy")
@@ -174,8 +170,7 @@ def check(before: dict, after: dict, fixes: list[str] | None, measured_ms: float
     the step (`measured_ms`, on `basis`), the error and whether it is within tolerance, and
     the report's own top remedy beside it."""
     step = before["steps"].get("unprofiled_median_ms") or before["steps"].get("median_step_ms")
-    offered = [r for r in before.get("remedies") or [] if isinstance(r, dict)]
-    top = offered[0] if offered else None
+    top = next((r for r in before.get("remedies") or [] if isinstance(r, dict)), None)
     out: dict[str, Any] = {
         "fixes": [],
         "how": None,
@@ -199,8 +194,9 @@ def check(before: dict, after: dict, fixes: list[str] | None, measured_ms: float
     if not keys:
         return out
     predicted = predicted_saving(before, keys, step)
+    offered = _offered(before)
     out.update(fixes=keys, how=how, shown_by=shown, predicted_ms=predicted,
-               offered=[k for k in keys if k in {r.get("remedy") for r in offered}])  # fmt: skip
+               offered=[k for k in keys if k in offered])  # fmt: skip
     if measured_ms is not None:
         out.update(
             error_ms=predicted - measured_ms,

@@ -11,6 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
+#: what a fused optimizer step's op is named (`_fused_adam_`, `_fused_adamw_`, ...): one
+#: kernel for the step, which also takes a GradScaler's inf check on the GPU
+FUSED_OPTIMIZERS = ("_fused_adam", "_fused_sgd", "_fused_adagrad")
 #: (family, what the op's name holds), first match wins
 _FAMILIES = (
     ("upsample", ("upsample",)),  # before matmul: "upsample_bilinear2d" holds "linear"
@@ -18,7 +21,7 @@ _FAMILIES = (
     ("layer_norm", ("layer_norm",)),
     ("rms_norm", ("rms_norm",)),
     ("group_norm", ("group_norm",)),
-    ("optimizer", ("_foreach_", "_fused_adam", "_fused_sgd", "_fused_adagrad")),
+    ("optimizer", ("_foreach_", *FUSED_OPTIMIZERS)),
     (
         "attention",
         ("scaled_dot_product", "flash_attention", "efficient_attention", "_cudnn_attention"),

@@ -61,8 +61,9 @@ def _kernel_calls(calls, op_trace, kernels: np.ndarray) -> np.ndarray:
 
 def timeline_calls(ctx) -> np.ndarray | None:
     """For each GPU activity of the timeline pass (`ctx.trace.gpu`), the index of the call in
-    `ctx.calls` that launched it (module docstring), -1 where its step matched no ops step; None without an ops pass of its own (a single-pass trace: its calls
-    are its own kernels' already) or without calls."""
+    `ctx.calls` that launched it (module docstring), -1 where its step matched no ops step;
+    None without an ops pass of its own (a single-pass trace: its calls are its own
+    kernels' already) or without calls."""
     op_trace, calls = getattr(ctx, "op_trace", None), ctx.calls
     if op_trace is None or op_trace is ctx.trace or not len(calls):
         return None
@@ -77,8 +78,11 @@ def timeline_calls(ctx) -> np.ndarray | None:
         key = tuple(names_o[int(c)] for c in op_trace.gpu.name[ks].tolist())
         if key and key not in reference:
             reference[key] = _kernel_calls(calls, op_trace, ks)
-    windows = [(s.index, s.start_us, s.end_us, s.host_start_us, s.host_end_us)
-               for s in ctx.steps if s.host_start_us is not None and s.host_end_us is not None]  # fmt: skip
+    windows = [
+        (s.index, s.start_us, s.end_us, s.host_start_us, s.host_end_us)
+        for s in ctx.steps
+        if s.host_start_us is not None and s.host_end_us is not None
+    ]
     for ks in _step_kernels(ctx.trace, windows):
         key = tuple(names_t[int(c)] for c in ctx.trace.gpu.name[ks].tolist())
         match = reference.get(key)
@@ -88,25 +92,28 @@ def timeline_calls(ctx) -> np.ndarray | None:
     return out
 
 
-def idle_before(ctx, cause: str, wanted: np.ndarray) -> float:
-    """ms per step of the `cause` idle (`ctx.idle_ms_per_step`: the profiler's share set
-    aside) in the GPU's gaps that end with work launched by one of the calls `wanted` (a
-    mask over `ctx.calls`): the GPU waiting on the host while it got to them. One gap may
-    hold several causes (the host in Python, then in the launch call); each part counts. 0
-    where the activities cannot be mapped (`timeline_calls`)."""
+def idle_before(ctx, causes: tuple[str, ...], wanted: np.ndarray) -> dict[str, float]:
+    """ms per step, by cause, of the `causes`' idle (`ctx.idle_ms_per_step`: the profiler's
+    share set aside) in the GPU's gaps that end with work launched by one of the calls
+    `wanted` (a mask over `ctx.calls`): the GPU waiting on the host while it got to them.
+    One gap may hold several causes (the host in Python, then in the launch call); each part
+    counts. 0 where the activities cannot be mapped (`timeline_calls`)."""
+    out = dict.fromkeys(causes, 0.0)
     mapped = timeline_calls(ctx)
-    total = ctx.idle_ms_per_step(cause)
-    if mapped is None or not total > 0 or not wanted.any():
-        return 0.0
-    starts, ends = ctx.idle(cause)
-    if not len(starts):
-        return 0.0
+    if mapped is None or not wanted.any():
+        return out
     gpu = ctx.trace.gpu
     order = np.argsort(gpu.ts, kind="stable")
-    # the GPU activity that ends each gap: the first to start at or after its end
-    j = np.searchsorted(gpu.ts[order], ends - 1e-3, side="left")
-    valid = j < len(order)
-    nxt = np.where(valid, mapped[order[np.minimum(j, len(order) - 1)]], -1)
-    hit = (nxt >= 0) & wanted[np.maximum(nxt, 0)]
-    share = float(np.sum((ends - starts)[hit])) / float(np.sum(ends - starts))
-    return total * share
+    starts_at = gpu.ts[order]
+    for cause in causes:
+        total = ctx.idle_ms_per_step(cause)
+        starts, ends = ctx.idle(cause)
+        if not total > 0 or not len(starts):
+            continue
+        # the GPU activity that ends each gap: the first to start at or after its end
+        j = np.searchsorted(starts_at, ends - 1e-3, side="left")
+        valid = j < len(order)
+        nxt = np.where(valid, mapped[order[np.minimum(j, len(order) - 1)]], -1)
+        hit = (nxt >= 0) & wanted[np.maximum(nxt, 0)]
+        out[cause] = total * float(np.sum((ends - starts)[hit])) / float(np.sum(ends - starts))
+    return out

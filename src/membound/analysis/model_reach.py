@@ -12,12 +12,12 @@ Autograd tells the model's work apart. A backward call runs inside a backward no
 (`OpCall.backward`), and a forward op shares its sequence number with the backward node it
 recorded (`OpCall.seq`): a forward call whose number some backward call carries is the
 model's, if it is the last to record that number (`_forward_of_model`: the ops before the
-one that makes a node record its number too). The sequence number alone does not separate the rest: with grad mode on, the
-EMA's in-place ops carry one too, but no backward node ever runs with it. Position does:
-a call neither backward nor carried, whose latest such model call before it in host time
-is a backward one (or that has none before it), runs after backward and before the next
-forward. A call between two forward calls (a mask, a timestep embedding computed without
-grad) stays the model's.
+one that makes a node record its number too). The sequence number alone does not separate
+the rest: with grad mode on, the EMA's in-place ops carry one too, but no backward node ever
+runs with it. Position does: a call neither backward nor carried, whose latest such model
+call before it in host time is a backward one (or that has none before it), runs after
+backward and before the next forward. A call between two forward calls (a mask, a timestep
+embedding computed without grad) stays the model's.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from membound.analysis.findings import rule
-from membound.analysis.fixes import sync_fix
+from membound.analysis.fixes import FUSED_OPTIMIZERS, sync_fix
 from membound.analysis.replay import Replay
 from membound.trace.model import SYNC, SYNC_OP
 
@@ -84,10 +84,10 @@ def host_sync(ctx):
     ]
 
 
-#: ops of a GradScaler's unscale and scale update, and of the fused optimizers that take its
-#: inf check on the GPU (`_step_supports_amp_scaling`: no found_inf.item() in scaler.step)
+#: ops of a GradScaler's unscale and scale update; a fused optimizer (`fixes.FUSED_OPTIMIZERS`)
+#: takes its inf check on the GPU (`_step_supports_amp_scaling`: no found_inf.item() in
+#: scaler.step)
 SCALER_OPS = ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
-FUSED_STEP_OPS = ("_fused_adam", "_fused_sgd", "_fused_adagrad")
 
 
 def grad_scaler_sync(ctx) -> bool:
@@ -102,7 +102,7 @@ def grad_scaler_sync(ctx) -> bool:
     names = set(call_column(ctx.calls, "name").tolist())
     if not names & set(SCALER_OPS):
         return False
-    return not any(f in n for n in names for f in FUSED_STEP_OPS)
+    return not any(f in n for n in names for f in FUSED_OPTIMIZERS)
 
 
 def _replayed(ctx) -> dict[str, Any] | None:

@@ -594,13 +594,16 @@ def loop_idle_ms(ctx, cols: _Columns, ks: np.ndarray | None = None) -> dict[str,
     (`_Columns.loop_calls`), the timeline pass's activities mapped to the calls
     (`analysis.kernel_map`): the GPU waiting while the host issued the loop's work, which
     one multi-tensor op (or compiling the loop) leaves nearly none of. {} where nothing maps."""
+    return {c: v for c, v in _loop_idle(ctx, cols, ks, LOOP_IDLE_CAUSES).items() if v > 0}
+
+
+def _loop_idle(ctx, cols: _Columns, ks: np.ndarray | None, causes) -> dict[str, float]:
+    """`kernel_map.idle_before` of `causes` for the calls of loop chains `ks` (None: all)."""
     if ks is None:
         ks = np.flatnonzero(cols.loop_chain)
     if not len(ks):
         return {}
-    wanted = cols.loop_calls(ks)
-    out = {c: kernel_map.idle_before(ctx, c, wanted) for c in LOOP_IDLE_CAUSES}
-    return {c: v for c, v in out.items() if v > 0}
+    return kernel_map.idle_before(ctx, causes, cols.loop_calls(ks))
 
 
 _NORM_KIND = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
@@ -835,4 +838,4 @@ def loop_launch_ms(ctx) -> float:
     then) or loop chains."""
     if not _bandwidth(ctx):
         return 0.0
-    return loop_idle_ms(ctx, _columns_of(ctx)).get("launch", 0.0)
+    return _loop_idle(ctx, _columns_of(ctx), None, ("launch",)).get("launch", 0.0)
