@@ -228,7 +228,27 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("log-every-200", ("--log-every", "200"), SYNC, "the example's log interval: the loss read every 200 batches", remedies=("sync_less",)),
         Fix("bf16", ("--bf16",), _AMP, "bf16 autocast", remedies=("bf16",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+        # (2026-12-06, twelfth session) launch-bound's own remedy, after 70% of its idle was
+        # found inside cuDNN's LSTM calls, which compile keeps
+        Fix("cuda-graphs", ("--cuda-graphs",), ("launch-bound", "host-bound"), "the whole step captured once in a CUDA graph and replayed", remedies=("graph_step",)),
     ), steps=100, warmup=10, timeout_s=150, diag_timeout_s=200),
+    # out of sample (2026-12-06, twelfth session): PyTorch's examples/mnist, written after
+    # host-bound and graph_step were built from the LSTM and before it was measured
+    Script("mnist_cnn", REAL / "mnist_cnn.py", (
+        Fix("num-workers-4", ("--num-workers", "4"), INPUT, "DataLoader(num_workers=4)", remedies=("workers",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("cuda-graphs", ("--cuda-graphs",), ("launch-bound", "host-bound"), "the whole step captured once in a CUDA graph and replayed", remedies=("graph_step",)),
+        Fix("log-interval-100", ("--log-interval", "100"), SYNC, "the loss read every 100 batches", remedies=("sync_less",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+    ), steps=200, warmup=20, timeout_s=150, diag_timeout_s=200),
+    # out of sample (2026-12-06, twelfth session): Kipf's pygcn on a Cora-sized graph,
+    # written after the MNIST call and measured before any rule is changed for it
+    Script("gcn_cora", REAL / "gcn_cora.py", (
+        Fix("cuda-graphs", ("--cuda-graphs",), ("launch-bound", "host-bound"), "the whole epoch captured once in a CUDA graph and replayed", remedies=("graph_step",)),
+        Fix("log-every-10", ("--log-every", "10"), SYNC, "the epoch's line every 10 epochs", remedies=("sync_less",)),
+        Fix("fastmode", ("--fastmode",), ("launch-bound",), "pygcn's --fastmode: no evaluation forward each epoch"),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+    ), steps=200, warmup=20, timeout_s=150, diag_timeout_s=200),
     # out of sample (2026-12-06, tenth session): timm's train.py with --amp on a ConvNeXt-T
     # (fp16 and a GradScaler, clipped gradients, a ModelEmaV2-style EMA), written after the
     # loop-chain finding was built from the DDPM's EMA and before it was measured
@@ -239,6 +259,8 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last", remedies=("channels_last",)),
         Fix("fused-adamw", ("--fused-adamw",), ("memory-bound-op",), "AdamW(fused=True)", remedies=("fused_optimizer",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+        # (twelfth session) do the EMA's and the optimizer's savings add up?
+        Fix("ema-foreach+fused-adamw", ("--ema-foreach", "--fused-adamw"), ("unfused-chain", "memory-bound-op"), "both", core=False, remedies=("foreach", "fused_optimizer")),
     ), steps=20, warmup=5, timeout_s=150, diag_timeout_s=220),
 )}  # fmt: skip
 

@@ -266,3 +266,26 @@ def hf_step_timer(transformers, timer: StepTimer):
             timer.step()
 
     return StepTimerCallback()
+
+
+def capture_step(step, before=None, warmup: int = 3):
+    """PyTorch's whole-network capture of a training step: `warmup` eager calls of `step()`
+    on a side stream first (cuDNN, cuBLAS and the allocator settle; they train too), then
+    one call captured in a CUDA graph. `before()` runs ahead of each of them (a
+    `zero_grad(set_to_none=True)`, so that the captured backward allocates the gradients in
+    the graph's own memory and each replay writes them afresh). Returns (the graph, what the
+    captured call returned: the tensors each `graph.replay()` rewrites)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            if before is not None:
+                before()
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    if before is not None:
+        before()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    return graph, out

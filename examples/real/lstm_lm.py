@@ -14,6 +14,11 @@ Fixes, one flag each (what a user would try):
   --bf16                bf16 autocast
   --compile             torch.compile(model)
   --log-every N         add the loss up on the GPU and read it every N batches
+  --cuda-graphs         the whole step (forward, backward, clipping, the update and the
+                        hidden state's carry) captured once in a CUDA graph and replayed
+                        (PyTorch's whole-network capture recipe; the launch-bound remedy).
+                        cuDNN's LSTM launches a kernel per layer and time step, which
+                        torch.compile keeps as it is
 
     python examples/real/lstm_lm.py --steps 100
     membound diagnose -- python examples/real/lstm_lm.py
@@ -24,7 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from _common import StepTimer, parse, parser, pick
+from _common import StepTimer, capture_step, parse, parser, pick
 
 
 class RNNModel(nn.Module):
@@ -69,9 +74,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
     p.add_argument("--log-every", type=int, default=1, metavar="N",
                    help="read the running loss every N batches (default 1, as the example)")  # fmt: skip
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="capture the whole step in a CUDA graph and replay it (CUDA only)")  # fmt: skip
     args = parse(p, argv)
     if args.log_every < 1:
         p.error("--log-every must be >= 1")
+    if args.cuda_graphs and (not args.cuda or args.compile):
+        p.error("--cuda-graphs needs --device cuda and no --compile")
 
     ntokens = pick(args, 33278, 100)
     emsize = nhid = pick(args, 200, 16)
@@ -88,6 +97,12 @@ def main(argv: list[str] | None = None) -> dict:
     net = torch.compile(model) if args.compile else model
     criterion = nn.NLLLoss()
 
+    graphed = (
+        _capture(model, params, criterion, data, bptt, batch, lr, clip, args)
+        if (args.cuda_graphs)
+        else None
+    )
+
     timer = StepTimer("lstm_lm", args)
     timer.extra = {"batch": batch, "bptt": bptt, "vocab": ntokens, "parameters": len(params)}
     model.train()
@@ -97,20 +112,26 @@ def main(argv: list[str] | None = None) -> dict:
     while not timer.done:
         for i in range(0, data.size(0) - 1 - bptt, bptt):
             tokens, targets = data[i : i + bptt], data[i + 1 : i + 1 + bptt].reshape(-1)
-            hidden = tuple(h.detach() for h in hidden)  # the example's repackage_hidden
-            model.zero_grad()
-            with torch.autocast(
-                "cuda" if args.cuda else "cpu", dtype=torch.bfloat16, enabled=args.bf16
-            ):
-                output, hidden = net(tokens, hidden)
-                loss = criterion(output.float(), targets)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, clip)
-            if optimizer is not None:  # the fix: one foreach update for every parameter
-                optimizer.step()
+            if graphed is not None:  # the fix: the batch into the graph's inputs, one replay
+                graph, static_tokens, static_targets, loss = graphed
+                static_tokens.copy_(tokens)
+                static_targets.copy_(targets)
+                graph.replay()
             else:
-                for q in params:
-                    q.data.add_(q.grad, alpha=-lr)
+                hidden = tuple(h.detach() for h in hidden)  # the example's repackage_hidden
+                model.zero_grad()
+                with torch.autocast(
+                    "cuda" if args.cuda else "cpu", dtype=torch.bfloat16, enabled=args.bf16
+                ):
+                    output, hidden = net(tokens, hidden)
+                    loss = criterion(output.float(), targets)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, clip)
+                if optimizer is not None:  # the fix: one foreach update for every parameter
+                    optimizer.step()
+                else:
+                    for q in params:
+                        q.data.add_(q.grad, alpha=-lr)
             if args.log_every == 1:
                 logged += loss.item()  # the example's total_loss += loss.item(): a sync
                 seen += 1
@@ -126,6 +147,34 @@ def main(argv: list[str] | None = None) -> dict:
                 break
     print(f"mean logged loss {logged / max(seen, 1):.4f}", flush=True)
     return timer.report()
+
+
+def _capture(model, params, criterion, data, bptt, batch, lr, clip, args):
+    """The whole training step captured in one CUDA graph (PyTorch's whole-network capture):
+    static token and target buffers, the hidden state kept in graph-owned tensors and carried
+    by a copy at the end of the step, gradients allocated by the captured backward (so no
+    zero_grad: each replay writes them afresh; `_common.capture_step`). Returns (graph,
+    static tokens, static targets, the loss the replays write)."""
+    static_tokens = data[:bptt].clone()
+    static_targets = data[1 : 1 + bptt].reshape(-1).clone()
+    static_hidden = model.init_hidden(batch)
+    bf16 = torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.bf16)
+
+    def step():
+        with bf16:
+            output, hidden = model(static_tokens, static_hidden)
+            loss = criterion(output.float(), static_targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        for q in params:
+            q.data.add_(q.grad, alpha=-lr)
+        with torch.no_grad():
+            for h, new in zip(static_hidden, hidden, strict=True):
+                h.copy_(new)
+        return loss
+
+    graph, loss = capture_step(step, before=lambda: model.zero_grad(set_to_none=True))
+    return graph, static_tokens, static_targets, loss
 
 
 if __name__ == "__main__":
