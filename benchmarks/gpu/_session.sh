@@ -25,3 +25,18 @@ h200_roof_check() {
     echo "recorded H200 fixtures rc=$?"; tail -18 $1/over_roof_fixtures.txt
   else echo "roofline skipped: $3 s left, $2"; fi
 }
+# On any card with more than 220 s of the call left ($3): the roofline refresh into
+# $1/ceilings.json and every recorded fixture of that card (h200_* on an H200, h100_* on an
+# H100) checked against it ($1/over_roof_fixtures.txt); else one line saying why not ($2: the
+# GPU's line).
+card_roof_check() {
+  local card=""
+  grep -q H200 <<< "$2" && card=h200
+  grep -q H100 <<< "$2" && card=h100
+  if [ -n "$card" ] && [ "$3" -gt 220 ]; then
+    refresh_ceilings $1/ceilings.json $1/roofline.txt; head -30 $1/roofline.txt
+    timeout $(( $3 - 100 )) python benchmarks/check_over_roof.py $1/ceilings.json --top 15 \
+      --glob "${card}_*/trace.json.*" > $1/over_roof_fixtures.txt 2>&1
+    echo "recorded $card fixtures rc=$?"; tail -18 $1/over_roof_fixtures.txt
+  else echo "roofline skipped: $3 s left, $2"; fi
+}
