@@ -59,7 +59,9 @@ def test_hf_llama_swap_norms_within_and_the_unprofiled_step_too_long(ceilings):
     rows = _rows("hf_trainer_llama_run5", ceilings)
     assert rows["swap-norms"]["within"]
     assert rows["swap-norms"]["predicted_ms"] == pytest.approx(7.75, abs=0.01)
-    assert rows["torch-compile"]["predicted_ms"] == pytest.approx(24.76, abs=0.01)
+    # 24.76 before the launch gaps inside one library call were left to CUDA graphs (twelfth
+    # session, `rules.launch_bound.inside_library_ms`)
+    assert rows["torch-compile"]["predicted_ms"] == pytest.approx(24.58, abs=0.01)
     assert not rows["torch-compile"]["within"] and not rows["no-nan-inf-filter"]["within"]
     # the best measured fix is compile, which the top finding's remedies include
     assert max(rows, key=lambda k: rows[k]["measured_ms"]) == "torch-compile"

@@ -43,7 +43,9 @@ def test_dcgan_cuda_graphs_saved_and_compile_lost_as_on_the_h200():
     assert rows["reduce-overhead"]["within"] is True
     assert rows["compile"]["top_finding"] == "launch-bound"
     assert rows["compile"]["top_remedy"] == "compile"  # the miss
-    assert rows["compile"]["predicted_ms"] == pytest.approx(3.79, abs=0.01)
+    # 3.79 until the launch gaps inside cuDNN's convolutions (0.40 of launch-bound's 3.12)
+    # were left to CUDA graphs, which replay them (`rules.launch_bound.inside_library_ms`)
+    assert rows["compile"]["predicted_ms"] == pytest.approx(3.39, abs=0.01)
     # the profiler's host work: the training thread's CPU a step by phase
     assert report["thread_cpu_ms"] == pytest.approx(
         {"unprofiled": 9.4001, "profiled": 9.7742, "after": 11.4566}, abs=1e-4

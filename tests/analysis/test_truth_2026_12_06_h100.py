@@ -56,7 +56,8 @@ def test_ddpm_unet_out_of_sample_top_remedy_ties_the_best_fix():
     # 17.18 before the EMA's chains were told apart from the model's (test_model_reach.py),
     # 16.71 before the launch gaps in front of the loop's own chains left launch-bound
     # (analysis.kernel_map: 0.04 ms/step, before the batch's preparation)
-    assert top["predicted_ms"] == pytest.approx(16.67, abs=0.01) and not top["within"]
+    # 16.67 before the launch gaps inside one library call were left to CUDA graphs
+    assert top["predicted_ms"] == pytest.approx(16.58, abs=0.01) and not top["within"]
     assert rows["bf16"]["predicted_ms"] == pytest.approx(6.22, abs=0.01)
     assert not rows["bf16"]["within"]
     assert rows["log-every-100"]["predicted_ms"] == pytest.approx(5.06, abs=0.01)
@@ -105,17 +106,22 @@ def test_t5_on_a_gpu_paced_h100_tf32_bf16_and_compile_with_its_tf32_within():
 def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     """`benchmarks/truth_tally.py --card h100`: the calls that came on H100s, each on the
     ceilings it kept (else the datasheet's): 16 of 30 within (15 of 22 before the eleventh
-    session's ConvNeXt and LSTM, `test_truth_2026_12_06b_h100.py`, which added one). The T5's top remedy, TF32, is
+    session's ConvNeXt and LSTM, `test_truth_2026_12_06b_h100.py`, which added one); 19 of 32
+    since the twelfth session: the LSTM's compile within once the gaps inside cuDNN's RNN
+    calls went to CUDA graphs, and the LSTM's second call (whole-step graph and logging,
+    both within); 24 of 37 with the MNIST loop (`test_truth_2026_12_06d_h100.py`), 26 of 40
+    with the GCN (`test_truth_2026_12_06e_h100.py`). The T5's top remedy, TF32, is
     judged by the TF32 run (22.25), not by HF's torch_compile, which applies TF32 with
     compile (37.42): a fix that applies the top remedy alone is its fix where one was timed."""
     c = Ceilings.load(truth_tally.CARDS["h100"])
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
-    assert len(rows) == 30 and sum(r["within"] for r in rows) == 16
+    assert len(rows) == 40 and sum(r["within"] for r in rows) == 26
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"
     assert t5["top_fix_ms"] == pytest.approx(22.25, abs=0.01)
     assert tops["h100_real_ddpm_unet_truth1"]["verdict"] == "tie"
-    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 5
+    # 7 of 10 fixtures; 5 of 7 before the twelfth session's LSTM, MNIST and GCN calls
+    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 7

@@ -56,7 +56,8 @@ def test_convnext_amp_predictions_today():
     rows, report, _ = _load("h100_real_convnext_amp_truth1")
     assert [r["remedy"] for r in report["remedies"]][:3] == ["compile", "bf16_storage", "foreach"]
     c, ema, fused = rows["compile"], rows["ema-foreach"], rows["fused-adamw"]
-    assert c["predicted_ms"] == pytest.approx(20.60, abs=0.01) and not c["within"]
+    # 20.60 before launch gaps inside library calls (0.11) were left to CUDA graphs
+    assert c["predicted_ms"] == pytest.approx(20.49, abs=0.01) and not c["within"]
     best = max(rows.values(), key=lambda r: r["measured_ms"])
     assert best["fix"] == "bf16"
     assert best["measured_ms"] - c["measured_ms"] <= _tolerance(best["measured_ms"])
@@ -72,14 +73,33 @@ def test_convnext_amp_predictions_today():
 
 def test_lstm_lm_out_of_sample():
     """The word-level LSTM (7.37 ms/step, GPU 29% busy): neither fix saved anything (-0.46
-    logging less, -0.65 compile); membound's launch-bound finding (2.50 ms/step, 33% of the
-    step) stood for compile, which lost: issue 15's "no finding of 10% or more where every
-    fix saves under 5%" is missed here."""
+    logging less, -0.65 compile). membound's launch-bound finding (2.50 ms/step, 33% of the
+    step) stood for compile at first (2.64 predicted). 70% of that idle (1.75 ms/step) sits
+    between two kernels of one cuDNN RNN call (a kernel per layer and time step), which
+    compile keeps as it is: compile now takes the rest (0.75) and the memory-bound ops'
+    0.15, 0.89 in all, within the tolerance of what it measured; CUDA graphs, which replay
+    those launches, take the whole finding and rank first (unmeasured in this call)."""
     rows, report, truth = _load("h100_real_lstm_lm_truth1")
     assert truth["baseline_ms"] == pytest.approx(7.366, abs=1e-3)
-    assert report["findings"][0]["code"] == "launch-bound"
-    assert report["findings"][0]["time_lost_ms_per_step"] == pytest.approx(2.498, abs=1e-3)
+    top = report["findings"][0]
+    assert top["code"] == "launch-bound"
+    assert top["time_lost_ms_per_step"] == pytest.approx(2.498, abs=1e-3)
+    inside = top["evidence"]["inside_library_calls_ms_per_step"]
+    assert inside == pytest.approx(1.751, abs=1e-3)
+    part = top["evidence"]["saving_by_remedy"]["compile"]
+    assert part == pytest.approx(top["time_lost_ms_per_step"] - inside, abs=1e-3)
+    # the whole step in one graph: the launch gaps and the host's other work between ops
+    assert report["remedies"][0]["remedy"] == "graph_step"
     assert rows["log-every-200"]["within"]
     assert rows["compile"]["measured_ms"] == pytest.approx(-0.653, abs=1e-3)
-    assert rows["compile"]["predicted_ms"] == pytest.approx(2.643, abs=1e-3)
-    assert not rows["compile"]["within"]
+    assert rows["compile"]["predicted_ms"] == pytest.approx(0.891, abs=1e-3)
+    assert rows["compile"]["within"]
+
+
+def test_launch_gaps_inside_library_calls_elsewhere_are_small():
+    """Where compile's launch-bound share was measured right or over, little of the launch
+    idle sits inside one library call: the ConvNeXt's convolutions and matmuls (1-2%)."""
+    _, report, _ = _load("h100_real_convnext_amp_truth1")
+    lb = next(f for f in report["findings"] if f["code"] == "launch-bound")
+    inside = lb["evidence"]["inside_library_calls_ms_per_step"]
+    assert 0 < inside < 0.05 * lb["time_lost_ms_per_step"]

@@ -131,6 +131,8 @@ def test_lstm_trace_fully_costed_and_no_finding_on_the_recurrence():
     assert all(r.exact_cost and r.fraction_of_attainable < 0.05 for r in rnn)
     ops = {(f.evidence or {}).get("op") for f in a.findings if f.code == "memory-bound-op"}
     assert not ops & {r.name for r in rnn}
+    # 2.643 until the launch gaps inside the cuDNN RNN calls (1.75 ms/step) were left to CUDA
+    # graphs: compile keeps those calls (test_truth_2026_12_06b_h100.py)
     assert next(r for r in a.remedies if r.key == "compile").saving_ms_per_step == pytest.approx(
-        2.643, abs=1e-3
+        0.891, abs=1e-3
     )

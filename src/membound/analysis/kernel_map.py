@@ -117,3 +117,28 @@ def idle_before(ctx, causes: tuple[str, ...], wanted: np.ndarray) -> dict[str, f
         hit = (nxt >= 0) & wanted[np.maximum(nxt, 0)]
         out[cause] = total * float(np.sum((ends - starts)[hit])) / float(np.sum(ends - starts))
     return out
+
+
+def idle_inside(ctx, cause: str, wanted: np.ndarray) -> float:
+    """ms per step of `cause`'s idle (`ctx.idle_ms_per_step`: the profiler's share set aside)
+    in the GPU's gaps between two activities that one and the same call launched, a call of
+    `wanted` (a mask over `ctx.calls`): a library op that launches its kernels one by one
+    (cuDNN's LSTM, a kernel per layer and time step) waiting on its own launches. No change
+    around the op shortens those gaps; only replaying its launches (a CUDA graph) does.
+    0 where the activities cannot be mapped (`timeline_calls`)."""
+    mapped = timeline_calls(ctx)
+    total = ctx.idle_ms_per_step(cause)
+    starts, ends = ctx.idle(cause)
+    if mapped is None or not wanted.any() or not total > 0 or not len(starts):
+        return 0.0
+    gpu = ctx.trace.gpu
+    order = np.argsort(gpu.ts, kind="stable")
+    starts_at = gpu.ts[order]
+    # the activity that ends each gap (the first to start at or after its end) and the one
+    # before it, in start order
+    j = np.searchsorted(starts_at, ends - 1e-3, side="left")
+    valid = (j > 0) & (j < len(order))
+    j = np.clip(j, 1, max(len(order) - 1, 1))
+    nxt, prv = mapped[order[j]], mapped[order[j - 1]]
+    hit = valid & (nxt >= 0) & (nxt == prv) & wanted[np.maximum(nxt, 0)]
+    return total * float(np.sum((ends - starts)[hit])) / float(np.sum(ends - starts))

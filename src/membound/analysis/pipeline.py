@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from membound.analysis import gpu_whatif, norm_whatif, remedies
+from membound.analysis import gpu_whatif, norm_whatif, pacing, remedies
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
@@ -283,6 +283,12 @@ def analyze_trace(
             step = timing.unprofiled_median_ms if timing is not None else None
             findings = remedies.through_curve(findings, gpu_curve, step)
             notes.append(gpu_whatif.note(gpu_curve))
+    findings, paced = pacing.behind_loader(
+        findings, timing.unprofiled_median_ms if timing is not None else None
+    )
+    if paced:
+        notes.append(paced)
+        findings = ranked(findings)
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))

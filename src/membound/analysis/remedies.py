@@ -88,6 +88,8 @@ REMEDIES: dict[str, str] = {
     "tf32": "TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True",
     "compile": "torch.compile(model)",
     "cuda_graphs": "CUDA graphs: torch.compile(mode='reduce-overhead') or torch.cuda.graphs",
+    "graph_step": "the whole step captured once in a CUDA graph and replayed (torch.cuda.graph, "
+    "the batch copied into static inputs): no host work per step",
     "swap_norms": "membound.swap_norms(model): each norm module one fused kernel each way",
     "fused_add_norm": "membound.nn.FusedAdd* in the blocks: the residual add fused into the norm",
     "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
@@ -136,8 +138,16 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         if norm_chain and not ev.get("host_limited"):
             return ("compile", "fused_add_norm")
         return ("compile",)
+    # the whole step in one CUDA graph: not while the host reads from the GPU mid-step; no
+    # graph at all where an op of the backward syncs (`rules.host_bound.backward_syncs`)
+    graphs = () if ev.get("backward_syncs_per_step") else ("cuda_graphs",)
+    whole = () if ev.get("mid_step_syncs_per_step") or not graphs else ("graph_step",)
     if code == "launch-bound" and ev.get("compiled"):
-        return ("cuda_graphs",)  # compiled already: what is left is the launches
+        return (*graphs, *whole)  # compiled already: what is left is the launches
+    if code == "launch-bound":
+        return ("compile", *graphs, *whole)
+    if code == "host-bound":
+        return whole
     if code == "host-sync" and ev.get("grad_scaler_sync"):
         # the scaler's inf check: a fused step takes it on the GPU, bf16 needs no scaler
         return ("sync_less", "fused_optimizer", "bf16")
@@ -146,11 +156,12 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
     return {
         "fp32-storage": ("bf16",),
         "fp32-matmul": ("bf16", "tf32"),
-        "launch-bound": ("compile", "cuda_graphs"),
         "host-sync": ("sync_less",),
         "pageable-copy": ("pin_memory", "prefetch"),
         "blocking-copy": ("prefetch", "pin_memory"),
-        "input-starved": ("prefetch",)
+        "input-starved": ("workers", "prefetch")
+        if ev.get("worker_bound")
+        else ("prefetch",)
         if ev.get("multiprocess_workers", True)
         else ("batch_index", "workers")
         if ev.get("per_row_collate")
@@ -208,8 +219,9 @@ def remedies(
     for r in by_key.values():
         curve = gpu_curve if r.key in CURVE_REMEDIES else None
         r.saving_ms_per_step = _saving(
-            findings, r.findings, r.key == "bf16_storage", curve, autocast=r.key == "bf16"
-        )
+            findings, r.findings, r.key == "bf16_storage", curve, autocast=r.key == "bf16",
+            keys={r.key},
+        )  # fmt: skip
         replayed = norm_whatif_ms(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
             r.saving_ms_per_step = replayed
@@ -288,9 +300,12 @@ def combined(
     else:
         parts = [(mine, None)]
     total = sum(
-        _saving(findings, idx, "bf16_storage" in wanted, curve, autocast="bf16" in wanted)
+        _saving(
+            findings, idx, "bf16_storage" in wanted, curve, autocast="bf16" in wanted,
+            keys=wanted,
+        )
         for idx, curve in parts
-    )
+    )  # fmt: skip
     return min(total, step_ms) if step_ms and step_ms > 0 else total
 
 
@@ -317,21 +332,39 @@ def through_curve(findings: list, gpu_curve: dict, step_ms: float | None) -> lis
     return ranked(findings)
 
 
+def finding_saving(f, keys: set[str] | None) -> float:
+    """What finding `f` saves once the remedies `keys` are applied (None: any of its own):
+    its whole `time_lost_ms_per_step`, unless every one of `keys` among its remedies recovers
+    only the part its evidence states (`saving_by_remedy`: launch-bound's gaps inside a
+    library call's own launches, which torch.compile leaves, `rules.launch_bound`)."""
+    saving = float(f.time_lost_ms_per_step or 0.0)
+    part = (f.evidence or {}).get("saving_by_remedy")
+    if not keys or not isinstance(part, dict) or not saving > 0.0:
+        return saving
+    mine = [k for k in keys if k in remedies_of(f.code, f.evidence)]
+    if not mine or any(k not in part for k in mine):
+        return saving
+    return min(saving, max(float(part[k]) for k in mine))
+
+
 def _saving(
     findings: list,
     indexes,
     bf16_storage: bool,
     gpu_curve: dict | None,
     autocast: bool = False,
+    keys: set[str] | None = None,
 ) -> float:
     """What the findings `indexes` save together: their idle findings' sum plus their
     GPU-work findings' kernel time read through `gpu_curve` (`gpu_whatif.saving`); with
     `bf16_storage`, the GPU part at least what its finding says it saves alone; with
     `autocast` (bf16 autocast among the fixes), the GPU part at most what is left once the
-    host work autocast adds is paid (`gpu_whatif.autocast_cap`)."""
+    host work autocast adds is paid (`gpu_whatif.autocast_cap`); `keys`, the remedies
+    applied, for the findings that state a part of their saving per remedy
+    (`finding_saving`)."""
     kernel = other = 0.0
     for i in indexes:
-        saving = float(findings[i].time_lost_ms_per_step or 0.0)
+        saving = finding_saving(findings[i], keys)
         if not saving > 0.0:
             continue
         if findings[i].code in GPU_WORK:

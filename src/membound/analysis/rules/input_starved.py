@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis.findings import rule
-from membound.trace.model import CPU_OP, DATALOADER, DATALOADER_ROLES, DATALOADER_WORKERS
+from membound.trace.model import (
+    CPU_OP,
+    DATALOADER,
+    DATALOADER_ROLES,
+    DATALOADER_WORKERS,
+    H2D,
+    MEMCPY,
+)
 
 #: ops that take one row of a tensor: a map-style dataset of tensors (`TensorDataset`)
 #: indexed row by row, then stacked by the default collate
@@ -14,6 +21,37 @@ ROW_OPS = ("aten::select", "aten::index", "aten::index_select")
 #: tabular MLP of examples/real: 2048 a batch, two tensors x 1024 rows)
 PER_ROW = 32
 _ADD_WORKERS = "add DataLoader workers (num_workers>0, persistent_workers=True)."
+#: MB of batch copied in per second of the training thread's wait for it, below which a
+#: loader with workers is said to be worker-bound: its workers cannot build the batches fast
+#: enough (the wait is their work, not the batch's way in). Every worker-fed loader recorded
+#: before 2026-12-06 waited at 3,700-34,000 MB/s (pageable batches of 6-39 MB: the copy and
+#: the handing over); PyTorch's examples/mnist (one worker turning 64 PIL images into tensors
+#: one by one, 0.2 MB a batch) at 26, where 4 workers saved 6.3 of a 9.2 ms step and
+#: membound's prefetcher 2.4 (H100, `tests/fixtures/h100_real_mnist_cnn_oos1`)
+WORKER_BOUND_MB_S = 500.0
+
+
+def _batch_mb_per_step(ctx) -> float | None:
+    """MB copied host-to-device per step (the batch's way in); None where the copies'
+    sizes were not recorded."""
+    gpu = ctx.trace.gpu
+    m = (gpu.kind == MEMCPY) & (gpu.direction == H2D) & ctx.in_window(gpu.ts)
+    if not m.any() or np.any(gpu.bytes[m] < 0):
+        return None
+    return float(gpu.bytes[m].sum()) / 1e6 / ctx.n_steps
+
+
+def _host_work_ms(ctx) -> float | None:
+    """The training thread's CPU a step, with its autograd threads' (backward's host work),
+    unprofiled (`StepTiming.launchers_cpu`, else the training thread's alone); None where
+    not measured."""
+    t = ctx.timing
+    if t is None:
+        return None
+    work = t.launchers_cpu
+    if work is None:
+        work = t.thread_cpu_ms.get(t.unprofiled_phase)
+    return float(work) if work is not None else None
 
 
 def _row_ops_per_batch(trace) -> float | None:
@@ -61,12 +99,34 @@ def input_starved(ctx):
         "loader": names[0] if names else "",
         "multiprocess_workers": workers,
     }
+    mb = _batch_mb_per_step(ctx) if workers else None
+    wait_s = evidence["dataloader_ms_per_step"] / 1e3
+    worker_bound = mb is not None and wait_s > 0 and mb / wait_s < WORKER_BOUND_MB_S
+    if workers and mb is not None:
+        evidence["batch_mb_per_step"] = mb
+        evidence["worker_bound"] = worker_bound
+    if worker_bound:
+        # a prefetch thread fetches the next batch while the training thread works: it hides
+        # the wait behind the step's own host work, never more than the wait
+        work = _host_work_ms(ctx)
+        if work is not None:
+            evidence["saving_by_remedy"] = {"prefetch": min(lost, work)}
     rows = None if workers else _row_ops_per_batch(getattr(ctx, "op_trace", None))
     per_row = rows is not None and rows >= PER_ROW
     if rows is not None:
         evidence["row_ops_per_batch"] = rows
         evidence["per_row_collate"] = per_row
-    if workers:
+    if worker_bound:
+        fix = (
+            f"The workers cannot build the batches fast enough: the training thread waits "
+            f"{evidence['dataloader_ms_per_step']:.2f} ms a step for {mb * 1e3:.0f} KB, so the "
+            "wait is the workers' own work per batch (decoding, per-item transforms, "
+            "collating), not the batch's way in. Raise num_workers (with "
+            "persistent_workers=True), or make each item cheaper (transforms on whole "
+            "batches, on the GPU). membound.data.prefetch(loader) overlaps the wait with the "
+            "step's own host work only."
+        )
+    elif workers:
         fix = (
             "Raise num_workers/prefetch_factor, move decoding/augmentation off the host (e.g. "
             "uint8 batches normalized on the GPU with membound.data.Normalize); overlap loading "

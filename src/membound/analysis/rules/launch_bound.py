@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis import intervals as iv
+from membound.analysis import kernel_map
 from membound.analysis.findings import rule
+from membound.analysis.fixes import op_family
+from membound.analysis.op_calls import call_column, value_codes
+from membound.analysis.rules.host_bound import backward_syncs, mid_step_syncs
 from membound.analysis.rules.memory import loop_launch_ms, written_norm_launch_ms
+from membound.analysis.rules.memory_gap import NOT_GENERATED
 from membound.analysis.timeline import LAUNCH_GAP_US
 from membound.cost.formulas.inductor import parse_name
 from membound.trace.model import KERNEL
@@ -29,6 +34,22 @@ COMPILED_FIX = (
     "torch.compiler.cudagraph_mark_step_begin() under gradient accumulation), or raise the "
     "batch size so each kernel does more."
 )
+
+
+def inside_library_ms(ctx) -> float:
+    """ms per step of the `launch` idle between two kernels of one library call (cuDNN,
+    cuBLAS, attention, a foreach optimizer op: `rules.memory_gap.NOT_GENERATED`), which
+    launches its own kernels one after another: cuDNN's LSTM launches a kernel per layer and
+    time step, and on an H100 (2026-12-06, `tests/fixtures/h100_real_lstm_lm_truth1`) 70% of
+    the word-language model's launch idle sat inside its `_cudnn_rnn` calls. torch.compile
+    keeps such a call as it is (dynamo does not even trace an nn.LSTM), so it cannot shorten
+    those gaps; a CUDA graph replays the call's launches and can. 0 where the timeline's
+    kernels cannot be mapped to calls (`kernel_map.timeline_calls`)."""
+    if not len(ctx.calls):
+        return 0.0
+    codes, names = value_codes(call_column(ctx.calls, "name"))
+    library = np.array([op_family(str(n)) in NOT_GENERATED for n in names], dtype=bool)
+    return kernel_map.idle_inside(ctx, "launch", library[codes])
 
 
 def inductor_share(trace, kernels: np.ndarray) -> float:
@@ -81,6 +102,7 @@ def launch_bound(ctx):
     in_calls_ms = min(ctx.per_step(in_calls / 1e3), lost)
     host_per_kernel = (hi - lo) / kernels if kernels else 0.0
     compiled = inductor_share(ctx.trace, k)
+    inside = min(inside_library_ms(ctx), lost)
     evidence = {
         "kernels_per_step": kernels / ctx.n_steps,
         "median_kernel_us": float(np.median(gpu.dur[k])) if k.any() else 0.0,
@@ -99,7 +121,15 @@ def launch_bound(ctx):
         # shortens them), shown so the reader sees where the rest of the idle went
         "queued_idle_ms_per_step": ctx.idle_ms_per_step("queued"),
         "turnaround_us": getattr(tl, "turnaround_us", 0.0),
+        "inside_library_calls_ms_per_step": inside,
+        # a whole-step CUDA graph (remedy graph_step) needs none (`rules.host_bound`)
+        "mid_step_syncs_per_step": mid_step_syncs(ctx),
+        # no CUDA graph of the step at all where an op of the backward syncs
+        "backward_syncs_per_step": backward_syncs(ctx),
     }
+    if inside > 0 and compiled < COMPILED_SHARE:
+        # what torch.compile can take: the gaps around the ops, not inside a library call
+        evidence["saving_by_remedy"] = {"compile": lost - inside}
     if compiled >= COMPILED_SHARE:
         evidence["compiled"] = True
     return [

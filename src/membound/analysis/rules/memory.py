@@ -832,10 +832,10 @@ def _autocast_on(rows) -> bool:
     )
 
 
-def loop_launch_ms(ctx) -> float:
-    """ms per step of the `launch` idle before the loop chains' work (`loop_idle_ms`): the
-    loop-chain findings', so `launch-bound` leaves it out. 0 without ceilings (no finding
-    then) or loop chains."""
+def loop_launch_ms(ctx, cause: str = "launch") -> float:
+    """ms per step of the `cause` idle (`launch`, `other`) before the loop chains' work
+    (`loop_idle_ms`): the loop-chain findings', so `launch-bound` (`host-bound`) leaves it
+    out. 0 without ceilings (no finding then) or loop chains."""
     if not _bandwidth(ctx):
         return 0.0
-    return _loop_idle(ctx, _columns_of(ctx), None, ("launch",)).get("launch", 0.0)
+    return _loop_idle(ctx, _columns_of(ctx), None, (cause,)).get(cause, 0.0)

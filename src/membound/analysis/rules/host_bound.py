@@ -1,0 +1,231 @@
+"""`host-bound`: the GPU waits while the host works on something that launches nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from membound.analysis import kernel_map
+from membound.analysis.findings import rule
+from membound.analysis.rules.memory import loop_launch_ms
+from membound.trace.model import H2D, KERNEL, LAUNCH_CALLS, MEMCPY, MEMCPY_CALL, SYNC
+
+#: how many of the ops the longest gaps precede the evidence names
+TOP_OPS = 5
+#: launches a sync needs on each side, inside its step, to sit in the middle of the step's
+#: work: the planted loops of `examples/planted` read the loss through one reduction kernel
+#: at the start of the next step's window, an edge
+MIN_SIDE_LAUNCHES = 3
+
+FIX = (
+    "Take the host's work out of the step: capture the whole step (forward, backward, "
+    "clipping, the optimizer step) once in a CUDA graph and replay it "
+    "(torch.cuda.CUDAGraph and torch.cuda.graph, with the batch copied into static input "
+    "tensors: PyTorch's whole-network capture), so the host runs none of this per step; it "
+    "needs static shapes and no host sync inside the step (read the loss after the replay). "
+    "torch.compile(mode='reduce-overhead') graphs only the compiled model, not the host "
+    "work around it. Or find the host code between these ops (a per-step Python "
+    "computation, a CPU-side metric) and move it off the step."
+)
+
+
+def _before_ops(ctx, starts: np.ndarray, ends: np.ndarray, lost: float) -> dict[str, float]:
+    """`lost` (ms per step) shared among the ops whose work ends the gaps `starts`..`ends`
+    (the timeline's activities mapped to calls, `kernel_map.timeline_calls`) by the gaps'
+    length, the largest `TOP_OPS`; {} where nothing maps."""
+    mapped = kernel_map.timeline_calls(ctx)
+    if mapped is None or not len(starts) or not lost > 0:
+        return {}
+    gpu = ctx.trace.gpu
+    order = np.argsort(gpu.ts, kind="stable")
+    j = np.minimum(np.searchsorted(gpu.ts[order], ends - 1e-3, side="left"), len(order) - 1)
+    nxt = mapped[order[j]]
+    length = ends - starts
+    total = float(length.sum())
+    by: dict[str, float] = {}
+    for call, dur in zip(nxt.tolist(), length.tolist(), strict=True):
+        if call >= 0:
+            name = ctx.calls[call].name
+            by[name] = by.get(name, 0.0) + dur
+    top = sorted(by.items(), key=lambda kv: -kv[1])[:TOP_OPS]
+    return {name: lost * dur / total for name, dur in top}
+
+
+def mid_step_syncs(ctx) -> float:
+    """`sync_points(ctx)`'s first figure: the read points per step beyond one."""
+    return sync_points(ctx)[0]
+
+
+def backward_syncs(ctx) -> float:
+    """`sync_points(ctx)`'s second figure: syncs per step issued from a thread other than
+    the one that launches the step's first work (the autograd engine's: an op of the
+    backward that waits for the GPU, as a sparse matrix product's backward sorting its
+    indices with thrust). No CUDA graph can hold such an op: on an H100 (2026-12-06,
+    `tests/fixtures/h100_real_gcn_cora_oos1`) capturing pygcn's epoch failed with
+    cudaErrorStreamCaptureUnsupported inside `torch.spmm`'s backward."""
+    return sync_points(ctx)[1]
+
+
+def sync_points(ctx) -> tuple[float, float]:
+    """Points per step, beyond one, at which the host reads from the GPU in the middle of the
+    step's work (`.item()`, `.cpu()`, `torch.cuda.synchronize`, a GradScaler's inf check).
+    A step is a cycle: one read point can be its edge (a capture starts right after it:
+    pygcn reads four numbers at the end of each epoch's evaluation, before the next epoch's
+    training), two cannot (DCGAN reads between the discriminator's update and the
+    generator's). Syncs with fewer than `MIN_SIDE_LAUNCHES` launches between them are one
+    point, and so are the first and the last of a step with as few launches around the
+    step's edge; the sync that ends a host-to-device copy (the batch's way in) is no read.
+    A step with more than one point cannot be captured whole in a CUDA graph until the reads
+    move to one place. Returns (those points beyond one, the syncs from another thread than
+    the step's first launch's: `backward_syncs`), per step; cached on the context."""
+    cached = getattr(ctx, "_sync_points", None)
+    if cached is not None:
+        return cached
+    out = _sync_points(ctx)
+    ctx._sync_points = out
+    return out
+
+
+def _sync_points(ctx) -> tuple[float, float]:
+    rt = ctx.trace.runtime
+    if not len(rt) or not ctx.steps:
+        return 0.0, 0.0
+    order = np.argsort(rt.ts, kind="stable")
+    ts, call, tid = rt.ts[order], rt.call[order], rt.tid[order]
+    gpu = ctx.trace.gpu
+    h2d = set(gpu.correlation[(gpu.kind == MEMCPY) & (gpu.direction == H2D)].tolist())
+    corr = rt.correlation[order]
+    launches = ts[np.isin(call, LAUNCH_CALLS)]
+    # each call's previous runtime call on its own thread (-1: none)
+    prev = np.full(len(ts), -1, dtype=np.int64)
+    for t in np.unique(tid).tolist():
+        mine = np.flatnonzero(tid == t)
+        prev[mine[1:]] = mine[:-1]
+    keep = [
+        i
+        for i in np.flatnonzero(call == SYNC).tolist()
+        if not (prev[i] >= 0 and call[prev[i]] == MEMCPY_CALL and int(corr[prev[i]]) in h2d)
+    ]
+    reads_at, reads_tid = ts[keep], tid[keep]  # in time order (ts is sorted)
+    is_launch = np.isin(call, LAUNCH_CALLS)
+    launch_tid = tid[is_launch]
+    extra = elsewhere = 0
+    for s in ctx.steps:
+        lo, hi = s.host_start_us, s.host_end_us
+        if lo is None or hi is None:
+            continue
+        inside = (reads_at >= lo) & (reads_at < hi)
+        first = np.searchsorted(launches, lo)
+        if first < len(launches) and launches[first] < hi:
+            elsewhere += int(np.count_nonzero(inside & (reads_tid != launch_tid[first])))
+        mine = reads_at[inside]
+        if not len(mine):
+            continue
+        # launches between consecutive reads: a new point where enough work lies between
+        n = np.searchsorted(launches, mine)
+        points = 1 + int(np.count_nonzero(np.diff(n) >= MIN_SIDE_LAUNCHES))
+        edge = np.count_nonzero((launches >= lo) & (launches < mine[0])) + np.count_nonzero(
+            (launches > mine[-1]) & (launches < hi)
+        )
+        if points > 1 and edge < MIN_SIDE_LAUNCHES:
+            points -= 1  # the first and the last meet across the step's edge
+        extra += points - 1
+    return extra / ctx.n_steps, elsewhere / ctx.n_steps
+
+
+def _input_side(ctx, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which gaps sit on the input side of their step: they end at or before the first
+    kernel after the step's last host-to-device copy (the batch's way in: fetching it,
+    copying it, a framework's hooks around that), which no graph of the step holds. A step
+    that copies nothing in (its data on the GPU already) has no input side."""
+    gpu = ctx.trace.gpu
+    h2d = np.flatnonzero((gpu.kind == MEMCPY) & (gpu.direction == H2D))
+    kernels = np.flatnonzero(gpu.kind == KERNEL)
+    out = np.zeros(len(starts), dtype=bool)
+    if not len(h2d) or not len(kernels):
+        return out
+    k_ts = np.sort(gpu.ts[kernels])
+    for s in ctx.steps:
+        mine = h2d[(gpu.ts[h2d] >= s.start_us) & (gpu.ts[h2d] < s.end_us)]
+        if not len(mine):
+            continue
+        last_in = float(np.max(gpu.ts[mine] + gpu.dur[mine]))
+        i = np.searchsorted(k_ts, last_in, side="left")
+        first = float(k_ts[i]) if i < len(k_ts) else s.end_us
+        out |= (ends >= s.start_us) & (ends <= first + 1e-3)
+    return out
+
+
+@rule("host-bound")
+def host_bound(ctx):
+    """GPU idle while the host is busy between launches with work that launches nothing:
+    the framework's own host work (the autograd engine, a library's host-side setup: cuDNN's
+    LSTM backward) or the script's (Python between two ops, a CPU-side metric).
+
+    Time lost per step = GPU idle attributed to the timeline cause `other` (a host pause
+    longer than the glue between two launching ops, `analysis.timeline`), the profiler's
+    share set aside, less the part on the step's input side (`_input_side`: up to the first
+    kernel after the batch's last host-to-device copy; on the H200 a Lightning fit's 8.6
+    ms/step of this idle sat there, 6 ms before the first convolution, and pinning the
+    loader's memory recovered it) and the part before the loop's own chains (an EMA: the
+    loop-chain finding's, `rules.memory.loop_launch_ms`), ÷ steps. Only on a trace with its
+    unprofiled step measured (membound's capture): elsewhere the profiler's share of the
+    host's pauses is not known. Only taking the host out of the step
+    recovers it: a CUDA graph of the whole step (remedy `graph_step`). On an H100
+    (2026-12-06, `tests/fixtures/h100_real_lstm_lm_truth2`) the word-language LSTM's step of
+    6.20 ms held 1.60 ms/step of launch idle and 1.34 of this; capturing the step in one
+    graph saved 3.58 ms/step (6.02 -> 2.44, the GPU's own 2.68 ms of work)."""
+    if ctx.timing is None:
+        # no unprofiled step (an ordinary profiler trace): the profiler's own host time is
+        # not told apart from the host's pauses, and this cause is mostly what is left
+        return []
+    starts, ends = ctx.idle("other")
+    total = ctx.idle_ms_per_step("other")
+    if not total > 0 or not len(starts):
+        return []
+    length = ends - starts
+    side = _input_side(ctx, starts, ends)
+    to_input = total * float(length[side].sum()) / float(length.sum())
+    to_loop = loop_launch_ms(ctx, "other")
+    lost = total - to_input - to_loop
+    if lost <= 0:
+        return []
+    starts, ends = starts[~side], ends[~side]
+    n = len(starts)
+    evidence = {
+        "gaps_per_step": n / ctx.n_steps,
+        "mid_step_syncs_per_step": mid_step_syncs(ctx),
+        "backward_syncs_per_step": backward_syncs(ctx),
+        "median_gap_us": float(np.median(ends - starts)) if n else 0.0,
+        "before_ops_ms_per_step": _before_ops(ctx, starts, ends, lost),
+        "left_to_input_side_ms_per_step": to_input,
+        "left_to_loop_chains_ms_per_step": to_loop,
+    }
+    syncs = evidence["mid_step_syncs_per_step"]
+    fix = FIX
+    if evidence["backward_syncs_per_step"]:
+        fix = (
+            f"An op of the backward waits for the GPU "
+            f"{evidence['backward_syncs_per_step']:.0f} time(s) a step (a sync from the "
+            "autograd engine's thread: a sparse product's backward sorting its indices, "
+            "nonzero, boolean-mask indexing), so no CUDA graph can hold the step. Less host "
+            "work per step is what is left: fewer ops (skip work the step does not need), "
+            "larger batches, or dense ops in place of the one that syncs."
+        )
+    elif syncs:
+        fix = (
+            f"The step reads from the GPU at {syncs + 1:.0f} separate points of its work (a "
+            "loss or metric .item(), a GradScaler's inf check), so it cannot be captured "
+            "whole yet: move those reads to one place, the end of the step (or accumulate on "
+            "the GPU). Then: " + FIX
+        )
+    return [
+        ctx.finding(
+            code="host-bound",
+            title="the GPU waits while the host works between launches (code that launches "
+            "nothing)",
+            lost_ms=lost,
+            evidence=evidence,
+            fix=fix,
+            spans=ctx.spans((starts, ends)),
+        )
+    ]
