@@ -173,6 +173,8 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the ViT", membound=True, remedies=("swap_norms",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", remedies=("compile",)),
+        # (twelfth session) graph_step, untimed: launch-bound + host-bound, ~8-11 ms/step there
+        Fix("cuda-graphs", ("--cuda-graphs",), ("launch-bound", "host-bound"), "the whole step captured once in a CUDA graph and replayed", core=False, remedies=("graph_step",)),
     ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=200),
     Script("bert_finetune", REAL / "bert_finetune.py", (
         Fix("bf16", ("--mixed-precision", "bf16"), _AMP, "Accelerator(mixed_precision='bf16')", remedies=("bf16",)),

@@ -14,6 +14,9 @@ Fixes, one flag each:
   --swap-norms          membound.swap_norms(model) (the ViT's 25 LayerNorms)
   --compile             torch.compile(model) (timm's --torchcompile)
   --log-every N         read the loss every N steps (timm's log interval), not every step
+  --cuda-graphs         forward, backward and AdamW's step captured once in a CUDA graph and
+                        replayed, each batch copied into static inputs (membound's graph_step
+                        remedy; added 2026-12-06, not yet timed)
 
     python examples/real/vit_timm.py --steps 20
     membound diagnose -- python examples/real/vit_timm.py
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from _common import StepTimer, note_swapped, parse, parser, pick, require
+from _common import StepTimer, capture_step, note_swapped, parse, parser, pick, require
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # timm's ViT defaults (inception mean/std)
 
@@ -75,9 +78,13 @@ def main(argv: list[str] | None = None) -> dict:
         metavar="N",
         help="loss.item() every N steps (default 1)",
     )
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="capture the whole step in a CUDA graph and replay it (CUDA only)")  # fmt: skip
     args = parse(p, argv)
     if args.log_every < 1:
         p.error("--log-every must be >= 1")
+    if args.cuda_graphs and (not args.cuda or args.compile or args.swap_norms):
+        p.error("--cuda-graphs needs --device cuda, and no --compile or --swap-norms")
     timm = require("timm", "vit_timm.py")
 
     batch = args.batch_size or pick(args, 64, 2)
@@ -113,19 +120,41 @@ def main(argv: list[str] | None = None) -> dict:
 
         loader = membound.data.prefetch(loader, args.device, num_threads=args.prefetch_threads)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    # capturable: AdamW's step counters stay on the GPU, which a captured step needs
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, weight_decay=0.05, capturable=args.cuda_graphs
+    )
     amp = torch.autocast(device_type="cuda" if args.cuda else "cpu", dtype=torch.bfloat16)
 
     model.train()
+    graph = None
     for i, (inputs, target) in enumerate(loader):
         inputs = inputs.to(args.device, non_blocking=True)
         target = target.to(args.device, non_blocking=True)
-        with amp:
-            output = model(inputs)
-            loss = criterion(output, target)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        if args.cuda_graphs:  # the fix: the batch into the graph's inputs, one replay
+            if graph is None:
+                static_in, static_target = inputs.clone(), target.clone()
+
+                def step():
+                    with amp:
+                        out = criterion(model(static_in), static_target)
+                    out.backward()
+                    optimizer.step()
+                    return out
+
+                graph, loss = capture_step(
+                    step, before=lambda: optimizer.zero_grad(set_to_none=True)
+                )
+            static_in.copy_(inputs)
+            static_target.copy_(target)
+            graph.replay()
+        else:
+            with amp:
+                output = model(inputs)
+                loss = criterion(output, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
         if i % args.log_every == 0:
             loss_value = loss.item()  # the AverageMeter update
             if i % 10 == 0:
