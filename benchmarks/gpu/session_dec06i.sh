@@ -7,7 +7,7 @@ source "$(dirname "$0")/_session.sh"
 W=/tmp/dec06i; mkdir -p $W
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
 OUT=$W/truth TRUTH_BUDGET_S=${TRUTH_BUDGET_S:-330} \
-  TRUTH_ARGS="--fixes cuda-graphs --no-top-remedy" \
+  TRUTH_ARGS="--fixes ${VIT_FIXES:-cuda-graphs} --no-top-remedy" \
   bash benchmarks/gpu/truth.sh vit_timm 2>&1 | grep -A30 "^== vit" | tail -30
 grep -v "^step " "${GPU_OUT:-/tmp/gpu_out}/truth-work/logs/vit_timm.cuda-graphs.log" 2>/dev/null | tail -8
 tar -czf "$DEST/dec06i.tgz" -C /tmp dec06i
