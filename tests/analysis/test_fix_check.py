@@ -150,6 +150,22 @@ def test_fused_optimizer_and_sync_less_inferred():
     assert applied_fixes(foreach, less) == []
 
 
+def test_whole_step_graph_inferred_from_the_host_findings_falling():
+    """The LSTM's launch-bound (1.60) and host-bound (1.34) before; a whole-step graph
+    leaves a trace of replays in which neither is left. A smaller launch-bound alone, or
+    both falling with inductor's kernels appearing, is another fix."""
+    ops = [("aten::mm", 2.0, ["float"])]
+    before = _report(ops, [("launch-bound", 1.60), ("host-bound", 1.34)], [("graph_step", 2.95)])
+    graphed = _report(ops, [("launch-bound", 0.05)])
+    assert applied_fixes(before, graphed) == [
+        ("graph_step", "launch-bound and host-bound fell by more than half")
+    ]
+    partly = _report(ops, [("launch-bound", 0.05), ("host-bound", 1.2)])
+    assert applied_fixes(before, partly) == []
+    compiled = _report([("triton_poi_fused_add_0", 1.0, ["float"]), *ops])
+    assert [k for k, _ in applied_fixes(before, compiled)] == ["compile"]
+
+
 def test_tolerance_is_issue_15s():
     assert tolerance_ms(4.0) == 2.0 and tolerance_ms(-20.0) == 5.0
     assert within_tolerance(6.0, 4.0) and not within_tolerance(6.01, 4.0)
