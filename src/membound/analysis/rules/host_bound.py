@@ -11,9 +11,9 @@ from membound.trace.model import H2D, KERNEL, LAUNCH_CALLS, MEMCPY, MEMCPY_CALL,
 
 #: how many of the ops the longest gaps precede the evidence names
 TOP_OPS = 5
-#: launches a sync needs on each side, inside its step, to sit in the middle of the step's
-#: work: the planted loops of `examples/planted` read the loss through one reduction kernel
-#: at the start of the next step's window, an edge
+#: launches between two of a step's reads from the GPU for them to be two points of it
+#: (`sync_points`): the planted loops of `examples/planted` read the loss through one
+#: reduction kernel at the start of the next step's window, one point with the step's edge
 MIN_SIDE_LAUNCHES = 3
 
 FIX = (
