@@ -102,3 +102,14 @@ def test_the_batchs_way_in_is_not_host_bound():
     assert hb["evidence"]["left_to_input_side_ms_per_step"] == pytest.approx(6.75, abs=0.01)
     assert hb["time_lost_ms_per_step"] < 2.0
     assert report["remedies"][0]["remedy"] == "prefetch"
+
+
+def test_a_framework_that_runs_the_loop_gets_no_whole_step_graph():
+    """Lightning's Trainer.fit runs the loop: the user has no step to capture, so the whole
+    step's graph is not offered and host-bound's fix says what is left."""
+    _, report, _ = _load("h100_real_lightning_fit_truth1")
+    hb = next(f for f in report["findings"] if f["code"] == "host-bound")
+    assert hb["evidence"]["loop_owner"] == "Lightning"
+    assert "graph_step" not in {r["remedy"] for r in report["remedies"]}
+    fix = _fix("h100_real_lightning_fit_truth1", "host-bound")
+    assert fix.startswith("Lightning runs the training loop")

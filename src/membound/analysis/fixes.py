@@ -238,3 +238,16 @@ def sync_fix(frameworks: Iterable[str], grad_scaler: bool = False) -> str:
         f"Sync less often: {how}; accumulate metrics on the GPU; remove explicit "
         "torch.cuda.synchronize() and .cpu() of GPU values from the step."
     )
+
+
+#: frameworks that own the training loop: the user's code is hooks the framework calls, so
+#: a CUDA graph of the whole step is not the user's to capture
+LOOP_OWNERS = ("lightning", "pytorch_lightning")
+
+
+def loop_owner(frameworks: Iterable[str]) -> str | None:
+    """The framework that runs this script's training loop (Lightning's `Trainer.fit`), or
+    None where the script writes its own loop or the owner cannot be told (HF's `Trainer`
+    and a loop of one's own both import transformers and accelerate)."""
+    fw = set(frameworks)
+    return "Lightning" if fw & set(LOOP_OWNERS) else None

@@ -141,7 +141,11 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
     # the whole step in one CUDA graph: not while the host reads from the GPU mid-step; no
     # graph at all where an op of the backward syncs (`rules.host_bound.backward_syncs`)
     graphs = () if ev.get("backward_syncs_per_step") else ("cuda_graphs",)
-    whole = () if ev.get("mid_step_syncs_per_step") or not graphs else ("graph_step",)
+    whole = (
+        ()
+        if ev.get("mid_step_syncs_per_step") or ev.get("loop_owner") or not graphs
+        else ("graph_step",)
+    )
     if code == "launch-bound" and ev.get("compiled"):
         return (*graphs, *whole)  # compiled already: what is left is the launches
     if code == "launch-bound":

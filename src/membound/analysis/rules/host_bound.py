@@ -6,6 +6,7 @@ import numpy as np
 
 from membound.analysis import kernel_map
 from membound.analysis.findings import rule
+from membound.analysis.fixes import loop_owner
 from membound.analysis.rules.memory import loop_launch_ms
 from membound.trace.model import H2D, KERNEL, LAUNCH_CALLS, MEMCPY, MEMCPY_CALL, SYNC
 
@@ -202,7 +203,17 @@ def host_bound(ctx):
     }
     syncs = evidence["mid_step_syncs_per_step"]
     fix = FIX
-    if evidence["backward_syncs_per_step"]:
+    owner = loop_owner(ctx.frameworks)
+    if owner:
+        evidence["loop_owner"] = owner
+    if owner:
+        fix = (
+            f"{owner} runs the training loop, so a CUDA graph of the whole step is not yours "
+            "to capture. What is left is less host work per step: fewer hooks and callbacks "
+            "that run every step (progress bar, per-step logging), larger batches, or "
+            "torch.compile(model) for the Python in the model's own forward."
+        )
+    elif evidence["backward_syncs_per_step"]:
         fix = (
             f"An op of the backward waits for the GPU "
             f"{evidence['backward_syncs_per_step']:.0f} time(s) a step (a sync from the "

@@ -7,7 +7,7 @@ import numpy as np
 from membound.analysis import intervals as iv
 from membound.analysis import kernel_map
 from membound.analysis.findings import rule
-from membound.analysis.fixes import op_family
+from membound.analysis.fixes import loop_owner, op_family
 from membound.analysis.op_calls import call_column, value_codes
 from membound.analysis.rules.host_bound import backward_syncs, mid_step_syncs
 from membound.analysis.rules.memory import loop_launch_ms, written_norm_launch_ms
@@ -127,6 +127,8 @@ def launch_bound(ctx):
         # no CUDA graph of the step at all where an op of the backward syncs
         "backward_syncs_per_step": backward_syncs(ctx),
     }
+    if loop_owner(ctx.frameworks):  # the framework runs the loop: no whole-step graph
+        evidence["loop_owner"] = loop_owner(ctx.frameworks)
     if inside > 0 and compiled < COMPILED_SHARE:
         # what torch.compile can take: the gaps around the ops, not inside a library call
         evidence["saving_by_remedy"] = {"compile": lost - inside}
