@@ -92,6 +92,27 @@ def timeline_calls(ctx) -> np.ndarray | None:
     return out
 
 
+def gap_calls(ctx, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For GPU gaps ending at `ends` (µs), the call (index into `ctx.calls`) that launched
+    the activity ending each gap (the first to start at or after its end) and the call that
+    launched the activity before that one, in start order; -1 where there is none or it is
+    unmapped. None where the activities cannot be mapped (`timeline_calls`)."""
+    mapped = timeline_calls(ctx)
+    if mapped is None:
+        return None
+    order = getattr(ctx, "_gpu_start_order", None)
+    if order is None:
+        order = ctx._gpu_start_order = np.argsort(ctx.trace.gpu.ts, kind="stable")
+    j = np.searchsorted(ctx.trace.gpu.ts[order], ends - 1e-3, side="left")
+    n = len(order)
+    if not n:
+        none = np.full(len(ends), -1, dtype=np.int64)
+        return none, none.copy()
+    nxt = np.where(j < n, mapped[order[np.minimum(j, n - 1)]], -1)
+    prv = np.where(j > 0, mapped[order[np.maximum(j - 1, 0)]], -1)
+    return nxt, prv
+
+
 def idle_before(ctx, causes: tuple[str, ...], wanted: np.ndarray) -> dict[str, float]:
     """ms per step, by cause, of the `causes`' idle (`ctx.idle_ms_per_step`: the profiler's
     share set aside) in the GPU's gaps that end with work launched by one of the calls
@@ -99,21 +120,14 @@ def idle_before(ctx, causes: tuple[str, ...], wanted: np.ndarray) -> dict[str, f
     One gap may hold several causes (the host in Python, then in the launch call); each part
     counts. 0 where the activities cannot be mapped (`timeline_calls`)."""
     out = dict.fromkeys(causes, 0.0)
-    mapped = timeline_calls(ctx)
-    if mapped is None or not wanted.any():
+    if timeline_calls(ctx) is None or not wanted.any():
         return out
-    gpu = ctx.trace.gpu
-    order = np.argsort(gpu.ts, kind="stable")
-    starts_at = gpu.ts[order]
     for cause in causes:
         total = ctx.idle_ms_per_step(cause)
         starts, ends = ctx.idle(cause)
         if not total > 0 or not len(starts):
             continue
-        # the GPU activity that ends each gap: the first to start at or after its end
-        j = np.searchsorted(starts_at, ends - 1e-3, side="left")
-        valid = j < len(order)
-        nxt = np.where(valid, mapped[order[np.minimum(j, len(order) - 1)]], -1)
+        nxt, _ = gap_calls(ctx, ends)
         hit = (nxt >= 0) & wanted[np.maximum(nxt, 0)]
         out[cause] = total * float(np.sum((ends - starts)[hit])) / float(np.sum(ends - starts))
     return out
@@ -126,19 +140,10 @@ def idle_inside(ctx, cause: str, wanted: np.ndarray) -> float:
     (cuDNN's LSTM, a kernel per layer and time step) waiting on its own launches. No change
     around the op shortens those gaps; only replaying its launches (a CUDA graph) does.
     0 where the activities cannot be mapped (`timeline_calls`)."""
-    mapped = timeline_calls(ctx)
     total = ctx.idle_ms_per_step(cause)
     starts, ends = ctx.idle(cause)
-    if mapped is None or not wanted.any() or not total > 0 or not len(starts):
+    if timeline_calls(ctx) is None or not wanted.any() or not total > 0 or not len(starts):
         return 0.0
-    gpu = ctx.trace.gpu
-    order = np.argsort(gpu.ts, kind="stable")
-    starts_at = gpu.ts[order]
-    # the activity that ends each gap (the first to start at or after its end) and the one
-    # before it, in start order
-    j = np.searchsorted(starts_at, ends - 1e-3, side="left")
-    valid = (j > 0) & (j < len(order))
-    j = np.clip(j, 1, max(len(order) - 1, 1))
-    nxt, prv = mapped[order[j]], mapped[order[j - 1]]
-    hit = valid & (nxt >= 0) & (nxt == prv) & wanted[np.maximum(nxt, 0)]
+    nxt, prv = gap_calls(ctx, ends)
+    hit = (nxt >= 0) & (nxt == prv) & wanted[np.maximum(nxt, 0)]
     return total * float(np.sum((ends - starts)[hit])) / float(np.sum(ends - starts))

@@ -276,16 +276,14 @@ def analyze_trace(
         layout_ratios=layout_probe.ratios(meta),
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
+    step = timing.unprofiled_median_ms if timing is not None else None
     gpu_curve = None
     if any(f.code in gpu_whatif.GPU_WORK for f in findings):
         gpu_curve = gpu_whatif.curve(ctx)
         if gpu_curve is not None:
-            step = timing.unprofiled_median_ms if timing is not None else None
             findings = remedies.through_curve(findings, gpu_curve, step)
             notes.append(gpu_whatif.note(gpu_curve))
-    findings, paced = pacing.behind_loader(
-        findings, timing.unprofiled_median_ms if timing is not None else None
-    )
+    findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)
         findings = ranked(findings)

@@ -95,7 +95,8 @@ def _sync_points(ctx) -> tuple[float, float]:
     gpu = ctx.trace.gpu
     h2d = set(gpu.correlation[(gpu.kind == MEMCPY) & (gpu.direction == H2D)].tolist())
     corr = rt.correlation[order]
-    launches = ts[np.isin(call, LAUNCH_CALLS)]
+    is_launch = np.isin(call, LAUNCH_CALLS)
+    launches, launch_tid = ts[is_launch], tid[is_launch]
     # each call's previous runtime call on its own thread (-1: none)
     prev = np.full(len(ts), -1, dtype=np.int64)
     for t in np.unique(tid).tolist():
@@ -107,8 +108,6 @@ def _sync_points(ctx) -> tuple[float, float]:
         if not (prev[i] >= 0 and call[prev[i]] == MEMCPY_CALL and int(corr[prev[i]]) in h2d)
     ]
     reads_at, reads_tid = ts[keep], tid[keep]  # in time order (ts is sorted)
-    is_launch = np.isin(call, LAUNCH_CALLS)
-    launch_tid = tid[is_launch]
     extra = elsewhere = 0
     for s in ctx.steps:
         lo, hi = s.host_start_us, s.host_end_us
@@ -206,7 +205,6 @@ def host_bound(ctx):
     owner = loop_owner(ctx.frameworks)
     if owner:
         evidence["loop_owner"] = owner
-    if owner:
         fix = (
             f"{owner} runs the training loop, so a CUDA graph of the whole step is not yours "
             "to capture. What is left is less host work per step: fewer hooks and callbacks "

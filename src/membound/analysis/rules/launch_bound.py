@@ -127,8 +127,9 @@ def launch_bound(ctx):
         # no CUDA graph of the step at all where an op of the backward syncs
         "backward_syncs_per_step": backward_syncs(ctx),
     }
-    if loop_owner(ctx.frameworks):  # the framework runs the loop: no whole-step graph
-        evidence["loop_owner"] = loop_owner(ctx.frameworks)
+    owner = loop_owner(ctx.frameworks)
+    if owner:  # the framework runs the loop: no whole-step graph
+        evidence["loop_owner"] = owner
     if inside > 0 and compiled < COMPILED_SHARE:
         # what torch.compile can take: the gaps around the ops, not inside a library call
         evidence["saving_by_remedy"] = {"compile": lost - inside}

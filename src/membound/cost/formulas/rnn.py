@@ -92,8 +92,8 @@ def _cudnn_rnn(call: OpCall) -> Cost:
     rows, features, gates, h, r, layers, d, train = shape
     x = call.tensor(0)
     flops = _flops(rows, features, gates, h, r, layers, d)
-    reads = x.nbytes + _weights(call, x) + _nbytes(call, 4, 5)
-    states = _nbytes(call, 4, 5)  # hy, cy: the shapes of hx, cx
+    states = _nbytes(call, 4, 5)  # hx, cx read; hy, cy (their shapes) written
+    reads = x.nbytes + _weights(call, x) + states
     out = rows * d * r * x.itemsize
     reserve = rows * d * layers * gates * h * x.itemsize if train else 0
     writes = out + states + reserve
