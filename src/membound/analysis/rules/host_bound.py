@@ -31,15 +31,13 @@ FIX = (
 
 def _before_ops(ctx, starts: np.ndarray, ends: np.ndarray, lost: float) -> dict[str, float]:
     """`lost` (ms per step) shared among the ops whose work ends the gaps `starts`..`ends`
-    (the timeline's activities mapped to calls, `kernel_map.timeline_calls`) by the gaps'
-    length, the largest `TOP_OPS`; {} where nothing maps."""
-    mapped = kernel_map.timeline_calls(ctx)
-    if mapped is None or not len(starts) or not lost > 0:
+    (the timeline's activities mapped to calls, `kernel_map.gap_calls`) by the gaps'
+    length, the largest `TOP_OPS`; {} where nothing maps. A gap that no activity ends (the
+    trace's last) goes to no op."""
+    calls = kernel_map.gap_calls(ctx, ends) if len(starts) and lost > 0 else None
+    if calls is None:
         return {}
-    gpu = ctx.trace.gpu
-    order = np.argsort(gpu.ts, kind="stable")
-    j = np.minimum(np.searchsorted(gpu.ts[order], ends - 1e-3, side="left"), len(order) - 1)
-    nxt = mapped[order[j]]
+    nxt = calls[0]
     length = ends - starts
     total = float(length.sum())
     by: dict[str, float] = {}
