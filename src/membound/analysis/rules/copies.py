@@ -23,7 +23,9 @@ from membound.trace.model import (
 _BESIDE_CAUSES = ("copy", "sync", "launch", "other")
 
 
-def _h2d(ctx, pageable: bool | None):
+def h2d_copies(ctx, pageable: bool | None) -> np.ndarray:
+    """Indices of the host-to-device copies inside the analysed steps: from pageable memory
+    (True), pinned (False) or either (None)."""
     gpu = ctx.trace.gpu
     sel = gpu.direction == H2D
     if pageable is not None:
@@ -43,7 +45,7 @@ def pageable_copy(ctx):
     pinned bandwidth is the measured ceiling (`membound roofline`), else the fastest pinned
     copy in the trace, else a typical PCIe Gen4 rate (the evidence says which).
     """
-    sel = _h2d(ctx, pageable=True)
+    sel = h2d_copies(ctx, pageable=True)
     if len(sel) == 0:
         return []
     gpu = ctx.trace.gpu
@@ -152,7 +154,7 @@ def blocking_copy(ctx):
     bytes would take (bytes ÷ pinned bandwidth; the rest is `pageable-copy`'s), ÷ steps.
     A prefetcher that copies on a side stream hides exactly this time.
     """
-    sel = _h2d(ctx, pageable=None)
+    sel = h2d_copies(ctx, pageable=None)
     if len(sel) == 0:
         return []
     t = ctx.trace

@@ -7,6 +7,7 @@ import numpy as np
 from membound.analysis import kernel_map
 from membound.analysis.findings import rule
 from membound.analysis.fixes import loop_owner
+from membound.analysis.rules.copies import h2d_copies
 from membound.analysis.rules.memory import loop_launch_ms
 from membound.trace.model import H2D, KERNEL, LAUNCH_CALLS, MEMCPY, MEMCPY_CALL, SYNC
 
@@ -136,7 +137,7 @@ def _input_side(ctx, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     copying it, a framework's hooks around that), which no graph of the step holds. A step
     that copies nothing in (its data on the GPU already) has no input side."""
     gpu = ctx.trace.gpu
-    h2d = np.flatnonzero((gpu.kind == MEMCPY) & (gpu.direction == H2D))
+    h2d = h2d_copies(ctx, pageable=None)
     kernels = np.flatnonzero(gpu.kind == KERNEL)
     out = np.zeros(len(starts), dtype=bool)
     if not len(h2d) or not len(kernels):

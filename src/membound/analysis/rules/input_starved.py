@@ -5,14 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from membound.analysis.findings import rule
-from membound.trace.model import (
-    CPU_OP,
-    DATALOADER,
-    DATALOADER_ROLES,
-    DATALOADER_WORKERS,
-    H2D,
-    MEMCPY,
-)
+from membound.analysis.rules.copies import h2d_copies
+from membound.trace.model import CPU_OP, DATALOADER, DATALOADER_ROLES, DATALOADER_WORKERS
 
 #: ops that take one row of a tensor: a map-style dataset of tensors (`TensorDataset`)
 #: indexed row by row, then stacked by the default collate
@@ -34,11 +28,10 @@ WORKER_BOUND_MB_S = 500.0
 def _batch_mb_per_step(ctx) -> float | None:
     """MB copied host-to-device per step (the batch's way in); None where the copies'
     sizes were not recorded."""
-    gpu = ctx.trace.gpu
-    m = (gpu.kind == MEMCPY) & (gpu.direction == H2D) & ctx.in_window(gpu.ts)
-    if not m.any() or np.any(gpu.bytes[m] < 0):
+    nbytes = ctx.trace.gpu.bytes[h2d_copies(ctx, pageable=None)]
+    if not len(nbytes) or np.any(nbytes < 0):
         return None
-    return float(gpu.bytes[m].sum()) / 1e6 / ctx.n_steps
+    return float(nbytes.sum()) / 1e6 / ctx.n_steps
 
 
 def _host_work_ms(ctx) -> float | None:
