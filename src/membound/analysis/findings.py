@@ -53,7 +53,7 @@ class Finding:
 #: the built-in codes, each with its page under docs/findings/ (tests check every one exists)
 DOCUMENTED = frozenset(
     {"pageable-copy", "blocking-copy", "input-starved", "host-sync", "launch-bound",
-     "host-bound",
+     "host-bound", "data-parallel-one-gpu",
      "memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul",
      "exposed-communication", "straggler-rank"}
 )  # fmt: skip

@@ -104,6 +104,7 @@ REMEDIES: dict[str, str] = {
     "prefetch": "membound.data.prefetch(loader): pinned batches copied on a side stream",
     "workers": "DataLoader(num_workers=N, persistent_workers=True): batches built off the "
     "training thread",
+    "drop_data_parallel": "call the model directly: no nn.DataParallel around a model on one GPU",
     "batch_index": "index whole batches: a BatchSampler with batch_size=None (a TensorDataset "
     "takes a list of indices), not rows stacked one by one",
 }
@@ -162,6 +163,7 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         "fp32-storage": ("bf16",),
         "fp32-matmul": ("bf16", "tf32"),
         "host-sync": ("sync_less",),
+        "data-parallel-one-gpu": ("drop_data_parallel",),
         "pageable-copy": ("pin_memory", "prefetch"),
         "blocking-copy": ("prefetch", "pin_memory"),
         "input-starved": ("workers", "prefetch")

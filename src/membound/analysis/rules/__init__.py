@@ -4,6 +4,7 @@ registers them (`membound.analysis.findings.RULES`)."""
 from membound.analysis.rules import (  # noqa: F401
     communication,
     copies,
+    data_parallel,
     host_bound,
     host_sync,
     input_starved,
