@@ -251,6 +251,31 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("fastmode", ("--fastmode",), ("launch-bound",), "pygcn's --fastmode: no evaluation forward each epoch"),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
     ), steps=200, warmup=20, timeout_s=150, diag_timeout_s=200),
+    # out of sample (2026-12-06, thirteenth session): kuangliu/pytorch-cifar's main.py
+    # (ResNet-18 on CIFAR-10 in DataParallel, 2 workers of PIL transforms, two .item() and a
+    # progress bar a step), written before it was measured and before any rule changed for it
+    Script("cifar_resnet18", REAL / "cifar_resnet18.py", (
+        Fix("num-workers-8", ("--num-workers", "8"), INPUT, "DataLoader(num_workers=8)", remedies=("workers",)),
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "the loss and accuracy read every 100 steps", remedies=("sync_less",)),
+        Fix("amp", ("--amp",), _AMP, "bf16 autocast", remedies=("bf16",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last model and images", remedies=("channels_last",)),
+        Fix("no-data-parallel", ("--no-data-parallel",), ("data-parallel-one-gpu",), "no nn.DataParallel wrapper on one GPU", remedies=("drop_data_parallel",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(net)", core=False, remedies=("compile",)),
+    ), steps=100, warmup=20, timeout_s=150, diag_timeout_s=200),
+    # out of sample (2026-12-06, thirteenth session): torchvision's detection reference
+    # (Faster R-CNN ResNet-50-FPN, batch 2 from 4 workers, six .item() reads a step), written
+    # before it was measured and before any rule changed for it
+    Script("detection_tv", REAL / "detection_tv.py", (
+        Fix("amp", ("--amp",), _AMP, "the reference's --amp: fp16 autocast and a GradScaler", remedies=("bf16",)),
+        Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 matmuls", remedies=("tf32",)),
+        Fix("log-every-20", ("--log-every", "20"), SYNC, "the metric logger's reads every 20 steps", remedies=("sync_less",)),
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("num-workers-8", ("--num-workers", "8"), INPUT, "DataLoader(num_workers=8)", remedies=("workers",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "the model in channels_last", remedies=("channels_last",)),
+    ), steps=50, warmup=10, timeout_s=200, diag_timeout_s=260),
     # out of sample (2026-12-06, tenth session): timm's train.py with --amp on a ConvNeXt-T
     # (fp16 and a GradScaler, clipped gradients, a ModelEmaV2-style EMA), written after the
     # loop-chain finding was built from the DDPM's EMA and before it was measured

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -45,6 +47,9 @@ FRAMEWORK = {
     "convnext_amp": None,
     "mnist_cnn": None,  # torchvision's transforms where installed, else written out
     "gcn_cora": None,
+    # 2026-12-06
+    "cifar_resnet18": None,  # torchvision's transforms where installed, else written out
+    "detection_tv": "torchvision",  # its data, transforms and sampler import without it
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -106,6 +111,7 @@ def test_help_works_without_the_framework(script, in_process, monkeypatch, capsy
         ("bert_finetune", ("transformers",)),
         ("segmentation_tv", ("torchvision",)),
         ("t5_seq2seq", ("transformers",)),
+        ("detection_tv", ("torchvision",)),
     ],
 )
 def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
@@ -357,6 +363,177 @@ def test_mnist_cnn_runs_with_its_loader_fixes_and_learns():
     assert truth(prefetched)["flags"]["membound_prefetch"] is True
     refused = run("mnist_cnn", "--cuda-graphs")
     assert refused.returncode == 2 and "--cuda-graphs needs --device cuda" in refused.stderr
+
+
+def _bars(proc) -> list[tuple[int, float, int, int]]:
+    """(batch, running mean loss, correct, total) of each progress-bar draw (`\\r`-ended)."""
+    bar = re.compile(r"Loss: (\S+) \| Acc: \S+% \((\d+)/(\d+)\) (\d+)/\d+$")
+    out = []
+    for line in proc.stdout.splitlines():  # splitlines splits at the bar's carriage returns
+        if m := bar.search(line):
+            out.append((int(m[4]), float(m[1]), int(m[2]), int(m[3])))
+    return out
+
+
+def test_cifar_resnet18_runs_with_its_fixes_and_log_every_keeps_the_totals():
+    """kuangliu/pytorch-cifar's loop, tiny: a bar drawn every step from two reads; the first
+    loss near ln(10); --log-every 4 sums on the device and draws the same running totals at
+    steps 4 and 8; the loader, layout and wrapper fixes run."""
+    plain = run("cifar_resnet18", "--steps", "8", "--warmup-steps", "0")
+    t = truth(plain)
+    assert t["script"] == "cifar_resnet18" and t["steps"] == 8 and t["step_ms"] > 0
+    assert t["extra"] == {"batch": 8, "workers": 0, "images": 512, "pin_memory": False,
+                          "data_parallel": False}  # fmt: skip
+    bars = _bars(plain)
+    assert [b[0] for b in bars] == list(range(1, 9))
+    assert 1.8 < bars[0][1] < 3.2  # ln(10) = 2.30 before the first update
+    assert all(math.isfinite(b[1]) for b in bars) and bars[-1][3] == 64
+    every4 = run("cifar_resnet18", "--steps", "8", "--warmup-steps", "0", "--log-every", "4")
+    assert truth(every4)["flags"]["log_every"] == 4
+    drawn = _bars(every4)
+    assert [b[0] for b in drawn] == [4, 8]
+    for got, want in zip(drawn, (bars[3], bars[7]), strict=True):
+        assert got[0] == want[0] and got[2:] == want[2:]
+        assert got[1] == pytest.approx(want[1], abs=2e-3)  # fp32 sums on the device
+    loaders = run("cifar_resnet18", "--steps", "2", "--warmup-steps", "1", "--num-workers", "2",
+                  "--pin-memory", "--channels-last", "--no-data-parallel")  # fmt: skip
+    t = truth(loaders)
+    assert t["extra"]["workers"] == 2 and t["extra"]["pin_memory"] is True
+    assert t["flags"]["channels_last"] is True and t["flags"]["no_data_parallel"] is True
+    prefetched = run("cifar_resnet18", "--steps", "2", "--warmup-steps", "1",
+                     "--membound-prefetch", "--amp")  # fmt: skip
+    t = truth(prefetched)
+    assert t["flags"]["membound_prefetch"] is True and t["flags"]["amp"] is True
+
+
+def test_cifar_resnet18_is_kuangliu_resnet18_and_refuses_log_every_0(in_process, capsys):
+    """The repository's ResNet18(): 11,173,962 parameters in 62 tensors, a 3 x 3 stride-1
+    stem without max-pool (32 x 32 in, 4 x 4 before the pool); --log-every 0 is an argparse
+    error (exit 2)."""
+    import torch
+
+    cifar = runpy.run_path(str(REAL / "cifar_resnet18.py"))
+    with torch.device("meta"):
+        net = cifar["ResNet18"]()
+    params = list(net.parameters())
+    assert len(params) == 62 and sum(q.numel() for q in params) == 11_173_962
+    assert net.conv1.kernel_size == (3, 3) and net.conv1.stride == (1, 1)
+    assert not any(isinstance(m, torch.nn.MaxPool2d) for m in net.modules())
+    shortcuts = [b.shortcut for layer in (net.layer1, net.layer2, net.layer3, net.layer4)
+                 for b in layer]  # fmt: skip
+    assert [len(s) for s in shortcuts] == [0, 0, 2, 0, 2, 0, 2, 0]  # 1 x 1 conv + BN
+    x = torch.randn(2, 3, 32, 32)
+    small = cifar["ResNet"](cifar["BasicBlock"], [1, 1, 1, 1])
+    assert small(x).shape == (2, 10)
+    state = torch.random.get_rng_state()
+    try:
+        with pytest.raises(SystemExit) as exc:
+            cifar["main"](["--device", "cpu", "--log-every", "0"])
+    finally:
+        torch.random.set_rng_state(state)
+    assert exc.value.code == 2
+    assert "--log-every must be >= 1" in capsys.readouterr().err
+
+
+def test_detection_tv_data_transforms_and_sampler_are_the_references(in_process, capsys):
+    """Without torchvision: the synthetic COCO items (1-8 boxes inside the image, 8 px a side
+    at least, labels 1-90, a bool mask per box, the same item for the same index); the
+    reference's flip (x -> width - x of the other corner, masks and pixels mirrored), its
+    PILToTensor + ConvertImageDtype (the permuted HWC pixels / 255), tuple(zip(*batch)),
+    batches of one aspect-ratio group each, MetricLogger's reads, reduce_dict on one process;
+    --amp without CUDA and too few images are argparse errors (exit 2)."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    det = runpy.run_path(str(REAL / "detection_tv.py"))
+    ds = det["SyntheticCoco"](32, (96, 160), (120, 160), seed=0)
+    for i in range(len(ds)):
+        image, target = ds[i]
+        h, w = ds.get_height_and_width(i)
+        assert image.size == (w, h) and image.mode == "RGB"
+        boxes, labels, masks = target["boxes"], target["labels"], target["masks"]
+        k = len(boxes)
+        assert 1 <= k <= 8 and boxes.dtype == torch.float32 and labels.dtype == torch.int64
+        assert (boxes[:, 2:] - boxes[:, :2] >= 8).all() and (boxes[:, :2] >= 0).all()
+        assert (boxes[:, 2] <= w).all() and (boxes[:, 3] <= h).all()
+        assert ((labels >= 1) & (labels <= 90)).all()
+        assert masks.shape == (k, h, w) and masks.dtype == torch.bool
+        torch.testing.assert_close(masks.sum((1, 2)).float(), target["area"])
+        assert target["image_id"] == i and target["iscrowd"].tolist() == [0] * k
+    again = ds[3]
+    assert np.array_equal(np.array(again[0]), np.array(ds[3][0]))
+    assert torch.equal(again[1]["boxes"], ds[3][1]["boxes"])
+
+    with torch.random.fork_rng():
+        # one box in a 100 x 50 image: x0, x1 = 10, 30 become 100 - 30, 100 - 10
+        pixels = np.arange(50 * 100 * 3, dtype=np.uint8).reshape(50, 100, 3)
+        mask = torch.zeros((1, 50, 100), dtype=torch.bool)
+        mask[0, 20:40, 10:30] = True
+        target = {"boxes": torch.tensor([[10.0, 20.0, 30.0, 40.0]]), "masks": mask.clone()}
+        flipped, target = det["RandomHorizontalFlip"](1.0)(Image.fromarray(pixels), target)
+        assert target["boxes"].tolist() == [[70.0, 20.0, 90.0, 40.0]]
+        assert torch.equal(target["masks"], mask.flip(-1))
+        assert target["masks"][0, 20:40, 70:90].all() and target["masks"].sum() == 400
+        assert np.array_equal(np.array(flipped), pixels[:, ::-1])
+        kept, _ = det["RandomHorizontalFlip"](0.0)(flipped, target)
+        assert kept is flipped
+        x, _ = det["detection_preset_train"](0.0)(Image.fromarray(pixels), None)
+    want = torch.from_numpy(pixels).permute(2, 0, 1).float() / 255
+    assert x.dtype == torch.float32 and torch.equal(x, want)
+    assert x.stride() == (1, 300, 3)  # F.pil_to_tensor's permuted view, kept by the cast
+
+    assert det["collate_fn"]([(1, "a"), (2, "b"), (3, "c")]) == ((1, 2, 3), ("a", "b", "c"))
+    groups = det["aspect_ratio_groups"](ds.sizes, 3)
+    assert det["aspect_ratio_groups"]([(100, 50), (100, 100), (50, 100)], 3) == [1, 4, 7]
+    sampler = det["GroupedBatchSampler"](torch.utils.data.SequentialSampler(ds), groups, 2)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 16
+    assert all(len(b) == 2 and len({groups[i] for i in b}) == 1 for b in batches)
+
+    logger = det["MetricLogger"](delimiter="  ")
+    logger.update(loss=torch.tensor(2.0), lr=0.02)
+    logger.update(loss=torch.tensor(4.0), lr=0.02)
+    assert str(logger) == "loss: 2.0000 (3.0000)  lr: 0.0200 (0.0200)"
+    losses = {"loss_classifier": torch.tensor(1.0)}
+    assert det["reduce_dict"](losses) is losses
+
+    for argv, message in (
+        (["--amp"], "--amp (fp16 autocast with a GradScaler) needs --device cuda"),
+        (["--images", "3"], "--images must give at least two batches of 2 (got 3)"),
+        (["--log-every", "0"], "--log-every must be >= 1"),
+    ):
+        state = torch.random.get_rng_state()
+        try:
+            with pytest.raises(SystemExit) as exc:
+                det["main"](["--device", "cpu", *argv])
+        finally:
+            torch.random.set_rng_state(state)
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 0), (("--log-every", "2", "--tf32"), 0),
+     (("--membound-prefetch", "--num-workers", "1", "--channels-last"), 1)],
+)  # fmt: skip
+def test_detection_tv_runs_tiny(args, workers):
+    """The reference's loop on the CPU (torchvision's Faster R-CNN on 128 x 160 images): the
+    four losses logged at the first step, a timer line, and the loader and layout fixes."""
+    pytest.importorskip("torchvision")
+    proc = run("detection_tv", "--steps", "2", "--warmup-steps", "1", *args, timeout=300)
+    t = truth(proc)
+    assert t["script"] == "detection_tv" and t["steps"] == 2 and t["step_ms"] > 0
+    assert {"batch": 2, "workers": workers, "images": 16, "amp": False, "min_size": 128,
+            "max_size": 160}.items() <= t["extra"].items()  # fmt: skip
+    first = next(ln for ln in proc.stdout.splitlines() if ln.startswith("Epoch: [0]  [0/8]"))
+    for name in ("loss", "loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"):
+        assert f"  {name}: " in first
+    assert t["flags"]["log_every"] == (2 if "--log-every" in args else 1)
+    assert t["flags"]["tf32"] is ("--tf32" in args)
+    assert t["flags"]["membound_prefetch"] is ("--membound-prefetch" in args)
 
 
 def test_gcn_cora_runs_with_its_fixes():
