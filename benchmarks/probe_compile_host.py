@@ -6,17 +6,26 @@ CIFAR ResNet-18) and measured it losing 0.04-2.11 ms/step on every one of them, 
 17-37 ms on the host-paced transformer loops (the HF Llama, the T5). This probe measures, on
 the device, what compile does to the host's side of a step when the GPU's work is too small to
 matter: for a few small models (an MLP of Linear/BatchNorm/ReLU/Dropout blocks, a CNN of
-Conv/BatchNorm/ReLU blocks, a pre-norm transformer encoder) at sizes whose kernels take
-microseconds, it times `steps` training steps (zero_grad, forward, loss, backward, SGD) eager
-and under `torch.compile(model)`, each with a plain timer (synchronize only at the window's
-two ends), and counts the kernels a step launches (a CUDA-only `torch.profiler` pass over a
-few more steps, not timed). One JSON line per model and mode, then a summary line per model:
+Conv/BatchNorm/ReLU blocks, a stack of nanoGPT's pre-norm blocks: `bench_capture.Block`) at
+sizes whose kernels take microseconds, it times `steps` training steps (zero_grad, forward,
+loss, backward, SGD) eager and under `torch.compile(model)`, each with a plain timer
+(synchronize only at the window's two ends), and counts the kernels a step launches (a
+CUDA-only `torch.profiler` pass over a few more steps, not timed). One JSON line per model
+and mode, then a summary line per model:
 
     PYTHONPATH=src python benchmarks/probe_compile_host.py [--steps 200] [--models mlp,cnn,tf]
         [--depths 2,8] [--out FILE]
 
 Each model is built at every depth in `--depths` (blocks), so the summary can say whether
 compile's cost per step is a fixed amount, or grows with the ops it replaces.
+
+On two H100 hosts (2026-12-06, `benchmarks/results/compile_host_2026-12-06_h100.jsonl`,
+`benchmarks/gpu/session_dec06l.sh` and `_dec06m.sh`) compile hardly lowered the kernels a step
+launches (MLP 54 -> 57 and 150 -> 153, CNN 45 -> 40 and 111 -> 94, transformer 94 -> 83 and
+318 -> 283 at 2 and 8 blocks), lost at 2 blocks (MLP -0.99, CNN -0.14, transformer -0.46
+ms/step) and won at 8 (+0.14, +0.72, +2.96). Fitted per model as compiled = a x eager + b:
+a = 0.67-0.73 and b = 1.1-1.8 ms, a fixed cost per step that a short step's savings do not
+cover.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from bench_capture import Block  # nanoGPT's pre-norm block
 
 
 class MLP(nn.Module):
@@ -57,28 +68,11 @@ class CNN(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int = 4):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        self.heads = heads
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-
 class TF(nn.Module):
     def __init__(self, depth: int, d: int = 128):
         super().__init__()
         self.emb = nn.Embedding(512, d)
-        self.blocks = nn.Sequential(*[Block(d) for _ in range(depth)])
+        self.blocks = nn.Sequential(*[Block(d, 4) for _ in range(depth)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, 512)
 
     def forward(self, idx):
@@ -139,9 +133,11 @@ def run(kind: str, depth: int, compiled: bool, steps: int, device) -> dict:
         torch.cuda.synchronize()
     gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     kernels, gpu_us = len(gpu), sum(e.device_time for e in gpu)
-    return {"model": kind, "depth": depth, "compiled": compiled, "step_ms": round(best[0], 4),
-            "thread_cpu_ms": round(best[1], 4), "kernels_per_step": kernels / 10,
-            "gpu_ms_per_step": round(gpu_us / 10 / 1e3, 4), "warmup_s": round(warm_s, 1)}  # fmt: skip
+    return {
+        "model": kind, "depth": depth, "compiled": compiled, "step_ms": round(best[0], 4),
+        "thread_cpu_ms": round(best[1], 4), "kernels_per_step": kernels / 10,
+        "gpu_ms_per_step": round(gpu_us / 10 / 1e3, 4), "warmup_s": round(warm_s, 1),
+    }  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -166,10 +162,14 @@ def main(argv=None) -> int:
                 if out:
                     out.write(line + "\n")
             e, c = rows[False], rows[True]
-            print(f"== {kind} depth {depth}: eager {e['step_ms']:.3f} ms ({e['kernels_per_step']:.0f} "
-                  f"kernels, GPU {e['gpu_ms_per_step']:.3f}), compiled {c['step_ms']:.3f} ms "
-                  f"({c['kernels_per_step']:.0f} kernels, GPU {c['gpu_ms_per_step']:.3f}): "
-                  f"compile saves {e['step_ms'] - c['step_ms']:+.3f} ms/step", flush=True)  # fmt: skip
+            print(
+                f"== {kind} depth {depth}: eager {e['step_ms']:.3f} ms "
+                f"({e['kernels_per_step']:.0f} kernels, GPU {e['gpu_ms_per_step']:.3f}), "
+                f"compiled {c['step_ms']:.3f} ms ({c['kernels_per_step']:.0f} kernels, GPU "
+                f"{c['gpu_ms_per_step']:.3f}): compile saves {e['step_ms'] - c['step_ms']:+.3f} "
+                "ms/step",
+                flush=True,
+            )
     return 0
 
 
