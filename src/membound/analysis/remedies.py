@@ -141,8 +141,9 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
             return ("compile", "fused_add_norm")
         return ("compile",)
     # the whole step in one CUDA graph: not while the host reads from the GPU mid-step; no
-    # graph at all where an op of the backward syncs (`rules.host_bound.backward_syncs`)
-    graphs = () if ev.get("backward_syncs_per_step") else ("cuda_graphs",)
+    # graph at all where an op of the backward syncs (`rules.host_bound.backward_syncs`) or the
+    # shapes change from step to step (`rules.host_bound.shapes_vary`)
+    graphs = () if ev.get("backward_syncs_per_step") or ev.get("shapes_vary") else ("cuda_graphs",)
     whole = (
         ()
         if ev.get("mid_step_syncs_per_step") or ev.get("loop_owner") or not graphs

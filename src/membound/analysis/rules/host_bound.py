@@ -65,6 +65,69 @@ def backward_syncs(ctx) -> float:
     return sync_points(ctx)[1]
 
 
+#: said where `shapes_vary`: why no CUDA graph fits the step
+SHAPES_VARY_FIX = (
+    "The step's ops take other shapes from one step to the next (inputs resized or padded per "
+    "batch, data-dependent sizes), so no CUDA graph can replay it: a graph holds one fixed "
+    "sequence of kernels at fixed shapes."
+)
+#: share of one recorded step's op calls (name and input shapes, as multisets) that the next
+#: recorded step does not have, above which the loop's shapes change from step to step
+#: (`shapes_vary`); a log line every N steps adds a few calls, not a tenth of them
+SHAPES_VARY_SHARE = 0.10
+
+
+def shapes_vary(ctx) -> bool:
+    """Whether the loop's ops take other input shapes from one step to the next: a CUDA graph
+    replays one fixed sequence of kernels at fixed shapes, so none fits such a step
+    (torchvision's detection reference on an H100, 2026-12-06: each batch resized to its
+    images' sizes, 1780-1799 kernels a recorded step; a collator that pads to the longest
+    sequence). Read in the trace that recorded shapes (the ops pass, else the timeline):
+    for consecutive recorded steps, the share of one step's (op, shapes) calls the next
+    lacks; true where the median of those shares is above `SHAPES_VARY_SHARE`. A window with
+    under half the median count of calls (the ops pass's last, cut short) is no step. False
+    where fewer than two steps recorded shapes. Cached on the context."""
+    cached = getattr(ctx, "_shapes_vary", None)
+    if cached is not None:
+        return cached
+    out = _shapes_vary(getattr(ctx, "op_trace", None) or ctx.trace)
+    ctx._shapes_vary = out
+    return out
+
+
+def _shapes_vary(trace) -> bool:
+    from collections import Counter
+
+    from membound.analysis.timeline import step_windows
+    from membound.trace.model import CPU_OP
+
+    cpu = trace.cpu
+    ops = np.flatnonzero((cpu.kind == CPU_OP) & (cpu.shape >= 0))
+    windows, marked = step_windows(trace)
+    if not marked or len(windows) < 2 or not len(ops):
+        return False
+    ts = cpu.ts[ops]
+    # an op's input dims and types, not its concrete inputs (a row index, a scalar): a loader
+    # that takes rows one by one calls select with another index each time, at one shape
+    dims: dict[int, int] = {}
+    keys = {}
+    for i in np.unique(cpu.shape[ops]).tolist():
+        d, types, _ = trace.shapes[i]
+        keys[i] = dims.setdefault(hash((repr(d), repr(types))), len(dims))
+    steps = []
+    for _, _, _, lo, hi in windows:
+        sel = ops[(ts >= lo) & (ts < hi)]
+        shape = [keys[i] for i in cpu.shape[sel].tolist()]
+        steps.append(Counter(zip(cpu.name[sel].tolist(), shape, strict=True)))
+    # a window the ops pass cut short (its last, holding a read and no step) is no step
+    full = np.median([sum(c.values()) for c in steps]) / 2
+    steps = [c for c in steps if sum(c.values()) >= full and c]
+    shares = [
+        sum((a - b).values()) / sum(a.values()) for a, b in zip(steps, steps[1:], strict=False)
+    ]
+    return bool(shares) and float(np.median(shares)) > SHAPES_VARY_SHARE
+
+
 def sync_points(ctx) -> tuple[float, float]:
     """Points per step, beyond one, at which the host reads from the GPU in the middle of the
     step's work (`.item()`, `.cpu()`, `torch.cuda.synchronize`, a GradScaler's inf check).
@@ -194,6 +257,7 @@ def host_bound(ctx):
         "gaps_per_step": n / ctx.n_steps,
         "mid_step_syncs_per_step": mid_step_syncs(ctx),
         "backward_syncs_per_step": backward_syncs(ctx),
+        "shapes_vary": shapes_vary(ctx),
         "median_gap_us": float(np.median(ends - starts)) if n else 0.0,
         "before_ops_ms_per_step": _before_ops(ctx, starts, ends, lost),
         "left_to_input_side_ms_per_step": to_input,
@@ -209,6 +273,12 @@ def host_bound(ctx):
             "to capture. What is left is less host work per step: fewer hooks and callbacks "
             "that run every step (progress bar, per-step logging), larger batches, or "
             "torch.compile(model) for the Python in the model's own forward."
+        )
+    elif evidence["shapes_vary"]:
+        fix = (
+            f"{SHAPES_VARY_FIX} Less host work per step is what is left: fewer ops (skip work "
+            "the step does not need), larger batches, or torch.compile(model) for the Python in "
+            "the model's own forward."
         )
     elif evidence["backward_syncs_per_step"]:
         fix = (

@@ -9,7 +9,12 @@ from membound.analysis import kernel_map
 from membound.analysis.findings import rule
 from membound.analysis.fixes import loop_owner, op_family
 from membound.analysis.op_calls import call_column, value_codes
-from membound.analysis.rules.host_bound import backward_syncs, mid_step_syncs
+from membound.analysis.rules.host_bound import (
+    SHAPES_VARY_FIX,
+    backward_syncs,
+    mid_step_syncs,
+    shapes_vary,
+)
 from membound.analysis.rules.memory import loop_launch_ms, written_norm_launch_ms
 from membound.analysis.rules.memory_gap import NOT_GENERATED
 from membound.analysis.timeline import LAUNCH_GAP_US
@@ -61,6 +66,27 @@ def inductor_share(trace, kernels: np.ndarray) -> float:
     codes, counts = np.unique(trace.gpu.name[kernels], return_counts=True)
     mine = [parse_name(trace.names[int(c)]) is not None for c in codes.tolist()]
     return float(counts[np.array(mine, dtype=bool)].sum()) / n
+
+
+EAGER_FIX = (
+    "Issue fewer, larger kernels: torch.compile(model) (fuses elementwise ops and "
+    "can use CUDA graphs with mode='reduce-overhead'), capture the step in a CUDA "
+    "graph (torch.cuda.graphs), replace ops written out one by one with one module "
+    "(membound.swap_norms(model) for norms written out as many ops, as HF's "
+    "LlamaRMSNorm), or raise the batch size. Not membound's kernels in place of "
+    "ATen's one-kernel LayerNorm: each call costs more host time, which is what "
+    "this loop lacks."
+)
+#: what is left of the compiled fix where `shapes_vary`
+SHAPES_VARY_COMPILED = (
+    "The model is compiled already: what is left is fewer, larger kernels (a larger batch) "
+    "or less host work around them."
+)
+#: what is left of the eager fix where `shapes_vary`: compile, not graphs
+SHAPES_VARY_LAUNCH = (
+    "Issue fewer, larger kernels without a graph: torch.compile(model, dynamic=True) fuses "
+    "the elementwise ops with their shapes left symbolic, or raise the batch size."
+)
 
 
 @rule("launch-bound")
@@ -126,6 +152,8 @@ def launch_bound(ctx):
         "mid_step_syncs_per_step": mid_step_syncs(ctx),
         # no CUDA graph of the step at all where an op of the backward syncs
         "backward_syncs_per_step": backward_syncs(ctx),
+        # no CUDA graph either where the shapes change from step to step
+        "shapes_vary": shapes_vary(ctx),
     }
     owner = loop_owner(ctx.frameworks)
     if owner:  # the framework runs the loop: no whole-step graph
@@ -135,23 +163,17 @@ def launch_bound(ctx):
         evidence["saving_by_remedy"] = {"compile": lost - inside}
     if compiled >= COMPILED_SHARE:
         evidence["compiled"] = True
+    fix = COMPILED_FIX if compiled >= COMPILED_SHARE else EAGER_FIX
+    if evidence["shapes_vary"]:
+        rest = SHAPES_VARY_COMPILED if compiled >= COMPILED_SHARE else SHAPES_VARY_LAUNCH
+        fix = f"{SHAPES_VARY_FIX} {rest}"
     return [
         ctx.finding(
             code="launch-bound",
             title="many short kernels: the GPU idles while the host issues the next ones",
             lost_ms=lost,
             evidence=evidence,
-            fix=COMPILED_FIX
-            if compiled >= COMPILED_SHARE
-            else (
-                "Issue fewer, larger kernels: torch.compile(model) (fuses elementwise ops and "
-                "can use CUDA graphs with mode='reduce-overhead'), capture the step in a CUDA "
-                "graph (torch.cuda.graphs), replace ops written out one by one with one module "
-                "(membound.swap_norms(model) for norms written out as many ops, as HF's "
-                "LlamaRMSNorm), or raise the batch size. Not membound's kernels in place of "
-                "ATen's one-kernel LayerNorm: each call costs more host time, which is what "
-                "this loop lacks."
-            ),
+            fix=fix,
             spans=ctx.spans(idle),
         )
     ]
