@@ -63,3 +63,20 @@ def test_host_bound_says_why_no_graph(tmp_path):
     ev = {"shapes_vary": True, "mid_step_syncs_per_step": 0.0, "backward_syncs_per_step": 0.0}
     assert remedies_of("host-bound", ev) == ()
     assert remedies_of("host-bound", {**ev, "shapes_vary": False}) == ("graph_step",)
+
+
+def test_recorded_loops_with_fixed_shapes_are_not_flagged():
+    """Three recorded truth fixtures that a looser comparison flagged: the tabular MLP's
+    loader calls select with a new row index each time (concrete inputs), the graphed GPT-2's
+    ops pass ends in a window cut short (one read), and the CIFAR ResNet-18 as a plain case."""
+    from membound.analysis.rules.host_bound import _shapes_vary
+    from membound.trace.load import load_trace
+    from support.paths import FIXTURES
+
+    for name in (
+        "h200_real_tabular_mlp_oos1",
+        "h200_real_gpt2_reduce_overhead",
+        "h100_real_cifar_resnet18_oos1",
+    ):
+        ops = next(p for p in (FIXTURES / name).iterdir() if p.name.startswith("trace.ops"))
+        assert _shapes_vary(load_trace(ops)) is False, name
