@@ -241,3 +241,30 @@ def test_the_recorded_vit_says_its_overhead_was_still_settling(ceilings):
     assert any("still getting faster (77.5 -> 64.6 ms)" in n for n in a.notes)
     t5 = analyze([timeline_in(FIXTURES / "h200_real_t5_seq2seq_oos1")], ceilings)
     assert not any("getting faster" in n for n in t5.notes)
+
+
+def _uneven(unprofiled):
+    return StepTiming.from_meta({"step_times_ms": {"unprofiled": unprofiled, "profiled": [60.0]}})
+
+
+def test_uneven_unprofiled_steps_are_said_with_when_they_came():
+    """16 steps of 50 ms and 4 of 150 ms: the mean 70 ms is 40% over the median (50), and the
+    slow steps' place says whether the loop was settling (first half) or not."""
+    early = _uneven([150.0] * 4 + [50.0] * 16)
+    assert early.unprofiled_mean_ms == pytest.approx(70.0)
+    clause = early.uneven()
+    assert "mean was 70.00 ms, +40% over the median" in clause
+    assert "4 of the 20 took over 2x the median (up to 150.0 ms)" in clause
+    assert "first half" in clause and "--wait" in clause
+    assert clause in early.note()
+    spread = _uneven([50.0] * 4 + [150.0] + [50.0] * 4 + [150.0] + [50.0] * 4 + [150.0] * 2
+                     + [50.0] * 4)  # fmt: skip
+    assert "spread over the run" in spread.uneven()
+
+
+def test_one_slow_step_is_not_an_uneven_loop():
+    """Most recorded loops' first unprofiled step is slow (allocator, first kernels): one such
+    step, or a few that move the mean little, says nothing."""
+    assert _uneven([400.0] + [50.0] * 19).uneven() is None
+    assert _uneven([101.0, 101.0, 101.0] + [50.0] * 97).uneven() is None  # mean +3%
+    assert "uneven" not in _uneven([400.0] + [50.0] * 19).note()

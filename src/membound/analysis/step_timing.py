@@ -59,6 +59,16 @@ SETTLING_RATIO = 1.10
 OVERHEAD_TARGET = 0.10
 #: the note says the host ran ahead where its steps' median is this much below the GPU's
 HOST_AHEAD = 0.05
+#: the note says the unprofiled steps were uneven where their mean is this much above their
+#: median, and counts the steps over `SPIKE_RATIO` x the median: torchvision's detection
+#: reference on an H100 (2026-12-06) ran each new image shape's first steps at about 3x the
+#: others (plain timer: median 57.0 ms, mean 76.2, max 198.7 after 10 warm-up steps), so the
+#: median step every prediction refers to was not the mean step the user's epoch takes
+UNEVEN_RATIO = 1.10
+SPIKE_RATIO = 2.0
+#: ... and at least this many of them: one slow step is most loops' first (on the recorded
+#: fixtures of `tests/fixtures/` it is the only one)
+MIN_SPIKES = 3
 #: where the training thread's added CPU time is below this share of the step time the
 #: profiler added, the note says the rest was waiting
 WAITING_SHARE = 0.5
@@ -192,6 +202,36 @@ class StepTiming:
         return (base, prof) if base is not None and prof is not None else None
 
     @property
+    def unprofiled_mean_ms(self) -> float:
+        return statistics.fmean(self.unprofiled_ms)
+
+    def uneven(self) -> str | None:
+        """A clause saying the unprofiled steps were uneven (at least `MIN_SPIKES` of them over
+        `SPIKE_RATIO` x the median, and their mean without the slowest `UNEVEN_RATIO` above
+        the median): how many, and whether they came early (the loop still settling); None
+        where they were even."""
+        med, mean = self.unprofiled_median_ms, self.unprofiled_mean_ms
+        n = len(self.unprofiled_ms)
+        slow = [i for i, v in enumerate(self.unprofiled_ms) if v > SPIKE_RATIO * med]
+        # one slow step (most loops' first, or a recompile) is not an uneven loop
+        rest = sorted(self.unprofiled_ms)[:-1]
+        if not med > 0 or len(slow) < MIN_SPIKES or statistics.fmean(rest) <= UNEVEN_RATIO * med:
+            return None
+        early = sum(i < n / 2 for i in slow)
+        when = (
+            "most of them in the first half: the loop was still settling (new shapes, first "
+            "kernel loads, allocator growth), and more --wait steps time the settled loop"
+            if slow and early > len(slow) / 2
+            else "spread over the run"
+        )
+        return (
+            f"the unprofiled steps were uneven: their mean was {mean:.2f} ms, "
+            f"{mean / med - 1:+.0%} over the median; {len(slow)} of the {n} took over "
+            f"{SPIKE_RATIO:.0f}x the median (up to {max(self.unprofiled_ms):.1f} ms), {when}; "
+            "every ms/step refers to the median"
+        )
+
+    @property
     def before_median_ms(self) -> float | None:
         return statistics.median(self.before_ms) if self.before_ms else None
 
@@ -219,6 +259,8 @@ class StepTiming:
                     f"the host's own step marks had a median of {host:.2f} ms: it ran ahead "
                     "of the GPU between syncs and caught up in the steps that sync"
                 )
+        if (uneven := self.uneven()) is not None:
+            parts.append(uneven)
         b, a = self.before_median_ms, self.after_median_ms
         if b and a and abs(a / b - 1) > 0.05:
             parts.append(f"the steps after the capture took {a:.2f} ms ({a / b - 1:+.0%})")

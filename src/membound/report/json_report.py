@@ -47,6 +47,8 @@ def to_dict(result) -> dict[str, Any]:
         # membound's own step timer (no profiler, no sync); None for traces from elsewhere
         "unprofiled_median_ms": a.unprofiled_step_ms,
         "profiled_median_ms": a.profiled_step_ms,
+        # the unprofiled steps' mean: above the median where some steps ran far longer
+        "unprofiled_mean_ms": a.timing.unprofiled_mean_ms if a.timing else None,
         "unprofiled_before_median_ms": a.timing.before_median_ms if a.timing else None,
         "unprofiled_after_median_ms": a.timing.after_median_ms if a.timing else None,
         # "gpu": the unprofiled steps were read on the GPU's clock (events on the loop's
