@@ -276,6 +276,9 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
         Fix("num-workers-8", ("--num-workers", "8"), INPUT, "DataLoader(num_workers=8)", remedies=("workers",)),
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "the model in channels_last", remedies=("channels_last",)),
+        # (thirteenth session, after its two calls) launch-bound's one remedy once the shapes
+        # change from step to step (rules.host_bound.shapes_vary): not yet measured
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model, dynamic=True)", core=False, remedies=("compile",)),
     # warm-up 100 (the first call's was 10): each new image shape's first steps ran 3x the
     # others (plain timer: median 57.0 ms, mean 76.2, max 198.7, the spikes thinning out
     # over the first hundred steps), so a 50-step window after 10 timed start-up, not the loop

@@ -30,6 +30,8 @@ Fixes, one flag each (what a user would try):
                         N steps, not every step (default 1, the reference's)
   --tf32                TF32 matmuls and convolutions
   --channels-last       the model in channels_last (its transform still batches the images)
+  --compile             torch.compile(model, dynamic=True): what membound names for the launch
+                        gaps of a step whose shapes change (no CUDA graph fits it)
 
     python examples/real/detection_tv.py --steps 50
     membound diagnose -- python examples/real/detection_tv.py
@@ -327,6 +329,7 @@ def main(argv: list[str] | None = None) -> dict:
                    help="log (the .item() reads) every N steps (default 1)")  # fmt: skip
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls and convolutions")
     p.add_argument("--channels-last", action="store_true", help="the model in channels_last")
+    p.add_argument("--compile", action="store_true", help="torch.compile(model, dynamic=True)")
     args = parse(p, argv)
     if args.log_every < 1:
         p.error("--log-every must be >= 1")
@@ -378,6 +381,7 @@ def main(argv: list[str] | None = None) -> dict:
     model.to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    net = torch.compile(model, dynamic=True) if args.compile else model
 
     params = [q for q in model.parameters() if q.requires_grad]
     optimizer = torch.optim.SGD(params, lr=0.02, momentum=0.9, weight_decay=1e-4)
@@ -414,7 +418,7 @@ def main(argv: list[str] | None = None) -> dict:
             targets = [{k: v.to(device) if isinstance(v, torch.Tensor) else v
                         for k, v in t.items()} for t in targets]  # fmt: skip
             with torch.autocast(autocast_device, enabled=scaler is not None):
-                loss_dict = model(images, targets)
+                loss_dict = net(images, targets)
                 losses = sum(loss for loss in loss_dict.values())
 
             # reduce losses over all GPUs for logging purposes
