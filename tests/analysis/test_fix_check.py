@@ -150,6 +150,17 @@ def test_fused_optimizer_and_sync_less_inferred():
     assert applied_fixes(foreach, less) == []
 
 
+def test_dropping_data_parallel_inferred_from_its_finding():
+    """The CIFAR ResNet-18 in nn.DataParallel on one GPU: its finding (0.43 ms/step) gone
+    after the wrapper is dropped; still there, nothing is inferred."""
+    ops = [("aten::cudnn_convolution", 5.0, ["float"])]
+    before = _report(ops, [("data-parallel-one-gpu", 0.43)], [("drop_data_parallel", 0.43)])
+    assert applied_fixes(before, _report(ops)) == [
+        ("drop_data_parallel", "data-parallel-one-gpu is gone")
+    ]
+    assert applied_fixes(before, before) == []
+
+
 def test_whole_step_graph_inferred_from_the_host_findings_falling():
     """The LSTM's launch-bound (1.60) and host-bound (1.34) before; a whole-step graph
     leaves a trace of replays in which neither is left. A smaller launch-bound alone, or

@@ -22,7 +22,9 @@ two reports show changed, and only where the change is unambiguous (`applied_fix
   shortens the syncs' wait, so a smaller `host-sync` alone is no sign);
 - `graph_step`: `launch-bound` and `host-bound` were both there before and both fell to at
   most half after, without compile (the whole step in one CUDA graph: the LSTM of
-  `examples/real` went from 1.60 and 1.34 ms/step to a step at the GPU's own pace).
+  `examples/real` went from 1.60 and 1.34 ms/step to a step at the GPU's own pace);
+- `drop_data_parallel`: `data-parallel-one-gpu` was there before and is gone after (the
+  wrapper's spans are what the finding reads: `rules.data_parallel`).
 
 channels_last, TF32, CUDA graphs of compiled code and membound's norm kernels leave no such
 sign in a report: pass them with `--fix`.
@@ -170,6 +172,8 @@ def applied_fixes(before: dict, after: dict) -> list[tuple[str, str]]:
         and all(la.get(c, 0.0) <= GRAPH_FALL * lb[c] for c in host_idle)
     ):
         out.append(("graph_step", "launch-bound and host-bound fell by more than half"))
+    if "data-parallel-one-gpu" in cb and "data-parallel-one-gpu" not in ca:
+        out.append(("drop_data_parallel", "data-parallel-one-gpu is gone"))
     if not out and "host-sync" in cb and "host-sync" not in ca:
         out.append(("sync_less", "host-sync is gone"))
     return out
