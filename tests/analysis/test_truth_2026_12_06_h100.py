@@ -111,10 +111,11 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     calls went to CUDA graphs, and the LSTM's second call (whole-step graph and logging,
     both within); 24 of 37 with the MNIST loop (`test_truth_2026_12_06d_h100.py`), 26 of 40
     with the GCN (`test_truth_2026_12_06e_h100.py`), 29 of 43 with the ViT's two calls
-    (`test_truth_2026_12_06f_h100.py`); 36 of 51 with the thirteenth session's CIFAR ResNet-18
-(`test_truth_2026_12_06g_h100.py`: 7 of its 8 fixes within, compile not). The T5's top remedy, TF32, is
-    judged by the TF32 run (22.25), not by HF's torch_compile, which applies TF32 with
-    compile (37.42): a fix that applies the top remedy alone is its fix where one was timed."""
+    (`test_truth_2026_12_06f_h100.py`); 36 of 51 with the thirteenth session's CIFAR
+    ResNet-18 (`test_truth_2026_12_06g_h100.py`: 7 of its 8 fixes within, compile not). The
+    T5's top remedy, TF32, is judged by the TF32 run (22.25), not by HF's torch_compile, which
+    applies TF32 with compile (37.42): a fix that applies the top remedy alone is its fix
+    where one was timed."""
     c = Ceilings.load(truth_tally.CARDS["h100"])
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
