@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from membound.analysis import kernel_map
@@ -9,7 +11,8 @@ from membound.analysis.findings import rule
 from membound.analysis.fixes import loop_owner
 from membound.analysis.rules.copies import h2d_copies
 from membound.analysis.rules.memory import loop_launch_ms
-from membound.trace.model import H2D, KERNEL, LAUNCH_CALLS, MEMCPY, MEMCPY_CALL, SYNC
+from membound.analysis.timeline import step_windows
+from membound.trace.model import CPU_OP, H2D, KERNEL, LAUNCH_CALLS, MEMCPY, MEMCPY_CALL, SYNC
 
 #: how many of the ops the longest gaps precede the evidence names
 TOP_OPS = 5
@@ -96,11 +99,6 @@ def shapes_vary(ctx) -> bool:
 
 
 def _shapes_vary(trace) -> bool:
-    from collections import Counter
-
-    from membound.analysis.timeline import step_windows
-    from membound.trace.model import CPU_OP
-
     cpu = trace.cpu
     ops = np.flatnonzero((cpu.kind == CPU_OP) & (cpu.shape >= 0))
     windows, marked = step_windows(trace)
@@ -109,11 +107,10 @@ def _shapes_vary(trace) -> bool:
     ts = cpu.ts[ops]
     # an op's input dims and types, not its concrete inputs (a row index, a scalar): a loader
     # that takes rows one by one calls select with another index each time, at one shape
-    dims: dict[int, int] = {}
-    keys = {}
-    for i in np.unique(cpu.shape[ops]).tolist():
-        d, types, _ = trace.shapes[i]
-        keys[i] = dims.setdefault(hash((repr(d), repr(types))), len(dims))
+    keys = {
+        i: (repr(trace.shapes[i][0]), repr(trace.shapes[i][1]))
+        for i in np.unique(cpu.shape[ops]).tolist()
+    }
     steps = []
     for _, _, _, lo, hi in windows:
         sel = ops[(ts >= lo) & (ts < hi)]
