@@ -41,13 +41,13 @@ def _overheads(trace) -> tuple[list[float], int] | None:
     if trace is None:
         return None
     cpu = trace.cpu
-    span_id = [i for i, n in enumerate(trace.names) if n == SPAN]
-    if not span_id:
+    span_id = trace.name_ids(lambda n: n == SPAN)
+    if not len(span_id):
         return None
     spans = np.flatnonzero((cpu.kind == USER_ANNOTATION) & np.isin(cpu.name, span_id))
     if not len(spans):
         return None
-    scatter_id = [i for i, n in enumerate(trace.names) if n == SCATTER]
+    scatter_id = trace.name_ids(lambda n: n == SCATTER)
     ops = np.flatnonzero(cpu.kind == CPU_OP)
     out = []
     for i in spans.tolist():

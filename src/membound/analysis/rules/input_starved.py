@@ -57,8 +57,7 @@ def _row_ops_per_batch(trace) -> float | None:
     ops = np.flatnonzero(cpu.kind == CPU_OP)
     if not len(spans) or not len(ops):
         return None
-    wanted = {i for i, n in enumerate(trace.names) if n in ROW_OPS}
-    is_row = np.isin(cpu.name[ops], list(wanted)) if wanted else np.zeros(len(ops), dtype=bool)
+    is_row = np.isin(cpu.name[ops], trace.name_ids(lambda n: n in ROW_OPS))
     counts = []
     for i in spans.tolist():
         start, end = cpu.ts[i], cpu.ts[i] + cpu.dur[i]
