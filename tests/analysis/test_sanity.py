@@ -134,6 +134,22 @@ def test_every_fixture_report_is_sane(name):
     assert check_report(to_dict(analyze([timeline_in(FIXTURES / name)]))) == []
 
 
+def test_a_remedy_predicted_to_lose_is_signed_but_its_share_is_bounded():
+    """compile's replay (`analysis.compile_whatif`) predicts a loss where fusion does not pay
+    its runtime's cost: a negative saving and share of a remedy, and a negative point of
+    that replay's curve, are sane; a share below -1 is not, nor a negative time elsewhere."""
+    r = copy.deepcopy(SANE)
+    r["remedies"] = [{"remedy": "compile", "saving_ms_per_step": -1.1, "share_of_step": -0.1}]
+    r["gpu_whatif"] = {"compile": {"removed_ms": [0.0, 1.0], "saving_ms": [-1.1, -0.5]}}
+    assert check_report(r) == []
+    r["remedies"][0]["share_of_step"] = -1.5
+    r["gpu_whatif"]["compile"]["fixed_ms"] = -1.0
+    assert check_report(r) == [
+        "remedies[0].share_of_step: a share outside -1..1 (-1.5)",
+        "gpu_whatif.compile.fixed_ms: a negative time (-1.0)",
+    ]
+
+
 def test_a_predicted_loss_of_the_norm_what_if_is_not_a_negative_time():
     """`norm_whatif` predicts the step's change with membound's norm kernels: a loss is
     negative, and sane (`h200_real_gpt2_run7`: -19.10 and -2.23); a negative time next to

@@ -60,8 +60,10 @@ def test_hf_llama_swap_norms_within_and_the_unprofiled_step_too_long(ceilings):
     assert rows["swap-norms"]["within"]
     assert rows["swap-norms"]["predicted_ms"] == pytest.approx(7.75, abs=0.01)
     # 24.76 before the launch gaps inside one library call were left to CUDA graphs (twelfth
-    # session, `rules.launch_bound.inside_library_ms`)
-    assert rows["torch-compile"]["predicted_ms"] == pytest.approx(24.58, abs=0.01)
+    # session, `rules.launch_bound.inside_library_ms`); 24.58 then; 26.77 since compile is
+    # read from its own replay (fourteenth session, `analysis.compile_whatif`), which takes
+    # this inflated unprofiled step as it comes
+    assert rows["torch-compile"]["predicted_ms"] == pytest.approx(26.77, abs=0.01)
     assert not rows["torch-compile"]["within"] and not rows["no-nan-inf-filter"]["within"]
     # the best measured fix is compile, which the top finding's remedies include
     assert max(rows, key=lambda k: rows[k]["measured_ms"]) == "torch-compile"
@@ -89,7 +91,8 @@ def test_eager_gpt2_compile_within_and_no_sync_finding(ceilings):
     assert not any(f.code in ("launch-bound", "host-sync") for f in a.findings)
     rows = _rows("gpt2_run9", ceilings)
     assert rows["compile"]["within"] and rows["log-every-100"]["within"]
-    assert rows["compile"]["predicted_ms"] == pytest.approx(30.15, abs=0.01)
+    # 30.15 as the findings' sum; 29.27 from compile's replay (`analysis.compile_whatif`)
+    assert rows["compile"]["predicted_ms"] == pytest.approx(29.27, abs=0.01)
 
 
 def test_side_stream_prefetcher_syncs_are_not_replayed(ceilings):
@@ -114,7 +117,9 @@ def test_fp32_resnet_compile_missed_on_a_slow_compile_run(ceilings):
     rows = _rows("resnet50_fp32_run5", ceilings)
     assert rows["amp"]["within"] and rows["channels-last"]["within"]
     assert not rows["compile"]["within"]
-    assert rows["compile"]["predicted_ms"] == pytest.approx(23.26, abs=0.01)
+    # 23.26 as the findings' sum; 18.61 from compile's replay (`analysis.compile_whatif`:
+    # the host is near the GPU here, so the BatchNorm time fused away is not all saved)
+    assert rows["compile"]["predicted_ms"] == pytest.approx(18.61, abs=0.01)
 
 
 def test_tally_over_every_recorded_truth_fixture(ceilings):
@@ -135,10 +140,13 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     bf16 row within (25.61 predicted, 21.15 measured; 28.01 before): 87 of 130. The ninth
     session's (2026-12-06) T5 torch-compile row is compile and TF32 together (HF's flag turns
     TF32 on), each part as applied alone (32.29 predicted, 32.06 measured): 88 of 130.
+    The fourteenth session reads compile from its own replay (`analysis.compile_whatif`):
+    the DCGAN's and the tabular MLP's compile come within (-0.08 and -0.35 predicted, -1.77
+    and -2.11 measured), the HF Llama's fifth run leaves (26.77 against 18.60): 90 of 130.
     A change to the analysis that loses one fails here."""
     rows = [r for f in truth_tally.fixtures() for r in truth_tally.rows_of(f, ceilings)]
     assert len(rows) == 130
-    assert sum(r["within"] for r in rows) >= 88
+    assert sum(r["within"] for r in rows) >= 90
     # issue 15's first target, fixture by fixture: the report's top remedy against the fix
     # that measured the largest saving in that call. 18 of 38 agree or tie; 16 could not
     # be judged (the call did not time the top remedy's fix); the 4 that disagree are two
@@ -153,14 +161,16 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     # 12 scripts, 21 of 42 calls; the ViT's third call (prefetch on top; the loader pinning
     # with the prefetcher's side-stream copy, what membound.data.prefetch now does with a
     # worker DataLoader, saved most): 22 of 43
+    # fourteenth session, compile read from its replay: the DCGAN's top remedy is CUDA graphs
+    # (no H200 call timed them: unmeasured), compile predicted to lose 0.08 (it lost 1.77)
     per = {t["script"]: t["verdict"] for t in truth_tally.script_verdicts(rows)}
     assert len(per) == 12 and sum(v in ("yes", "tie") for v in per.values()) == 11
-    assert per["resnet50_prefetch"] == "yes" and per["dcgan"] == "NO"
+    assert per["resnet50_prefetch"] == "yes" and per["dcgan"] == "unmeasured"
     tops = {t["fixture"]: t["verdict"] for t in truth_tally.top_verdicts(rows)}
     assert sum(v in ("yes", "tie") for v in tops.values()) >= 22
     assert tops["h200_real_vit_timm_oos3"] == "yes"
+    # the DCGAN's call left this list in the fourteenth session (top remedy unmeasured)
     assert sorted(f for f, v in tops.items() if v == "NO") == [
-        "h200_real_dcgan_oos1",
         "h200_real_lightning_fit_run6",
         "h200_real_resnet50_fp32_run5",
         "h200_real_vit_timm_oos1",

@@ -57,9 +57,10 @@ def test_bert_fp32_matmul_is_read_through_the_gpu_whatif(ceilings):
         assert rows[fix]["predicted_ms"] == pytest.approx(29.61, abs=0.01)
         assert rows[fix]["within"]
     # compile removes kernels, and with them the host's work of launching them: not read
-    # through the curve (2.66 predicted, 2.92 measured)
+    # through the curve (2.66 predicted as the findings' sum, 2.92 measured); since the
+    # fourteenth session from its own replay (`analysis.compile_whatif`), 1.20
     assert rows["compile"]["within"] and rows["compile"]["predicted_ms"] == pytest.approx(
-        2.66, abs=0.01
+        1.20, abs=0.01
     )
 
 
@@ -116,9 +117,11 @@ def test_tabular_single_process_loader_is_remedied_by_workers(ceilings):
     assert rows["num-workers-4"]["within"]  # 5.85 predicted, 3.96 measured
     assert rows["batch-index"]["within"]  # 5.85 predicted, 5.28 measured
     assert rows["membound-prefetch"]["within"]  # 0.11 (its pageable copies), 0.85 measured
-    # not predicted: compile made this loop slower (-2.11) where launch-bound said 2.12
-    assert not rows["compile"]["within"]
-    assert rows["compile"]["measured_ms"] < 0
+    # compile made this loop slower (-2.11) where launch-bound said 2.12; compile's replay
+    # (fourteenth session, `analysis.compile_whatif`: 57 fusible launches a step, 22 of them
+    # fused away, less the compiled runtime's own cost) predicts it to lose 0.35: within
+    assert rows["compile"]["within"]
+    assert rows["compile"]["measured_ms"] < 0 and rows["compile"]["predicted_ms"] < 0
 
 
 def test_tabular_second_run_workers_predicted_before_timed(ceilings):

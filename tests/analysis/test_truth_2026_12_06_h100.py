@@ -57,7 +57,9 @@ def test_ddpm_unet_out_of_sample_top_remedy_ties_the_best_fix():
     # 16.71 before the launch gaps in front of the loop's own chains left launch-bound
     # (analysis.kernel_map: 0.04 ms/step, before the batch's preparation)
     # 16.67 before the launch gaps inside one library call were left to CUDA graphs
-    assert top["predicted_ms"] == pytest.approx(16.58, abs=0.01) and not top["within"]
+    # 16.58 before compile was read from its own replay (fourteenth session,
+    # `analysis.compile_whatif`): 15.45, still above the 10.57 measured
+    assert top["predicted_ms"] == pytest.approx(15.45, abs=0.01) and not top["within"]
     assert rows["bf16"]["predicted_ms"] == pytest.approx(6.22, abs=0.01)
     assert not rows["bf16"]["within"]
     assert rows["log-every-100"]["predicted_ms"] == pytest.approx(5.06, abs=0.01)
@@ -88,7 +90,9 @@ def test_t5_on_a_gpu_paced_h100_tf32_bf16_and_compile_with_its_tf32_within():
     GPU what-if: 33.97, within. On the H200's host-paced T5 the same gives 32.29 against
     32.06, where TF32 alone over-predicts (15.88 vs 4.55) and compile alone under-predicts
     (16.41): the two errors cancel there, so the sum is right for a reason the parts are
-    not. The top remedy (tf32) is not the best fix here."""
+    not. The top remedy (tf32) is not the best fix here. Since the fourteenth session
+    compile's replay (`analysis.compile_whatif`) takes the kernel time TF32 removes into the
+    same replayed step: 38.63 (H100) and 34.49 (H200), both within."""
     rows, report, truth = _load("h100_real_t5_seq2seq_truth4")
     assert truth["baseline_ms"] == pytest.approx(68.4004, abs=1e-3)
     assert report["profiler_overhead_fraction"] == pytest.approx(0.0475, abs=1e-3)
@@ -99,7 +103,7 @@ def test_t5_on_a_gpu_paced_h100_tf32_bf16_and_compile_with_its_tf32_within():
     c = rows["torch-compile"]
     assert c["fix_remedies"] == "compile+tf32" and c["predicted_by"] == "tf32+compile"
     assert c["measured_ms"] == pytest.approx(37.42, abs=0.01)
-    assert c["predicted_ms"] == pytest.approx(33.97, abs=0.01) and c["within"]
+    assert c["predicted_ms"] == pytest.approx(38.63, abs=0.01) and c["within"]
     assert c["measured_ms"] > rows["tf32"]["measured_ms"]
 
 
@@ -112,7 +116,10 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     both within); 24 of 37 with the MNIST loop (`test_truth_2026_12_06d_h100.py`), 26 of 40
     with the GCN (`test_truth_2026_12_06e_h100.py`), 29 of 43 with the ViT's two calls
     (`test_truth_2026_12_06f_h100.py`); 36 of 51 with the thirteenth session's CIFAR
-    ResNet-18 (`test_truth_2026_12_06g_h100.py`: 7 of its 8 fixes within, compile not). The
+    ResNet-18 (`test_truth_2026_12_06g_h100.py`: 7 of its 8 fixes within, compile not); 39
+    of 51 once compile is read from its own replay (fourteenth session,
+    `analysis.compile_whatif`: the DCGAN's, the GCN's and the CIFAR ResNet-18's compile
+    predicted to lose or save nothing, as they measured). The
     T5's top remedy, TF32, is judged by the TF32 run (22.25), not by HF's torch_compile, which
     applies TF32 with compile (37.42): a fix that applies the top remedy alone is its fix
     where one was timed."""
@@ -120,7 +127,7 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
-    assert len(rows) == 51 and sum(r["within"] for r in rows) == 36
+    assert len(rows) == 51 and sum(r["within"] for r in rows) == 39
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"

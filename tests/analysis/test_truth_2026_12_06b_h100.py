@@ -56,8 +56,11 @@ def test_convnext_amp_predictions_today():
     rows, report, _ = _load("h100_real_convnext_amp_truth1")
     assert [r["remedy"] for r in report["remedies"]][:3] == ["compile", "bf16_storage", "foreach"]
     c, ema, fused = rows["compile"], rows["ema-foreach"], rows["fused-adamw"]
-    # 20.60 before launch gaps inside library calls (0.11) were left to CUDA graphs
-    assert c["predicted_ms"] == pytest.approx(20.49, abs=0.01) and not c["within"]
+    # 20.60 before launch gaps inside library calls (0.11) were left to CUDA graphs; 20.49
+    # then, the findings' sum; 25.49 from compile's replay (fourteenth session,
+    # `analysis.compile_whatif`: 1,353 fusible launches a step, 1,141 fused away): further
+    # off than the sum on this loop
+    assert c["predicted_ms"] == pytest.approx(25.49, abs=0.01) and not c["within"]
     best = max(rows.values(), key=lambda r: r["measured_ms"])
     assert best["fix"] == "bf16"
     assert best["measured_ms"] - c["measured_ms"] <= _tolerance(best["measured_ms"])

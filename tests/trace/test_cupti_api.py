@@ -364,8 +364,9 @@ def test_on_a_gpu_only_the_read_calls_are_recorded(tmp_path):
 def test_a_timeline_without_the_unread_calls_gives_the_same_report(fixture, tmp_path):
     """A recorded H200 timeline with the calls `--api-records launches` leaves out removed
     (2,025 of the DCGAN's records, 1,925 of the T5's) analyses to the same idle causes,
-    findings and remedies; only the GPU what-if's replay, which plays every recorded call
-    with its host cost, moves (the T5's fp32-matmul 15.87 -> 15.79 ms/step)."""
+    findings and remedies; only the replays, which play every recorded call with its host
+    cost, move: the GPU what-if's (the T5's fp32-matmul 15.87 -> 15.79 ms/step) and compile's
+    (`analysis.compile_whatif`: the T5's compile 17.60 -> 17.35, the DCGAN's 0.01 -> -0.07)."""
     import shutil
 
     from membound.analysis import analyze
@@ -395,4 +396,4 @@ def test_a_timeline_without_the_unread_calls_gives_the_same_report(fixture, tmp_
         assert [x.get("code", x.get("remedy")) for x in a] == [
             x.get("code", x.get("remedy")) for x in b
         ]
-        assert [x[saving] for x in b] == pytest.approx([x[saving] for x in a], rel=0.01)
+        assert [x[saving] for x in b] == pytest.approx([x[saving] for x in a], rel=0.02, abs=0.1)

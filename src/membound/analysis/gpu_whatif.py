@@ -83,13 +83,8 @@ def curve(ctx) -> dict[str, Any] | None:
         return ctx._gpu_whatif
     ctx._gpu_whatif = None
     timing = getattr(ctx, "timing", None)
-    if timing is None or not timing.unprofiled_median_ms or not ctx.steps:
-        return None
-    r = Replay.from_trace(ctx.trace, ctx.steps)
-    if r is None or r.streams_busy() > 1 or not r.act_kernel.any():
-        return None
-    hidden = getattr(ctx, "profiler_cost_us", None) or 0.0
-    if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms, hidden):
+    r = calibrated_replay(ctx)
+    if r is None:
         return None
     kernel_ms = float(r.act_dur[r.act_kernel].sum()) / r.steps / 1e3
     if kernel_ms <= 0:
@@ -118,6 +113,27 @@ def curve(ctx) -> dict[str, Any] | None:
         "autocast_host_ms": autocast_host_ms(kernels, getattr(ctx, "launch_host_us", None)),
     }
     return ctx._gpu_whatif
+
+
+def calibrated_replay(ctx) -> Replay | None:
+    """`ctx`'s timeline steps as a `Replay` calibrated to the unprofiled step (kept on `ctx`,
+    shared by the what-ifs), or None where it is not trusted: no unprofiled step, work on more
+    than one stream, no kernel, a replay that does not give the recorded step, or one that
+    cannot be calibrated."""
+    if hasattr(ctx, "_replay"):
+        return ctx._replay
+    ctx._replay = None
+    timing = getattr(ctx, "timing", None)
+    if timing is None or not timing.unprofiled_median_ms or not ctx.steps:
+        return None
+    r = Replay.from_trace(ctx.trace, ctx.steps)
+    if r is None or r.streams_busy() > 1 or not r.act_kernel.any():
+        return None
+    hidden = getattr(ctx, "profiler_cost_us", None) or 0.0
+    if not r.faithful() or not r.calibrate(timing.unprofiled_median_ms, hidden):
+        return None
+    ctx._replay = r
+    return r
 
 
 def autocast_host_ms(kernels_per_step: float, launch_us: float | None) -> float | None:

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from membound.analysis import gpu_whatif, norm_whatif, pacing, remedies
+from membound.analysis import compile_whatif, gpu_whatif, norm_whatif, pacing, remedies
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
@@ -283,6 +283,12 @@ def analyze_trace(
         if gpu_curve is not None:
             findings = remedies.through_curve(findings, gpu_curve, step)
             notes.append(gpu_whatif.note(gpu_curve))
+    if any("compile" in remedies.remedies_of(f.code, f.evidence) for f in findings):
+        # compile's own what-if, kept beside the GPU one (`remedies.compile_curve_of`)
+        compiled = compile_whatif.curve(ctx)
+        if compiled is not None:
+            gpu_curve = {**(gpu_curve or {}), "compile": compiled}
+            compile_whatif.say_loss(findings, remedies.remedies(findings, step, gpu_curve))
     findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)

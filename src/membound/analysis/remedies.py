@@ -26,6 +26,12 @@ saving *is*, not by what the fix text mentions:
 - `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
   membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
 
+Where the loop's timeline replays (`gpu_whatif.calibrated_replay`), torch.compile is read
+from a replay of its own (`analysis.compile_whatif`: the launches fusion removes lose their
+host work, its findings' kernel time goes, the compiled runtime's cost is paid), signed, in
+place of its findings' sum (`_compiled`); docs/remedies.md has the tallies. What follows is
+the sum, which stays where no replay is trusted.
+
 `launch-bound` goes whole to torch.compile. Tried on the recorded H200 truth fixtures
 (2026-12-05) and dropped: giving compile only the launch gaps in front of kernels it fuses
 away (not those before cuBLAS/cuDNN/attention/optimizer kernels, which it keeps) cut the
@@ -69,7 +75,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from membound.analysis import gpu_whatif
+from membound.analysis import compile_whatif, gpu_whatif
 from membound.analysis.findings import ranked
 from membound.analysis.fixes import NORMS, op_family
 from membound.analysis.gpu_whatif import GPU_WORK
@@ -228,7 +234,7 @@ def remedies(
         curve = gpu_curve if r.key in CURVE_REMEDIES else None
         r.saving_ms_per_step = _saving(
             findings, r.findings, r.key == "bf16_storage", curve, autocast=r.key == "bf16",
-            keys={r.key},
+            keys={r.key}, compile_curve=compile_curve_of(gpu_curve),
         )  # fmt: skip
         replayed = norm_whatif_ms(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
@@ -298,6 +304,10 @@ def combined(
     # channels_last recover) as they are
     if wanted and wanted <= CURVE_REMEDIES:
         parts = [(mine, gpu_curve)]
+    elif "compile" in wanted and compile_curve_of(gpu_curve):
+        # compile's replay takes every GPU-work finding of the set (`_compiled`): kernel time
+        # TF32 or bf16 removes shortens the same replayed step, not a second one
+        parts = [(mine, None)]
     elif wanted & CURVE_REMEDIES and gpu_curve:
         by_curve = [
             i for i in mine
@@ -310,7 +320,7 @@ def combined(
     total = sum(
         _saving(
             findings, idx, "bf16_storage" in wanted, curve, autocast="bf16" in wanted,
-            keys=wanted,
+            keys=wanted, compile_curve=compile_curve_of(gpu_curve),
         )
         for idx, curve in parts
     )  # fmt: skip
@@ -355,6 +365,39 @@ def finding_saving(f, keys: set[str] | None) -> float:
     return min(saving, max(float(part[k]) for k in mine))
 
 
+def compile_curve_of(gpu_curve: dict | None) -> dict | None:
+    """The compile what-if (`analysis.compile_whatif.curve`) the analysis keeps in its GPU
+    what-if under "compile", or None."""
+    c = gpu_curve.get("compile") if isinstance(gpu_curve, dict) else None
+    return c if isinstance(c, dict) else None
+
+
+def _compiled(findings: list, indexes, keys: set[str] | None, curve: dict | None):
+    """(compile's saving read from its what-if `curve`, the indexes left for the sum) where
+    compile is among `keys` and the curve reads: the findings compile recovers go through the
+    replay (their GPU-work kernel time as the time removed; the `launch-bound` idle is the
+    replay's host part, not added again), and so do the GPU-work findings of the other `keys`
+    applied with it (TF32 with compile: HF's torch_compile); else (None, indexes)."""
+    indexes = list(indexes)
+    if not curve or not keys or "compile" not in keys:
+        return None, indexes
+    mine = [
+        i for i in indexes
+        if "compile" in remedies_of(findings[i].code, findings[i].evidence)
+        or (findings[i].code in GPU_WORK
+            and keys.intersection(remedies_of(findings[i].code, findings[i].evidence)))
+    ]  # fmt: skip
+    kernel = 0.0
+    for i in mine:
+        f = findings[i]
+        if f.code in GPU_WORK and float(f.time_lost_ms_per_step or 0.0) > 0.0:
+            kernel += float((f.evidence or {}).get("kernel_ms_per_step", f.time_lost_ms_per_step))
+    saved = compile_whatif.saving(curve, kernel)
+    if saved is None:
+        return None, indexes
+    return saved, [i for i in indexes if i not in mine]
+
+
 def _saving(
     findings: list,
     indexes,
@@ -362,6 +405,7 @@ def _saving(
     gpu_curve: dict | None,
     autocast: bool = False,
     keys: set[str] | None = None,
+    compile_curve: dict | None = None,
 ) -> float:
     """What the findings `indexes` save together: their idle findings' sum plus their
     GPU-work findings' kernel time read through `gpu_curve` (`gpu_whatif.saving`); with
@@ -369,7 +413,9 @@ def _saving(
     `autocast` (bf16 autocast among the fixes), the GPU part at most what is left once the
     host work autocast adds is paid (`gpu_whatif.autocast_cap`); `keys`, the remedies
     applied, for the findings that state a part of their saving per remedy
-    (`finding_saving`)."""
+    (`finding_saving`); `compile_curve`, compile's what-if, which predicts the findings
+    compile recovers where compile is among `keys` (`_compiled`), signed."""
+    compiled, indexes = _compiled(findings, indexes, keys, compile_curve)
     kernel = other = 0.0
     for i in indexes:
         saving = finding_saving(findings[i], keys)
@@ -386,4 +432,4 @@ def _saving(
         kernel = max(kernel, _alone(findings, indexes))
     gpu = gpu_whatif.saving(gpu_curve, kernel)
     cap = gpu_whatif.autocast_cap(gpu_curve) if autocast else None
-    return (gpu if cap is None else min(gpu, cap)) + other
+    return (gpu if cap is None else min(gpu, cap)) + other + (compiled or 0.0)

@@ -223,15 +223,22 @@ class Replay:
         *,
         drop_syncs: bool | np.ndarray = False,
         kernel_scale: float = 1.0,
+        host_scale: np.ndarray | None = None,
+        act_scale: np.ndarray | None = None,
     ) -> float:
         """The replayed step (ms): host work less `cost_per_call` µs per call (default: the
         calibrated one); `drop_syncs` removes every sync's wait and own time, and the waits of
         small blocking D2H copies (`SMALL_COPY`: what `.item()` copies); a boolean array over
         the calls drops only the syncs and copies it marks. `kernel_scale` multiplies every
-        kernel's duration (copies and memsets keep theirs): the step with faster GPU work."""
+        kernel's duration (copies and memsets keep theirs): the step with faster GPU work.
+        `host_scale` (per call) multiplies each call's host work (the gap before it and its own
+        time, the profiler's cost taken off first), `act_scale` (per activity) each activity's
+        duration: a change that touches some calls and kernels only (`analysis.compile_whatif`)."""
         c = self.cost_per_call if cost_per_call is None else float(cost_per_call)
         own = np.maximum(self.own - c, 0.0)
         gap = np.maximum(self.gap - np.maximum(c - self.own, 0.0), 0.0)
+        if host_scale is not None:
+            own, gap = own * host_scale, gap * host_scale
         wait = self.wait.copy()
         if drop_syncs is not False:
             mark = np.ones(len(wait), dtype=bool) if drop_syncs is True else drop_syncs
@@ -243,6 +250,8 @@ class Replay:
         durations = self.act_dur
         if kernel_scale != 1.0:
             durations = np.where(self.act_kernel, durations * max(kernel_scale, 0.0), durations)
+        if act_scale is not None:
+            durations = durations * np.maximum(act_scale, 0.0)
         start, stream, adur = (
             self.act_start.tolist(),
             self.act_stream.tolist(),

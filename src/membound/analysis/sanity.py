@@ -38,6 +38,12 @@ TIMESTAMPS = frozenset(
 #: predicted changes of the step, which a fix that costs time makes negative (the norm
 #: what-if's replayed savings: `analysis.norm_whatif`)
 SIGNED = frozenset({"swap_norms_ms_per_step", "fused_add_norm_ms_per_step"})
+#: (dict, key) of the other signed predictions: a remedy's saving and share (compile's replay
+#: predicts a loss where fusion does not pay its runtime's cost: `analysis.compile_whatif`),
+#: and that replay's own curve
+SIGNED_IN = frozenset(
+    {("remedies", "saving_ms_per_step"), ("remedies", "share_of_step"), ("compile", "saving_ms")}
+)
 COUNTS = frozenset({"count", "calls", "kernels", "steps", "world_size", "matched_steps"})
 #: figures a report must carry as numbers (path patterns: `[]` any list index)
 REQUIRED = (
@@ -92,6 +98,10 @@ def _problem(path: str, v: float) -> str | None:
     if not math.isfinite(v):
         return "not finite"
     key, parent = _key(path)
+    if (parent, key) in SIGNED_IN:
+        if key == "share_of_step" and not -1.0 - EPS <= v <= 1.0 + EPS:
+            return "a share outside -1..1"
+        return None
     if parent in ("step_shares",):
         return None if 0.0 <= v <= 1.0 + EPS else "a share outside 0..1"
     if parent in ("idle_breakdown", "idle_by_cause"):

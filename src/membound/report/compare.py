@@ -43,7 +43,8 @@ def prediction_line(p: dict) -> str | None:
         else ""
     )
     pred = p.get("predicted_ms")
-    head = f"prediction: {names} was to save {pred:.2f} ms/step{how}"
+    change_pred = f"save {pred:.2f}" if not pred < 0 else f"lose {-pred:.2f}"
+    head = f"prediction: {names} was to {change_pred} ms/step{how}"
     if not p.get("offered"):
         head = f"prediction: the report before offered no {names} (a saving of 0){how}"
     if not finite(measured):
