@@ -162,6 +162,17 @@ def saving(c: dict[str, Any] | None, removed_ms: float) -> float | None:
     return float(np.interp(min(max(removed_ms, 0.0), xs[-1]), xs, ys))
 
 
+def behind_loader(c: dict[str, Any], wait_ms: float | None) -> dict[str, Any]:
+    """Curve `c` where a worker-bound loader paces the loop, the training thread waiting
+    `wait_ms` a step for batches (`analysis.pacing.loader_wait_ms`; None: `c` as it is): the
+    wait takes up what compile changes of the step's own work, each point moved toward 0 by
+    it (a saving only beyond the wait, a loss only beyond the slack it leaves)."""
+    if not wait_ms or wait_ms <= 0:
+        return c
+    moved = [max(v - wait_ms, 0.0) if v > 0 else min(v + wait_ms, 0.0) for v in c["saving_ms"]]
+    return {**c, "saving_ms": [round(v, 4) for v in moved], "loader_wait_ms": round(wait_ms, 4)}
+
+
 def say_loss(findings: list, ranked: list) -> None:
     """Where the remedies `ranked` (`analysis.remedies.remedies`) predict compile to save
     nothing or lose, each finding it would recover says so after its fix text."""

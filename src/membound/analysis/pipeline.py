@@ -287,12 +287,16 @@ def analyze_trace(
         # compile's own what-if, kept beside the GPU one (`remedies.compile_curve_of`)
         compiled = compile_whatif.curve(ctx)
         if compiled is not None:
+            # a worker-bound loader's wait takes up what compile changes of the step's own
+            # work, a saving or a loss (`analysis.pacing`)
+            compiled = compile_whatif.behind_loader(compiled, pacing.loader_wait_ms(findings))
             gpu_curve = {**(gpu_curve or {}), "compile": compiled}
-            compile_whatif.say_loss(findings, remedies.remedies(findings, step, gpu_curve))
     findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)
         findings = ranked(findings)
+    if remedies.compile_curve_of(gpu_curve):
+        compile_whatif.say_loss(findings, remedies.remedies(findings, step, gpu_curve))
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))
