@@ -119,7 +119,9 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     ResNet-18 (`test_truth_2026_12_06g_h100.py`: 7 of its 8 fixes within, compile not); 39
     of 51 once compile is read from its own replay (fourteenth session,
     `analysis.compile_whatif`: the DCGAN's, the GCN's and the CIFAR ResNet-18's compile
-    predicted to lose or save nothing, as they measured). The
+    predicted to lose or save nothing, as they measured); 44 of 57 with the fourteenth
+    session's DeepLabV3 and ViT calls (`test_truth_2026_12_06h_h100.py`: compile under-predicted
+    on the DeepLabV3). The
     T5's top remedy, TF32, is judged by the TF32 run (22.25), not by HF's torch_compile, which
     applies TF32 with compile (37.42): a fix that applies the top remedy alone is its fix
     where one was timed."""
@@ -127,7 +129,7 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
-    assert len(rows) == 51 and sum(r["within"] for r in rows) == 39
+    assert len(rows) == 57 and sum(r["within"] for r in rows) == 44
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"
@@ -135,5 +137,7 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     assert tops["h100_real_ddpm_unet_truth1"]["verdict"] == "tie"
     # 9 of 13 fixtures (the CIFAR ResNet-18's compile ties its best fix, bf16 autocast: every
     # fix there saved under 1 ms); 5 of 7 before the twelfth session's LSTM, MNIST, GCN and
-    # ViT calls
-    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 9
+    # ViT calls; 10 of 15 with the fourteenth session's DeepLabV3 (channels_last on top ties
+    # compile, the best fix) and ViT (the top remedy, prefetch, untimed in that call)
+    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 10
+    assert tops["h100_real_segmentation_tv_truth1"]["verdict"] == "tie"
