@@ -2,7 +2,8 @@
 # Prepared 2026-12-06 (fourteenth session) for one call (~9 min, any card).
 # 1. On an H200 only: issue 16's roofline refresh (under 60 s) with every recorded H200 fixture
 #    checked against it (`card_roof_check`).
-# 2. Any card: does running under `membound diagnose` slow a loop before any profiling starts?
+# 2. Any card (this replaces session_dec06n.sh, prepared in the thirteenth session and never
+#    run): does running under `membound diagnose` slow a loop before any profiling starts?
 #    On the detection reference's second call (2026-12-06), membound's own unprofiled steps
 #    were 13.8% slower than the plain runs. The script runs plain and under diagnose with a
 #    wait longer than the run (hooks and step timer on, the profiler never started),
