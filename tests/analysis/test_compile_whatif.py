@@ -147,3 +147,24 @@ def test_a_worker_bound_loader_takes_up_what_compile_changes():
     got = compile_whatif.behind_loader(c, 3.0)
     assert got["saving_ms"] == [-1.0, 0.0, 0.0, 2.0] and got["loader_wait_ms"] == 3.0
     assert compile_whatif.behind_loader(c, None) is c
+
+
+def test_the_report_says_a_fix_is_predicted_to_lose():
+    """The H100 DCGAN (the truth call's trace): compile, predicted to lose, is listed last
+    among the fixes, and its line says so."""
+    import io
+
+    from rich.console import Console
+
+    from membound.report.terminal import render_list
+
+    a = analyze(
+        [timeline_in(FIXTURES / "h100_real_dcgan_truth1")],
+        Ceilings.load(FIXTURES / "h100_datasheet_ceilings.json"),
+    )
+    assert a.remedies[-1].key == "compile" and a.remedies[-1].saving_ms_per_step < 0
+    out = io.StringIO()
+    opts = SimpleNamespace(top_findings=10, top_ops=3, step_bars=2)
+    render_list(a, Console(file=out, width=200), opts)
+    line = next(x for x in out.getvalue().splitlines() if x.strip().startswith("torch.compile"))
+    assert line.endswith("(predicted to lose time here)")

@@ -187,14 +187,16 @@ def shown_remedies(a, options) -> list:
 
 
 def _recovers(a, r) -> str:
-    """ "memory-bound-op x2 (1, 4), fp32-storage (3)": the codes and finding numbers."""
+    """ "memory-bound-op x2 (1, 4), fp32-storage (3)": the codes and finding numbers; for a
+    fix predicted to lose time (compile's replay, `analysis.compile_whatif`), said after."""
     parts = []
     for code in r.codes:
         idx = [i + 1 for i in r.findings if a.findings[i].code == code]
         parts.append(
             f"{code}{f' x{len(idx)}' if len(idx) > 1 else ''} ({', '.join(map(str, idx))})"
         )
-    return ", ".join(parts)
+    said = ", ".join(parts)
+    return f"{said} (predicted to lose time here)" if r.saving_ms_per_step < 0 else said
 
 
 def _costed(a) -> str:
