@@ -18,6 +18,7 @@ from membound.analysis.roofline import call_memory_roof, call_rates, memory_roof
 from membound.cost.registry import Cost
 from membound.device.ceilings import Ceilings
 from membound.report.json_report import to_dict
+from membound.trace.capture_meta import timeline_in
 from support.paths import FIXTURES
 
 # a toy device: HBM copy 1 TB/s, L2 4 TB/s over 50 MB
@@ -121,3 +122,32 @@ def test_compile_leaves_the_dcgans_kernel_count_and_step_as_they_were():
     assert cm["thread_per_step"]["unprofiled"]["cpu_ms"] == pytest.approx(1141.93, abs=0.01)
     assert cd["steps"]["thread_cpu_ms"]["unprofiled"] == pytest.approx(8.3958, abs=1e-4)
     assert ed["steps"]["thread_cpu_ms"]["unprofiled"] == pytest.approx(10.44, abs=0.01)
+
+
+def test_aten_pointwise_ops_name_their_largest_read():
+    """An ATen pointwise op's largest tensor input is its `largest_read` (a broadcast bias at
+    its own size), so the "l2-reads" roof reaches eager ops too."""
+    from membound.cost import cost_of
+
+    big = cost_of("aten::add_", [[64, 197, 768], [64, 197, 768], []], ["float", "float", "Scalar"])
+    assert big.largest_read == 64 * 197 * 768 * 4
+    bias = cost_of("aten::add", [[64, 197, 768], [768]], ["c10::BFloat16", "c10::BFloat16"])
+    assert bias.largest_read == 64 * 197 * 768 * 2
+
+
+def test_the_vits_residual_gradient_add_is_under_its_roof_on_the_days_ceilings():
+    """timm's ViT-B/16 on an H100 (2026-12-06, fourteenth session), on the ceilings measured on
+    an H100 that day (`h100_measured_ceilings_2026-12-06.json`: `membound roofline --refresh`,
+    twelfth session): the backward's fp32 `add_` of two 38.7 MB tensors ran at 105.5% of the
+    HBM roof for its read/write mix; each read fits in L2 (50 MiB), so those calls' roof is
+    "l2-reads" (the row's is "mixed": its scalar step counters' calls keep HBM's), and it sits
+    below 100%, as every op of that trace does."""
+    ceilings = Ceilings.load(FIXTURES / "h100_measured_ceilings_2026-12-06.json")
+    a = analyze([timeline_in(FIXTURES / "h100_real_vit_timm_truth3")], ceilings)
+    add = next(r for r in a.ops if r.name == "aten::add_")
+    assert add.memory_roof == "mixed"
+    assert 0.8 < add.achieved_bandwidth_fraction <= 1.0  # 83.8%
+    before = dataclasses.replace(ceilings, l2_bandwidth=None)  # no L2 roof: 105.5%
+    b = analyze([timeline_in(FIXTURES / "h100_real_vit_timm_truth3")], before)
+    assert next(r for r in b.ops if r.name == "aten::add_").achieved_bandwidth_fraction > 1.05
+    assert max(r.achieved_bandwidth_fraction or 0.0 for r in a.ops) <= 1.0

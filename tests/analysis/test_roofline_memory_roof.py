@@ -159,6 +159,10 @@ def test_small_memory_ops_of_h200_traces_are_below_an_l2_roof(scenario):
             continue
         if r.memory_roof in ("l2", "mixed"):
             assert r.achieved_bandwidth_fraction <= 1.0, r.name
+        elif r.memory_roof == "l2-reads":
+            # too big for L2 whole, each read fitting on its own (ATen's pointwise ops name
+            # their largest read since the fourteenth session): a roof above HBM's
+            assert r.achieved_bandwidth_fraction < before[r.name].achieved_bandwidth_fraction
         else:
             assert r.memory_roof == "dram"
             assert r.achieved_bandwidth_fraction == pytest.approx(
@@ -264,7 +268,9 @@ def test_read_mix_roof_holds_more_of_the_recorded_traces():
         return out
 
     now, before = above(c), above(old)
-    assert len(now) == 10 and len(before) == 24
+    # 24 on the old ceilings until ATen's pointwise ops named their largest read (fourteenth
+    # session): those whose reads fit in L2 on their own are held to the "l2-reads" roof
+    assert len(now) == 10 and len(before) == 15
     names = {n for _, n, _ in now}
     assert names == {
         "aten::threshold_backward", "aten::clamp_min", "aten::gelu_backward",

@@ -18,7 +18,7 @@ ADDMM = Cost(2 * B * IN * OUT, F32 * (OUT + B * IN + IN * OUT + N), "fp32", True
 # 5 FLOPs/element + weight + bias; reads x, w, b; writes y, mean, rstd (32 each)
 LAYER_NORM = Cost(7 * N, F32 * (N + OUT + OUT + N + B + B), "fp32_vector", True, "norm",
                   F32 * (N + OUT + OUT))  # fmt: skip
-GELU = Cost(5 * N, F32 * (N + N), "fp32_vector", True, "pointwise", F32 * N)
+GELU = Cost(5 * N, F32 * (N + N), "fp32_vector", True, "pointwise", F32 * N, largest_read=F32 * N)
 
 
 def test_forward_exact_per_op():

@@ -126,7 +126,8 @@ def call_memory_roof(
     they are above the HBM copy's (a measurement below it did not see what it meant to).
 
     A call too big for L2 whose every read argument fits in it on its own (`largest_read`, the
-    biggest: known for inductor kernels, by their launch parameter names) may find its
+    biggest: known for inductor kernels, by their launch parameter names, and for ATen's
+    pointwise ops, by their tensor inputs: `cost.formulas.pointwise`) may find its
     inputs there, written by the kernels just before it: "l2-reads", its reads up to L2's
     size at L2's rate and the rest of its bytes at HBM's, time added. On the H100 (2026-12-05,
     `tests/fixtures/h100_samecall_dcgan_compiled`, ceilings of the same call) a compiled

@@ -9,10 +9,17 @@ add/sub's alpha is assumed fused (no extra FLOP).
 Bytes: each distinct tensor input once at its real storage extent (a broadcast bias costs
 its own size), the output once. In-place ops (`add_`) read their inputs, `self` included,
 and write `self`. The output shape is the broadcast of the tensor inputs; its dtype
-follows torch's type promotion (bool for comparisons).
+follows torch's type promotion (bool for comparisons). The largest tensor input's bytes are
+`Cost.largest_read`: where every read fits in L2 on its own, a call may find its inputs
+there, written by the kernels just before it (`analysis.roofline.call_memory_roof`'s
+"l2-reads" roof). On the H100 (2026-12-06, `tests/fixtures/h100_real_vit_timm_truth3`, the
+ceilings measured that day) timm's ViT-B/16 ran its backward's fp32 residual-gradient
+`add_` (two 38.7 MB reads, 50 MiB of L2) at 105.5% of the HBM roof for its mix.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from membound.cost.call import OpCall, TensorMeta, broadcast, promote
 from membound.cost.registry import VECTOR, Cost, register, simple
@@ -81,7 +88,10 @@ def pointwise_cost(call: OpCall, flops_per_element: int) -> Cost:
             dtype = promote([a for a in call.inputs[:2] if a is not None])
         out = TensorMeta(shape, dtype)
     n = call.outputs[0].numel if call.outputs else out.numel
-    return simple(call, n * flops_per_element, [out], VECTOR)
+    cost = simple(call, n * flops_per_element, [out], VECTOR)
+    if not tensors or cost.read_bytes is None:
+        return cost
+    return dataclasses.replace(cost, largest_read=float(max(t.nbytes for t in tensors)))
 
 
 def _make(flops: int):
