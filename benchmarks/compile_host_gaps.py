@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -36,12 +35,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import truth_tally  # noqa: E402
 
-#: kernels torch.compile keeps (a library's, not ATen's elementwise/reduction code)
-LIBRARY = re.compile(
-    r"gemm|cutlass|cublas|sm90|sm80|xmma|cudnn|conv|flash|fmha|attention|nccl|multi_tensor|"
-    r"adam|winograd|implicit|dgrad|wgrad|splitk|gemv|nchwToNhwc|nhwcToNchw",
-    re.IGNORECASE,
-)
+#: kernels torch.compile keeps (a library's, not ATen's elementwise/reduction code): the
+#: compile replay's own heuristic (`analysis.compile_whatif`)
+from membound.analysis.compile_whatif import LIBRARY  # noqa: E402
 
 
 @contextlib.contextmanager
