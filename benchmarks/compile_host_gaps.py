@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import truth_tally  # noqa: E402
 
-#: kernels torch.compile keeps (a library's, not ATen's elementwise/reduction code): the
-#: compile replay's own heuristic (`analysis.compile_whatif`)
-from membound.analysis.compile_whatif import LIBRARY  # noqa: E402
+#: each call as launching no kernel, a fusible one or a library's: the compile replay's own
+#: heuristic (`analysis.compile_whatif`)
+from membound.analysis.compile_whatif import LIBRARY, launch_kinds  # noqa: E402, F401
 
 
 @contextlib.contextmanager
@@ -73,13 +73,7 @@ def split(ctx) -> dict | None:
     c = r.cost_per_call
     gap = np.maximum(r.gap - np.maximum(c - r.own, 0.0), 0.0)
     own = np.maximum(r.own - c, 0.0)
-    names, gpu = ctx.trace.names, ctx.trace.gpu
-    kind = np.zeros(len(gap), dtype=np.int8)  # 0 other, 1 fusible, 2 library
-    for i in range(len(gap)):
-        for a in range(r.act_start[i], r.act_start[i + 1]):
-            if r.act_kernel[a]:
-                kind[i] = 2 if LIBRARY.search(names[int(gpu.name[r.act_row[a]])]) else 1
-                break
+    _, kind, _ = launch_kinds(ctx.trace, r)  # 0 other, 1 fusible, 2 library
     per = r.steps * 1e3
     out = {"step_ms": round(r.step_ms(), 2), "cost_per_call_us": round(c, 2)}
     for k, label in ((2, "library"), (1, "fusible"), (0, "other")):

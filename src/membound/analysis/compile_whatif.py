@@ -71,11 +71,11 @@ FIXED_MS = 1.1
 FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
 
 
-def fusible(trace, r) -> tuple[np.ndarray, np.ndarray]:
-    """(per activity of replay `r`: a kernel compile could fuse, per call: the host work the
-    compiled step keeps of it, 1 or 0): fusible kernels are those `LIBRARY` does not match; a
-    call counts by its first activity; a fusible launch right after another, with no library
-    launch or sync between, loses its host work unless its kernel stays apart (`KEPT`)."""
+def launch_kinds(trace, r) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(per activity of replay `r`: a kernel compile could fuse; per call: 0 it launches no
+    kernel, 1 a fusible one, 2 a library's; per call: its kernel stays a kernel of its own
+    once compiled, `KEPT`). Fusible kernels are those `LIBRARY` does not match; a call counts
+    by its first activity."""
     names, gpu = trace.names, trace.gpu
     name_ids = gpu.name[r.act_row]
     ids = [int(i) for i in np.unique(name_ids)]
@@ -84,11 +84,20 @@ def fusible(trace, r) -> tuple[np.ndarray, np.ndarray]:
     act = r.act_kernel & ~np.isin(name_ids, lib)
     first = r.act_start[:-1]
     has = r.act_start[1:] > first
-    kind = np.zeros(len(first), dtype=np.int8)  # 0 no kernel, 1 fusible, 2 a library's
+    kind = np.zeros(len(first), dtype=np.int8)
     kind[has] = np.where(r.act_kernel[first[has]], np.where(act[first[has]], 1, 2), 0)
     stays = np.zeros(len(first), dtype=bool)
     stays[has] = np.isin(name_ids[first[has]], kept)
-    host = np.ones(len(first))
+    return act, kind, stays
+
+
+def fusible(trace, r) -> tuple[np.ndarray, np.ndarray]:
+    """(per activity of replay `r`: a kernel compile could fuse, per call: the host work the
+    compiled step keeps of it, 1 or 0; `launch_kinds`): a fusible launch right after another,
+    with no library launch or sync between, loses its host work unless its kernel stays apart
+    (`KEPT`)."""
+    act, kind, stays = launch_kinds(trace, r)
+    host = np.ones(len(kind))
     prev = 0
     for i, (k, w) in enumerate(zip(kind.tolist(), r.wait.tolist(), strict=True)):
         if k == 1 and prev == 1 and not stays[i]:
@@ -100,8 +109,8 @@ def fusible(trace, r) -> tuple[np.ndarray, np.ndarray]:
 
 def curve(ctx) -> dict[str, Any] | None:
     """{"kernel_ms_per_step", "fusible_ms_per_step", "launches_fused_per_step",
-    "removed_ms": [...], "saving_ms": [...], "fixed_ms"} for `ctx`'s timeline steps, or None where the replay is not
-    trusted (`gpu_whatif.calibrated_replay`). Kept on `ctx`."""
+    "removed_ms": [...], "saving_ms": [...], "fixed_ms"} for `ctx`'s timeline steps, or None
+    where the replay is not trusted (`gpu_whatif.calibrated_replay`). Kept on `ctx`."""
     if hasattr(ctx, "_compile_whatif"):
         return ctx._compile_whatif
     ctx._compile_whatif = None

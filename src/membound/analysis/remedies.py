@@ -381,12 +381,11 @@ def _compiled(findings: list, indexes, keys: set[str] | None, curve: dict | None
     indexes = list(indexes)
     if not curve or not keys or "compile" not in keys:
         return None, indexes
-    mine = [
-        i for i in indexes
-        if "compile" in remedies_of(findings[i].code, findings[i].evidence)
-        or (findings[i].code in GPU_WORK
-            and keys.intersection(remedies_of(findings[i].code, findings[i].evidence)))
-    ]  # fmt: skip
+    mine = []
+    for i in indexes:
+        own = remedies_of(findings[i].code, findings[i].evidence)
+        if "compile" in own or (findings[i].code in GPU_WORK and keys.intersection(own)):
+            mine.append(i)
     kernel = 0.0
     for i in mine:
         f = findings[i]
