@@ -132,6 +132,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("log-every-100", ("--log-every", "100"), SYNC, "no per-step .item()", core=False, remedies=("sync_less",)),
         Fix("amp+channels-last", ("--amp", "--channels-last"), _AMP, "both, as a user ends up", remedies=("bf16", "channels_last")),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model): fuses BatchNorm + ReLU and the elementwise chains", core=False, remedies=("compile",)),
+        Fix("fused-optimizer", ("--fused-optimizer",), ("memory-bound-op", "host-sync"), "SGD(fused=True): one kernel for the update (fifteenth session)", core=False, remedies=("fused_optimizer",)),
     ), steps=15, warmup=5),
     Script("resnet50_prefetch", REAL / "resnet50_prefetch.py", (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory", remedies=("pin_memory",)),
@@ -175,12 +176,14 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", remedies=("compile",)),
         # (twelfth session) graph_step, untimed: launch-bound + host-bound, ~8-11 ms/step there
         Fix("cuda-graphs", ("--cuda-graphs",), ("launch-bound", "host-bound"), "the whole step captured once in a CUDA graph and replayed", core=False, remedies=("graph_step",)),
+        Fix("fused-optimizer", ("--fused-optimizer",), ("memory-bound-op", "host-sync"), "AdamW(fused=True), timm's --opt fusedadamw (fifteenth session)", core=False, remedies=("fused_optimizer",)),
     ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=200),
     Script("bert_finetune", REAL / "bert_finetune.py", (
         Fix("bf16", ("--mixed-precision", "bf16"), _AMP, "Accelerator(mixed_precision='bf16')", remedies=("bf16",)),
         Fix("tf32", ("--tf32",), ("fp32-matmul",), "TF32 matmuls", remedies=("tf32",)),
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on BERT", membound=True, remedies=("swap_norms",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", remedies=("compile",)),
+        Fix("fused-optimizer", ("--fused-optimizer",), ("memory-bound-op", "host-sync"), "AdamW(fused=True) (fifteenth session)", core=False, remedies=("fused_optimizer",)),
     ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=200),
     # out of sample (2026-12-04, evening): written before any rule was changed for it
     Script("segmentation_tv", REAL / "segmentation_tv.py", (
@@ -190,6 +193,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("log-every-100", ("--log-every", "100"), SYNC, "the reference's print_freq: no per-step .item()", remedies=("sync_less",)),
         Fix("bf16", ("--bf16",), SYNC, "bf16 autocast without the GradScaler (its found-inf check syncs)"),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+        Fix("fused-optimizer", ("--fused-optimizer",), ("memory-bound-op", "host-sync"), "SGD(fused=True), which also takes the GradScaler's inf check on the GPU (fifteenth session)", core=False, remedies=("fused_optimizer",)),
     ), steps=15, warmup=5, timeout_s=150, diag_timeout_s=220),
     # out of sample (2026-12-04, late): written before any rule was changed for it, not yet
     # measured (no device that session)
@@ -221,6 +225,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
         Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(model)", core=False, remedies=("compile",)),
+        Fix("fused-optimizer", ("--fused-optimizer",), ("memory-bound-op", "host-sync"), "AdamW(fused=True) (fifteenth session)", core=False, remedies=("fused_optimizer",)),
     ), steps=20, warmup=5, timeout_s=180, diag_timeout_s=240),
     # out of sample (2026-12-05, eighth session, no device lent): written before any rule was
     # changed for it, not yet measured; torch.optim.SGD in place of the per-parameter loop

@@ -13,6 +13,7 @@ Fixes, one flag each:
   --tf32                   torch.backends.cuda.matmul.allow_tf32 = True
   --swap-norms             membound.swap_norms(model) (BERT's 25 LayerNorms)
   --compile                torch.compile(model) before accelerator.prepare
+  --fused-optimizer        AdamW(fused=True): one kernel for the update
 
     python examples/real/bert_finetune.py --steps 20
     membound diagnose -- python examples/real/bert_finetune.py
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls")
     p.add_argument("--swap-norms", action="store_true", help="membound.swap_norms(model)")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
+    p.add_argument("--fused-optimizer", action="store_true", help="AdamW(fused=True)")
     args = parse(p, argv)
     transformers = require("transformers", "bert_finetune.py")
     accelerate = require("accelerate", "bert_finetune.py")
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
             "weight_decay": 0.0,
         },
     ]
-    optimizer = torch.optim.AdamW(grouped, lr=2e-5)
+    optimizer = torch.optim.AdamW(grouped, lr=2e-5, fused=True if args.fused_optimizer else None)
     dataset = SyntheticSentences(batch * (timer.total_steps + 2), max_len, config.vocab_size, 2)
     loader = torch.utils.data.DataLoader(
         dataset, shuffle=True, collate_fn=pad_collate(max_len), batch_size=batch

@@ -21,6 +21,7 @@ Fixes, one flag each (what a user would try):
   --sdpa                attention by F.scaled_dot_product_attention, not einsum + softmax
   --foreach-ema         the EMA update as one torch._foreach_lerp_ over the parameter lists
   --compile             torch.compile(model)
+  --fused-optimizer     AdamW(fused=True): one kernel for the update
   --log-every N         read the loss every N steps, not every step
   --pin-memory          DataLoader(pin_memory=True)
   --num-workers N       DataLoader workers (default 2)
@@ -228,6 +229,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sdpa", action="store_true", help="F.scaled_dot_product_attention")
     p.add_argument("--foreach-ema", action="store_true", help="EMA by torch._foreach_lerp_")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
+    p.add_argument("--fused-optimizer", action="store_true", help="AdamW(fused=True)")
     p.add_argument("--log-every", type=int, default=1, metavar="N", help="loss.item() every N")
     p.add_argument("--pin-memory", action="store_true", help="DataLoader(pin_memory=True)")
     p.add_argument("--num-workers", type=int, default=2, metavar="N", help="(default 2)")
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> dict:
     model = model.to(memory_format=layout)
     ema = copy.deepcopy(model).requires_grad_(False)
     params, ema_params = list(model.parameters()), list(ema.parameters())
-    optimizer = torch.optim.AdamW(params, lr=2e-4)
+    optimizer = torch.optim.AdamW(params, lr=2e-4, fused=True if args.fused_optimizer else None)
     net = torch.compile(model) if args.compile else model
 
     betas = torch.linspace(BETA_1, BETA_T, T, dtype=torch.float64)

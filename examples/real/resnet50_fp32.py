@@ -10,6 +10,7 @@ Fixes, one flag each:
   --amp             bf16 autocast (16-bit activations: half the bytes, tensor-core math)
   --channels-last   model and inputs in channels_last (NHWC) memory format
   --compile         torch.compile(model) (what the torchvision reference offers as --compile)
+  --fused-optimizer SGD(fused=True): one kernel for the update
   --tf32            allow TF32 for fp32 matmuls and convolutions
   --log-every N     read the loss (.item(), a sync) every N steps, not every step
 
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format")
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls and convolutions")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
+    p.add_argument("--fused-optimizer", action="store_true", help="SGD(fused=True)")
     p.add_argument(
         "--log-every",
         type=int,
@@ -114,7 +116,13 @@ def main(argv: list[str] | None = None) -> dict:
     criterion = nn.CrossEntropyLoss()
     if args.compile:
         model = torch.compile(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=0.1,
+        momentum=0.9,
+        weight_decay=1e-4,
+        fused=True if args.fused_optimizer else None,
+    )
     autocast = (
         torch.autocast(device_type="cuda" if args.cuda else "cpu", dtype=torch.bfloat16)
         if args.amp

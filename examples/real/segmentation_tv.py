@@ -15,6 +15,8 @@ Fixes, one flag each:
   --channels-last       model and images in channels_last
   --bf16                bf16 autocast, no GradScaler (instead of fp16 + scaler)
   --compile             torch.compile(model)
+  --fused-optimizer     SGD(fused=True): one kernel for the update, which also takes the
+                        GradScaler's inf check on the GPU (no .item() in scaler.step)
   --log-every N         read the loss every N steps (the reference's print_freq), not every step
 
     python examples/real/segmentation_tv.py --steps 15
@@ -85,6 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--channels-last", action="store_true", help="channels_last model and images")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast instead of fp16 + scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
+    p.add_argument("--fused-optimizer", action="store_true", help="SGD(fused=True)")
     p.add_argument(
         "--log-every",
         type=int,
@@ -129,7 +132,13 @@ def main(argv: list[str] | None = None) -> dict:
         {"params": [q for q in model.classifier.parameters() if q.requires_grad]},
         {"params": [q for q in model.aux_classifier.parameters() if q.requires_grad], "lr": 0.2},
     ]  # the reference's groups (torch.compile's module passes attributes through)
-    optimizer = torch.optim.SGD(params, lr=0.02, momentum=0.9, weight_decay=1e-4)
+    optimizer = torch.optim.SGD(
+        params,
+        lr=0.02,
+        momentum=0.9,
+        weight_decay=1e-4,
+        fused=True if args.fused_optimizer else None,
+    )
     total = timer.total_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda x: (1 - x / total) ** 0.9)
     half = torch.bfloat16 if args.bf16 else torch.float16

@@ -13,6 +13,7 @@ Fixes, one flag each:
   --membound-prefetch   membound.data.prefetch(loader): pinned batches on a side stream
   --swap-norms          membound.swap_norms(model) (the ViT's 25 LayerNorms)
   --compile             torch.compile(model) (timm's --torchcompile)
+  --fused-optimizer     AdamW(fused=True): one kernel for the update (timm's --opt fusedadamw)
   --log-every N         read the loss every N steps (timm's log interval), not every step
   --cuda-graphs         forward, backward and AdamW's step captured once in a CUDA graph and
                         replayed, each batch copied into static inputs (membound's graph_step
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--swap-norms", action="store_true", help="membound.swap_norms(model)")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
+    p.add_argument("--fused-optimizer", action="store_true", help="AdamW(fused=True)")
     p.add_argument(
         "--log-every",
         type=int,
@@ -122,7 +124,11 @@ def main(argv: list[str] | None = None) -> dict:
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
     # capturable: AdamW's step counters stay on the GPU, which a captured step needs
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=1e-3, weight_decay=0.05, capturable=args.cuda_graphs
+        model.parameters(),
+        lr=1e-3,
+        weight_decay=0.05,
+        capturable=args.cuda_graphs,
+        fused=True if args.fused_optimizer else None,
     )
     amp = torch.autocast(device_type="cuda" if args.cuda else "cpu", dtype=torch.bfloat16)
 
