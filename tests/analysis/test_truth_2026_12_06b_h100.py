@@ -51,8 +51,11 @@ def test_convnext_amp_predictions_today():
     """The top remedy, torch.compile (20.60 predicted), saved 12.26: out of tolerance, but
     within the tolerance of the best fix (bf16 autocast without a scaler, 14.63): a tie.
     The EMA's foreach 8.46 against 11.70 (0.9 before the EMA was told apart and its idle
-    counted); the fused AdamW is named for the scaler's sync, which the fallback prices at
-    its own idle only (0.90 against 10.91)."""
+    counted); the fused AdamW was named for the scaler's sync, which the fallback priced at
+    its own idle only (0.90 against 10.91); since the fifteenth session its own replay
+    (`analysis.optimizer_whatif`: the scaler's sync and the foreach update's host work gone)
+    predicts 7.71, out of this call's tolerance (2.73) by 0.47 ms, within the second host's
+    (9.08 measured; `test_optimizer_whatif.py`)."""
     rows, report, _ = _load("h100_real_convnext_amp_truth1")
     assert [r["remedy"] for r in report["remedies"]][:3] == ["compile", "bf16_storage", "foreach"]
     c, ema, fused = rows["compile"], rows["ema-foreach"], rows["fused-adamw"]
@@ -69,7 +72,7 @@ def test_convnext_amp_predictions_today():
     # bf16 autocast removes the scaler and its sync: named for it, priced as the sync's idle
     assert rows["bf16"]["predicted_ms"] == pytest.approx(0.90, abs=0.01)
     assert fused["predicted_by"] == "fused_optimizer"
-    assert fused["predicted_ms"] == pytest.approx(0.90, abs=0.01) and not fused["within"]
+    assert fused["predicted_ms"] == pytest.approx(7.71, abs=0.01) and not fused["within"]
     sync = next(f for f in report["findings"] if f["code"] == "host-sync")
     assert sync["evidence"]["grad_scaler_sync"] is True  # its fix text: test_kernel_map.py
 

@@ -9,7 +9,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from membound.analysis import compile_whatif, gpu_whatif, norm_whatif, pacing, remedies
+from membound.analysis import (
+    compile_whatif,
+    gpu_whatif,
+    norm_whatif,
+    optimizer_whatif,
+    pacing,
+    remedies,
+)
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
 from membound.analysis.clean import clean_trace
 from membound.analysis.context import AnalysedTrace
@@ -291,6 +298,17 @@ def analyze_trace(
             # work, a saving or a loss (`analysis.pacing`)
             compiled = compile_whatif.behind_loader(compiled, pacing.loader_wait_ms(findings))
             gpu_curve = {**(gpu_curve or {}), "compile": compiled}
+    fused = optimizer_whatif.of(ctx) if findings else None
+    if fused is not None:
+        # a fused optimizer's own what-if, kept beside the others (`remedies.fused_of`); a
+        # worker-bound loader's wait takes up what it changes, as for compile
+        wait = pacing.loader_wait_ms(findings)
+        if wait and wait > 0:
+            v = fused["saving_ms"]
+            fused = {**fused, "saving_ms": max(v - wait, 0.0) if v > 0 else min(v + wait, 0.0),
+                     "loader_wait_ms": round(wait, 4)}  # fmt: skip
+        gpu_curve = {**(gpu_curve or {}), "fused_optimizer": fused}
+        notes.append(optimizer_whatif.note(fused))
     findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)

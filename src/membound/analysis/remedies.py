@@ -229,12 +229,24 @@ def remedies(
             r.findings.append(i)
             if f.code not in r.codes:
                 r.codes.append(f.code)
+    fused = fused_of(gpu_curve)
+    if fused is not None and "fused_optimizer" not in by_key and fused["saving_ms"] > 0:
+        # no finding names it (its parts were each too small, or fell to other remedies):
+        # the optimizer's own what-if still predicts it
+        by_key["fused_optimizer"] = Remedy("fused_optimizer", REMEDIES["fused_optimizer"], 0.0, 0.0)
+        place["fused_optimizer"] = 0
+    if fused is not None and "fused_optimizer" in by_key:  # the loop's own class
+        by_key[
+            "fused_optimizer"
+        ].what = (
+            f"a fused optimizer: torch.optim.{fused.get('optimizer', 'AdamW')}(..., fused=True)"
+        )
     out = []
     for r in by_key.values():
         curve = gpu_curve if r.key in CURVE_REMEDIES else None
         r.saving_ms_per_step = _saving(
             findings, r.findings, r.key == "bf16_storage", curve, autocast=r.key == "bf16",
-            keys={r.key}, compile_curve=compile_curve_of(gpu_curve),
+            keys={r.key}, compile_curve=compile_curve_of(gpu_curve), fused=fused,
         )  # fmt: skip
         replayed = norm_whatif_ms(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
@@ -317,12 +329,14 @@ def combined(
         parts = [(by_curve, gpu_curve), ([i for i in mine if i not in by_curve], None)]
     else:
         parts = [(mine, None)]
+    fused = fused_of(gpu_curve) if "fused_optimizer" in wanted else None
     total = sum(
         _saving(
             findings, idx, "bf16_storage" in wanted, curve, autocast="bf16" in wanted,
             keys=wanted, compile_curve=compile_curve_of(gpu_curve),
+            fused=fused if k == 0 else None,
         )
-        for idx, curve in parts
+        for k, (idx, curve) in enumerate(parts)
     )  # fmt: skip
     return min(total, step_ms) if step_ms and step_ms > 0 else total
 
@@ -372,6 +386,28 @@ def compile_curve_of(gpu_curve: dict | None) -> dict | None:
     return c if isinstance(c, dict) else None
 
 
+def fused_of(gpu_curve: dict | None) -> dict | None:
+    """The fused optimizer's what-if (`analysis.optimizer_whatif.of`) the analysis keeps in
+    its GPU what-if under "fused_optimizer", or None."""
+    w = gpu_curve.get("fused_optimizer") if isinstance(gpu_curve, dict) else None
+    return w if isinstance(w, dict) and w.get("saving_ms") is not None else None
+
+
+def _fused(findings: list, indexes, keys: set[str] | None, what_if: dict | None):
+    """(the fused optimizer's replayed saving, the indexes left for the sum) where
+    `fused_optimizer` is among `keys` and its what-if reads: the findings it recovers (the
+    optimizer ops' memory-bound time, the GradScaler's sync) are in the replay, not added
+    again; else (None, indexes)."""
+    indexes = list(indexes)
+    if what_if is None or not keys or "fused_optimizer" not in keys:
+        return None, indexes
+    mine = [
+        i for i in indexes
+        if "fused_optimizer" in remedies_of(findings[i].code, findings[i].evidence)
+    ]  # fmt: skip
+    return float(what_if["saving_ms"]), [i for i in indexes if i not in mine]
+
+
 def _compiled(findings: list, indexes, keys: set[str] | None, curve: dict | None):
     """(compile's saving read from its what-if `curve`, the indexes left for the sum) where
     compile is among `keys` and the curve reads: the findings compile recovers go through the
@@ -405,6 +441,7 @@ def _saving(
     autocast: bool = False,
     keys: set[str] | None = None,
     compile_curve: dict | None = None,
+    fused: dict | None = None,
 ) -> float:
     """What the findings `indexes` save together: their idle findings' sum plus their
     GPU-work findings' kernel time read through `gpu_curve` (`gpu_whatif.saving`); with
@@ -413,8 +450,10 @@ def _saving(
     host work autocast adds is paid (`gpu_whatif.autocast_cap`); `keys`, the remedies
     applied, for the findings that state a part of their saving per remedy
     (`finding_saving`); `compile_curve`, compile's what-if, which predicts the findings
-    compile recovers where compile is among `keys` (`_compiled`), signed."""
+    compile recovers where compile is among `keys` (`_compiled`), signed; `fused`, the fused
+    optimizer's what-if, likewise for `fused_optimizer` (`_fused`)."""
     compiled, indexes = _compiled(findings, indexes, keys, compile_curve)
+    refit, indexes = _fused(findings, indexes, keys, fused)
     kernel = other = 0.0
     for i in indexes:
         saving = finding_saving(findings[i], keys)
@@ -431,4 +470,4 @@ def _saving(
         kernel = max(kernel, _alone(findings, indexes))
     gpu = gpu_whatif.saving(gpu_curve, kernel)
     cap = gpu_whatif.autocast_cap(gpu_curve) if autocast else None
-    return (gpu if cap is None else min(gpu, cap)) + other + (compiled or 0.0)
+    return (gpu if cap is None else min(gpu, cap)) + other + (compiled or 0.0) + (refit or 0.0)

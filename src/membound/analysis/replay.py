@@ -81,6 +81,7 @@ class Replay:
     profiled_ms: float  # the recorded step (`Step.wall_ms` mean) the replay should give at c=0
     before: int = -1  # row of `trace.gpu`: the last kernel launched before the window (-1 none)
     cost_per_call: float = 0.0  # µs: the calibrated profiler cost per call
+    call_ts: np.ndarray | None = None  # per call: when it started on the trace clock (µs)
 
     @classmethod
     def from_trace(cls, trace, steps) -> Replay | None:
@@ -183,6 +184,7 @@ class Replay:
             steps=len(steps), begin=float(lo), tail=tail, gap=gap, own=own, wait=wait,
             sync_copy=small, act_start=act_start, act_stream=a_stream.astype(np.int64),
             act_dur=a_dur, act_row=a_idx, act_kernel=gpu.kind[a_idx] == KERNEL, before=before, free0=free0, latency=latency, profiled_ms=profiled,
+            call_ts=ts,
         )  # fmt: skip
 
     def streams_busy(self, share: float = 0.01) -> int:
