@@ -70,7 +70,8 @@ def test_convnext_amp_predictions_today():
     assert ema["predicted_by"] == "foreach"
     assert ema["predicted_ms"] == pytest.approx(8.46, abs=0.01) and not ema["within"]
     # bf16 autocast removes the scaler and its sync: named for it, priced as the sync's idle
-    assert rows["bf16"]["predicted_ms"] == pytest.approx(0.90, abs=0.01)
+    # (0.90) until the fifteenth session, now as the replay of that sync alone (7.14)
+    assert rows["bf16"]["predicted_ms"] == pytest.approx(7.14, abs=0.01)
     assert fused["predicted_by"] == "fused_optimizer"
     assert fused["predicted_ms"] == pytest.approx(7.71, abs=0.01) and not fused["within"]
     sync = next(f for f in report["findings"] if f["code"] == "host-sync")

@@ -309,6 +309,9 @@ def combined(
         if float(f.time_lost_ms_per_step or 0.0) > 0.0
         and wanted.intersection(remedies_of(f.code, f.evidence))
     ]
+    # the fused optimizer's replay takes its findings (or bf16 the scaler's sync) once
+    refit, mine = _fused(findings, mine, wanted, fused_of(gpu_curve))
+    refit = refit or 0.0
     # (finding indexes, the curve they are read through): curve remedies alone read all of
     # theirs through it; a mix (HF's torch_compile=True, which turns TF32 on too; AMP with
     # channels_last) takes each part as it would be applied alone, each finding counted once:
@@ -329,14 +332,12 @@ def combined(
         parts = [(by_curve, gpu_curve), ([i for i in mine if i not in by_curve], None)]
     else:
         parts = [(mine, None)]
-    fused = fused_of(gpu_curve) if "fused_optimizer" in wanted else None
-    total = sum(
+    total = refit + sum(
         _saving(
             findings, idx, "bf16_storage" in wanted, curve, autocast="bf16" in wanted,
             keys=wanted, compile_curve=compile_curve_of(gpu_curve),
-            fused=fused if k == 0 else None,
         )
-        for k, (idx, curve) in enumerate(parts)
+        for idx, curve in parts
     )  # fmt: skip
     return min(total, step_ms) if step_ms and step_ms > 0 else total
 
@@ -397,15 +398,27 @@ def _fused(findings: list, indexes, keys: set[str] | None, what_if: dict | None)
     """(the fused optimizer's replayed saving, the indexes left for the sum) where
     `fused_optimizer` is among `keys` and its what-if reads: the findings it recovers (the
     optimizer ops' memory-bound time, the GradScaler's sync) are in the replay, not added
-    again; else (None, indexes)."""
+    again. Where bf16 autocast is among `keys` without it, and a GradScaler's sync precedes
+    the update, bf16 (no scaler at all) takes the replay's figure for that sync alone in
+    place of the `host-sync` finding that names the scaler. Else (None, indexes)."""
     indexes = list(indexes)
-    if what_if is None or not keys or "fused_optimizer" not in keys:
+    if what_if is None or not keys:
         return None, indexes
-    mine = [
-        i for i in indexes
-        if "fused_optimizer" in remedies_of(findings[i].code, findings[i].evidence)
-    ]  # fmt: skip
-    return float(what_if["saving_ms"]), [i for i in indexes if i not in mine]
+    if "fused_optimizer" in keys:
+        mine = [
+            i for i in indexes
+            if "fused_optimizer" in remedies_of(findings[i].code, findings[i].evidence)
+        ]  # fmt: skip
+        return float(what_if["saving_ms"]), [i for i in indexes if i not in mine]
+    if "bf16" in keys and what_if.get("grad_scaler_sync") and what_if.get("sync_ms"):
+        mine = [
+            i for i in indexes
+            if findings[i].code == "host-sync"
+            and (findings[i].evidence or {}).get("grad_scaler_sync")
+        ]  # fmt: skip
+        if mine:
+            return float(what_if["sync_ms"]), [i for i in indexes if i not in mine]
+    return None, indexes
 
 
 def _compiled(findings: list, indexes, keys: set[str] | None, curve: dict | None):
