@@ -11,7 +11,7 @@ PARK="${PARK:-/tmp/membound_fixture_park}"
 case "${1:-}" in
   out)
     mkdir -p "$PARK"
-    for f in tests/fixtures/h200_real_gpt2_run{3,4,5,6,7}; do
+    for f in tests/fixtures/h200_real_gpt2_run{3,4,5,6,7,8,9}; do
       [ -d "$f" ] && mv "$f" "$PARK/"
     done
     git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 ;;
