@@ -49,8 +49,10 @@ def test_compiled_dcgan_compile_inferred_and_its_prediction_checked(dcgan):
     """The eager DCGAN's report predicted compile to save several ms a step (4.85, the
     findings' sum) until the fourteenth session; in the same device call the compiled
     DCGAN's unprofiled step was the same (15.23 -> 15.16 ms). compile is now read from its
-    own replay (`analysis.compile_whatif`), which predicts a small loss: the check infers
-    compile from inductor's kernels and finds the prediction within tolerance."""
+    own replay (`analysis.compile_whatif`), which predicts about nothing (a 0.10 ms loss until
+    the fifteenth session, 0.01 saved since the replay stopped taking async device-to-device
+    copies for waits): the check infers compile from inductor's kernels and finds the
+    prediction within tolerance."""
     before, after = dcgan
     p = compare(before, after)["prediction"]
     assert p["fixes"] == ["compile"] and p["how"] == "inferred"
@@ -58,12 +60,12 @@ def test_compiled_dcgan_compile_inferred_and_its_prediction_checked(dcgan):
     assert p["basis"] == "unprofiled"
     assert p["measured_ms"] == pytest.approx(15.2307 - 15.1618)
     assert p["predicted_ms"] == pytest.approx(_remedy(before, "compile"), abs=1e-3)
-    assert -1.0 < p["predicted_ms"] < 0.0  # a loss: the fused launches do not pay its runtime
+    assert abs(p["predicted_ms"]) < 0.1  # the fused launches about pay for its runtime
     assert p["within_tolerance"] is True
     assert p["error_ms"] == pytest.approx(p["predicted_ms"] - p["measured_ms"])
     assert p["top_remedy"]["remedy"] != "compile"
     line = prediction_line(p)
-    assert "compile was to lose" in line and "within the tolerance" in line
+    assert "compile was to save 0.01" in line and "within the tolerance" in line
 
 
 def test_compiled_dcgan_idle_rows_show_where_the_host_time_went(dcgan):

@@ -176,19 +176,21 @@ def test_the_convnext_s_fused_adamw_on_the_h100():
     """timm's ConvNeXt-T recipe under --amp (fp16, a GradScaler, AdamW over two groups): 32
     foreach launches a step in 5.3 ms of host work; the scaler's inf check before them. The
     fused AdamW was timed in two calls: 10.91 ms/step saved (this fixture's call) and 9.08
-    (a second host's). The findings' sum said 0.90; the replay says 7.71: within issue 15's
-    tolerance of the second call, 3.2 ms short of the first's (max(25%, 2 ms) = 2.73)."""
+    (a second host's), 13.59 on a third (`h100_real_convnext_amp_truth2`). The findings' sum
+    said 0.90; the replay says 11.89: within issue 15's tolerance of this call's 10.91 (7.71
+    before the EMA's device-to-device copies stopped counting as waits, `analysis.replay`),
+    2.81 over the second's (max(25%, 2 ms) = 2.27)."""
     a = analyze([timeline_in(FIXTURES / "h100_real_convnext_amp_truth1")])
     w = a.gpu_whatif["fused_optimizer"]
     assert (w["optimizer"], w["launches_per_step"], w["scaler_syncs_per_step"]) == ("AdamW", 32, 1)
     assert w["block_host_ms_per_step"] == pytest.approx(5.28, abs=0.01)
-    assert w["sync_ms"] == pytest.approx(7.14, abs=0.01)
-    assert w["saving_ms"] == pytest.approx(7.71, abs=0.01)
+    assert w["sync_ms"] == pytest.approx(10.49, abs=0.01)
+    assert w["saving_ms"] == pytest.approx(11.89, abs=0.01)
     fused = next(r for r in a.remedies if r.key == "fused_optimizer")
-    assert fused.saving_ms_per_step == pytest.approx(7.71, abs=0.01)
-    assert abs(fused.saving_ms_per_step - 9.08) <= max(0.25 * 9.08, 2.0)
-    assert abs(fused.saving_ms_per_step - 10.91) > max(0.25 * 10.91, 2.0)
-    # bf16 autocast (no GradScaler): the scaler's sync alone, 7.14 (0.90 before: its idle);
-    # measured 14.63 in this call, 5.56 on the second host (within there)
+    assert fused.saving_ms_per_step == pytest.approx(11.89, abs=0.01)
+    assert abs(fused.saving_ms_per_step - 10.91) <= max(0.25 * 10.91, 2.0)
+    assert abs(fused.saving_ms_per_step - 9.08) > max(0.25 * 9.08, 2.0)
+    # bf16 autocast (no GradScaler): the scaler's sync alone, 10.49 (0.90 before: its idle);
+    # measured 14.63 in this call (0.51 outside its tolerance), 5.56 on the second host
     bf16 = next(r for r in a.remedies if r.key == "bf16")
-    assert bf16.saving_ms_per_step == pytest.approx(7.14, abs=0.01)
+    assert bf16.saving_ms_per_step == pytest.approx(10.49, abs=0.01)

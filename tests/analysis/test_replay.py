@@ -96,6 +96,30 @@ def test_calibration_takes_the_profilers_cost_off_every_call(tmp_path):
     assert r.faithful()
 
 
+def test_async_copies_that_never_block_the_host_are_not_waits(tmp_path):
+    """Three cudaMemcpyAsync calls made while the GPU is idle, each returning after its 2-µs
+    copy ended: device to device and pinned host to device never block the host (taken as
+    waits, they would hold a host that runs ahead back for the whole queue: the H100
+    ConvNeXt's EMA copies), a pageable host-to-device copy does (the driver stages it)."""
+    b = TraceBuilder()
+    steps = []
+    for s in range(2):
+        t = s * 100.0
+        b.step(s, t, 100.0)
+        b.launch("k1", t, t + 5, 2)
+        for k, (direction, memory) in enumerate(
+            (("DtoD", "Device"), ("HtoD", "Pinned"), ("HtoD", "Pageable"))
+        ):
+            h = t + 10 + 30 * k
+            corr = b.runtime("cudaMemcpyAsync", h, 10)
+            b.memcpy(h + 5, 2, 1 << 20, memory=memory, corr=corr, direction=direction)
+        steps.append(Step(s, t, t + 100, 0.1, 0.006, 0.0, 0.094,
+                          host_start_us=t, host_end_us=t + 100))  # fmt: skip
+    trace = load_trace(b.write(tmp_path / "copies.json"))
+    r = Replay.from_trace(trace, steps)
+    assert list(r.wait) == [0, 0, 0, 2] * 2
+
+
 def test_kernel_labels_are_short():
     fused = (
         "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"

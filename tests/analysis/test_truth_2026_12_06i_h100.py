@@ -14,9 +14,11 @@ What they showed:
 - DeepLabV3 (fp16 with a GradScaler and SGD): -1.73 in the first call (its diagnose run's
   unprofiled step 11.5% above the plain timer's baselines), 5.16 in the second (its two
   baselines 11.4% apart): 2.64 and 3.08 predicted, between the two; both misses.
-- The ConvNeXt on a third host: the fused AdamW saved 13.59 (7.34 predicted) and bf16 without
-  the scaler 12.87 (6.76: the replay of the scaler's sync alone). The replay has the
-  direction and about half of it on all three hosts (10.91, 9.08, 13.59 measured).
+- The ConvNeXt on a third host: the fused AdamW saved 13.59 (7.34 predicted in the call) and
+  bf16 without the scaler 12.87 (6.76: the replay of the scaler's sync alone). After the
+  call, the replay's host was found held back by the EMA's 182 device-to-device copies a
+  step, taken as waits since each call had returned after its copy (`analysis.replay`):
+  re-analysed, 12.12 (within) and 9.20 (0.47 ms outside the tolerance).
 
 The savings are the device's; the predictions are today's code's."""
 
@@ -72,17 +74,17 @@ def test_bert_has_the_remedy_with_no_finding_behind_it():
     assert fused["findings"] == []
 
 
-def test_the_convnext_on_a_third_host_under_predicted_by_half():
+def test_the_convnext_on_a_third_host():
     rows, report, t = _load("h100_real_convnext_amp_truth2")
     assert t["baseline_ms"] == pytest.approx(69.5007, abs=1e-3)
     fused, bf16 = rows["fused-adamw"], rows["bf16"]
     assert fused["measured_ms"] == pytest.approx(13.59, abs=0.01)
-    assert fused["predicted_ms"] == pytest.approx(7.34, abs=0.01) and not fused["within"]
+    assert fused["predicted_ms"] == pytest.approx(12.12, abs=0.01) and fused["within"]
     assert bf16["measured_ms"] == pytest.approx(12.87, abs=0.01)
-    assert bf16["predicted_ms"] == pytest.approx(6.76, abs=0.01) and not bf16["within"]
+    assert bf16["predicted_ms"] == pytest.approx(9.20, abs=0.01) and not bf16["within"]
     w = report["gpu_whatif"]["fused_optimizer"]
     assert (w["launches_per_step"], w["scaler_syncs_per_step"]) == (32, 1)
-    assert w["sync_ms"] == pytest.approx(6.76, abs=0.01)
+    assert w["sync_ms"] == pytest.approx(9.20, abs=0.01)
     # the capture's overhead on this host-paced loop stays over issue 15's 10% (21%)
     assert report["profiler_overhead_fraction"] == pytest.approx(0.2119, abs=1e-3)
     assert abs(fused["diagnose_off"]) <= 0.05

@@ -90,10 +90,10 @@ def optimizer_class(ctx) -> str | None:
 
 def blocks(trace, r) -> np.ndarray:
     """Per call of replay `r`: the index of the optimizer block it belongs to, -1 none. A block
-    is, per step (`r.call_ts` against the steps' host marks is not needed: the longest run
-    starting in each step's share of the calls), the longest run of consecutive calls that
-    launch a multi-tensor kernel or nothing at all (not a sync), holding at least
-    `MIN_LAUNCHES` multi-tensor launches and starting with one."""
+    is, per step, the longest run of consecutive calls that launch a multi-tensor kernel or
+    nothing at all (not a sync), starting with a multi-tensor launch and holding at least
+    `MIN_LAUNCHES` of them; the steps' runs are told apart by where they start among the
+    calls (the k-th of `r.steps` equal shares: each step makes about as many calls)."""
     n = len(r.gap)
     first = r.act_start[:-1]
     has = r.act_start[1:] > first

@@ -12,7 +12,9 @@ the timeline pass recorded and plays it again with the host's and the GPU's rule
   own duration. A synchronising call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
   `cudaEventSynchronize`) waits until every stream has run what was launched before it, then
   takes its own time (its duration minus the wait it recorded); a memcpy call that returned
-  only after its copy ended (a blocking copy) waits for its copy.
+  only after its copy ended (a blocking copy) waits for its copy, unless it is an async copy
+  that never blocks the host (device to device, or from pinned host memory: such a call
+  returned after its copy only because the GPU was idle when it was made).
 - **GPU.** Each stream runs its activities in launch order: an activity starts at the later
   of its launch plus the trace's launch latency and the end of the stream's previous one,
   and lasts what it lasted. Dependencies between streams (events) are not modelled.
@@ -34,7 +36,7 @@ from functools import cached_property
 import numpy as np
 
 from membound.analysis import intervals as iv
-from membound.trace.model import D2H, KERNEL, LAUNCH_CALLS, MEMCPY_CALL, SYNC
+from membound.trace.model import D2D, D2H, H2D, KERNEL, LAUNCH_CALLS, MEMCPY_CALL, PINNED, SYNC
 
 #: a blocking D2H copy up to this size is a host sync's (`.item()`, `.cpu()` of a scalar or
 #: a small tensor), removed with the sync when `drop_syncs`; larger ones are data the loop
@@ -81,7 +83,6 @@ class Replay:
     profiled_ms: float  # the recorded step (`Step.wall_ms` mean) the replay should give at c=0
     before: int = -1  # row of `trace.gpu`: the last kernel launched before the window (-1 none)
     cost_per_call: float = 0.0  # µs: the calibrated profiler cost per call
-    call_ts: np.ndarray | None = None  # per call: when it started on the trace clock (µs)
 
     @classmethod
     def from_trace(cls, trace, steps) -> Replay | None:
@@ -149,11 +150,25 @@ class Replay:
         wait[is_sync] = 1
         recorded_wait = np.clip(done_before - ts, 0.0, None)
         own[is_sync] = np.maximum(dur[is_sync] - recorded_wait[is_sync], 0.0)
-        # a memcpy call that returned after its copy ended blocked on it
+        # a memcpy call that returned after its copy ended blocked on it, unless it is an
+        # async copy that never blocks the host (device to device, or from pinned memory):
+        # such a call returns after its copy only where the GPU was idle when it was made,
+        # and taken as blocking it would hold the host back for the whole queue in a play
+        # where the host runs ahead (a ModelEmaV2 update's 182 `copy_` a step, H100 ConvNeXt)
         first = act_start[:-1]
         has = act_start[1:] > first
         copy_call = (call == MEMCPY_CALL) & has
         blocking = copy_call & (ts + dur >= last_end - 1.0)
+        if blocking.any():
+            k = np.flatnonzero(blocking)
+            row = a_idx[first[k]]
+            asynchronous = np.array(
+                ["Async" in trace.names[int(n)] for n in rt.name[sel[k]]], dtype=bool
+            )
+            never = (gpu.direction[row] == D2D) | (
+                (gpu.direction[row] == H2D) & (gpu.host_memory[row] == PINNED)
+            )
+            blocking[k[asynchronous & never]] = False
         wait[blocking] = 2
         waited = np.clip(np.minimum(last_end, ts + dur) - ts, 0.0, None)
         own[blocking] = np.maximum(dur[blocking] - waited[blocking], 0.0)
@@ -184,7 +199,6 @@ class Replay:
             steps=len(steps), begin=float(lo), tail=tail, gap=gap, own=own, wait=wait,
             sync_copy=small, act_start=act_start, act_stream=a_stream.astype(np.int64),
             act_dur=a_dur, act_row=a_idx, act_kernel=gpu.kind[a_idx] == KERNEL, before=before, free0=free0, latency=latency, profiled_ms=profiled,
-            call_ts=ts,
         )  # fmt: skip
 
     def streams_busy(self, share: float = 0.01) -> int:
