@@ -194,3 +194,19 @@ def test_the_convnext_s_fused_adamw_on_the_h100():
     # measured 14.63 in this call (0.51 outside its tolerance), 5.56 on the second host
     bf16 = next(r for r in a.remedies if r.key == "bf16")
     assert bf16.saving_ms_per_step == pytest.approx(10.49, abs=0.01)
+
+
+def test_a_gan_steps_two_optimizers_and_both_updates_are_replayed(monkeypatch):
+    """The DCGAN steps its discriminator's and its generator's Adam each step (two step
+    annotations a step in its ops pass): both blocks, 7 foreach launches each, are fused."""
+    from membound.analysis import pipeline
+
+    box = {}
+    run_rules = pipeline.run_rules
+    monkeypatch.setattr(
+        pipeline, "run_rules", lambda ctx: box.setdefault("ctx", ctx) and run_rules(ctx)
+    )
+    a = analyze([timeline_in(FIXTURES / "h100_real_dcgan_truth1")])
+    assert optimizer_whatif.optimizers_per_step(box["ctx"]) == 2
+    w = a.gpu_whatif["fused_optimizer"]
+    assert (w["optimizer"], w["launches_per_step"]) == ("Adam", 14)

@@ -88,12 +88,27 @@ def optimizer_class(ctx) -> str | None:
     return cls if cls in FOREACH_PASSES else None
 
 
-def blocks(trace, r) -> np.ndarray:
+def optimizers_per_step(ctx) -> int:
+    """How many optimizer steps the loop makes a step (a GAN steps two): torch.optim's step
+    annotations on the host in the trace the ops came from, over its steps; at least 1."""
+    for trace in (getattr(ctx, "op_trace", None), ctx.trace):
+        if trace is None:
+            continue
+        ids = trace.name_ids(lambda n: STEP_ANNOTATION.match(n) is not None)
+        count = int(np.isin(trace.cpu.name, ids).sum()) if len(ids) else 0
+        if count:
+            steps = getattr(ctx, "op_steps", None) or len(ctx.steps) or 1
+            return max(int(round(count / steps)), 1)
+    return 1
+
+
+def blocks(trace, r, per_step: int = 1) -> np.ndarray:
     """Per call of replay `r`: the index of the optimizer block it belongs to, -1 none. A block
     is, per step, the longest run of consecutive calls that launch a multi-tensor kernel or
     nothing at all (not a sync), starting with a multi-tensor launch and holding at least
-    `MIN_LAUNCHES` of them; the steps' runs are told apart by where they start among the
-    calls (the k-th of `r.steps` equal shares: each step makes about as many calls)."""
+    `MIN_LAUNCHES` of them (the `per_step` longest where the loop steps several optimizers);
+    the steps' runs are told apart by where they start among the calls (the k-th of
+    `r.steps` equal shares: each step makes about as many calls)."""
     n = len(r.gap)
     first = r.act_start[:-1]
     has = r.act_start[1:] > first
@@ -125,14 +140,15 @@ def blocks(trace, r) -> np.ndarray:
     # one block a step: the steps' calls split evenly is enough to tell the steps' runs apart
     # (the longest run of each share of the calls)
     share = n / max(r.steps, 1)
-    best: dict[int, tuple[int, int, int]] = {}
+    by_step: dict[int, list[tuple[int, int, int]]] = {}
     for run in runs:
-        k = min(int(run[0] // share), r.steps - 1)
-        if run[2] > best.get(k, (0, 0, 0))[2]:
-            best[k] = run
-    for b, (s, e, count) in enumerate(sorted(best.values())):
-        if count >= MIN_LAUNCHES:
-            out[s:e] = b
+        by_step.setdefault(min(int(run[0] // share), r.steps - 1), []).append(run)
+    kept = []
+    for step_runs in by_step.values():
+        longest = sorted(step_runs, key=lambda run: -run[2])[: max(per_step, 1)]
+        kept += [run for run in longest if run[2] >= MIN_LAUNCHES]
+    for b, (s, e, _) in enumerate(sorted(kept)):
+        out[s:e] = b
     return out
 
 
@@ -162,7 +178,7 @@ def of(ctx) -> dict[str, Any] | None:
     r = gpu_whatif.calibrated_replay(ctx)
     if r is None:
         return None
-    block = blocks(ctx.trace, r)
+    block = blocks(ctx.trace, r, optimizers_per_step(ctx))
     if not (block >= 0).any():
         return None
     in_block = block >= 0
