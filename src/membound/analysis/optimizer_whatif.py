@@ -205,7 +205,7 @@ def of(ctx) -> dict[str, Any] | None:
         "optimizer": cls,
         "saving_ms": round(base - fused, 4),
         **{k: round(v, 4) for k, v in parts.items()},
-        "launches_per_step": round(float(in_block.sum()) / steps, 1),
+        "launches_per_step": round(float((in_block & (np.diff(r.act_start) > 0)).sum()) / steps, 1),
         "block_host_ms_per_step": round(float((own + gap)[in_block].sum()) / steps / 1e3, 4),
         "block_kernel_ms_per_step": round(
             float(r.act_dur[in_block[act_call] & r.act_kernel].sum()) / steps / 1e3, 4
