@@ -163,6 +163,20 @@ def test_bf16_without_a_scaler_takes_the_scaler_s_sync_from_the_replay():
     assert got["bf16"] == pytest.approx(0.9)
 
 
+def test_only_the_scaler_s_sync_finding_takes_the_replay_s_figure():
+    from membound.analysis.rules.host_sync import priced_by_replay
+
+    scaler = _f("host-sync", 0.9, grad_scaler_sync=True)
+    plain = _f("host-sync", 0.9)
+    got = priced_by_replay([_f("launch-bound", 3.0), scaler, plain], 5.0, 50.0)
+    assert [f.time_lost_ms_per_step for f in got] == [5.0, 3.0, 0.9]
+    assert got[0].share_of_step == pytest.approx(0.1)
+    assert got[0].expected_step_ms_after_fix == pytest.approx(45.0)
+    # never lowered: a replay below the finding's own figure leaves it
+    low = _f("host-sync", 0.9, grad_scaler_sync=True)
+    assert priced_by_replay([low], 0.5, 50.0)[0].time_lost_ms_per_step == 0.9
+
+
 def test_the_remedy_stands_where_no_finding_names_it():
     findings = [_f("launch-bound", 3.0)]
     got = {r.key: r for r in remedies(findings, 60.0, CURVE)}
@@ -194,6 +208,15 @@ def test_the_convnext_s_fused_adamw_on_the_h100():
     # measured 14.63 in this call (0.51 outside its tolerance), 5.56 on the second host
     bf16 = next(r for r in a.remedies if r.key == "bf16")
     assert bf16.saving_ms_per_step == pytest.approx(10.49, abs=0.01)
+    # the finding that names the scaler carries the replay's figure (0.90, its idle, before),
+    # ranked second; reading the loss less often keeps the idle, as its remedy
+    sync = next(f for f in a.findings if f.code == "host-sync")
+    assert [f.code for f in a.findings[:2]] == ["memory-bound-op", "host-sync"]
+    assert sync.time_lost_ms_per_step == pytest.approx(10.49, abs=0.01)
+    assert sync.evidence["saving_by_remedy"]["sync_less"] == pytest.approx(0.904, abs=1e-3)
+    assert "the scaler's sync alone costs 10.49 ms/step" in sync.fix
+    less = next(r for r in a.remedies if r.key == "sync_less")
+    assert less.saving_ms_per_step == pytest.approx(0.904, abs=1e-3)
 
 
 def test_a_gan_steps_two_optimizers_and_both_updates_are_replayed(monkeypatch):

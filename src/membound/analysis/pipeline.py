@@ -24,6 +24,7 @@ from membound.analysis.findings import Finding, capped, ranked, run_rules
 from membound.analysis.op_rows import above_roof_note, op_rows
 from membound.analysis.ops import device_time_us, graph_replay_time_us, join_calls
 from membound.analysis.result import IDLE_CAUSES, Analysis, OpRow
+from membound.analysis.rules import host_sync
 from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_idle, warmup_note
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
@@ -309,6 +310,8 @@ def analyze_trace(
                      "loader_wait_ms": round(wait, 4)}  # fmt: skip
         gpu_curve = {**(gpu_curve or {}), "fused_optimizer": fused}
         notes.append(optimizer_whatif.note(fused))
+        if fused.get("grad_scaler_sync") and fused.get("sync_ms"):
+            findings = host_sync.priced_by_replay(findings, float(fused["sync_ms"]), step)
     findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)

@@ -134,3 +134,34 @@ def _replayed(ctx) -> dict[str, Any] | None:
         # the sites need not be the whole)
         "sites_ms_per_step": {name: round(ms, 4) for name, ms in top},
     }
+
+
+def priced_by_replay(findings: list, sync_ms: float, step_ms: float | None) -> list:
+    """`findings` with the `host-sync` finding that names a GradScaler's inf check priced by
+    the fused optimizer's replay of that sync alone (`analysis.optimizer_whatif`: `sync_ms`),
+    where that is more than its idle: a fused optimizer or bf16 autocast removes the sync and
+    the refill after it, which the idle leaves out where the replay is gated off
+    (`GPU_BOUND_SHARE`). Syncing less keeps the finding's own figure (`saving_by_remedy`):
+    it leaves the scaler's sync where it is. Ranked again."""
+    from membound.analysis.findings import ranked
+
+    for f in findings:
+        ev = f.evidence or {}
+        lost = float(f.time_lost_ms_per_step or 0.0)
+        if f.code != "host-sync" or not ev.get("grad_scaler_sync") or not sync_ms > lost:
+            continue
+        f.evidence = {
+            **ev,
+            "saving_by_remedy": {"sync_less": round(lost, 4)},
+            "scaler_sync_replayed_ms_per_step": round(sync_ms, 4),
+        }
+        f.time_lost_ms_per_step = sync_ms
+        if step_ms:
+            f.share_of_step = sync_ms / step_ms
+            f.expected_step_ms_after_fix = step_ms - sync_ms
+        f.fix = f.fix.rstrip() + (
+            f" Replayed without the profiler, the scaler's sync alone costs {sync_ms:.2f} "
+            "ms/step (the wait and the GPU's refill after it); reading the loss less often "
+            f"saves {lost:.2f} of it at most."
+        )
+    return ranked(findings)
