@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from membound.analysis import gpu_whatif
+from membound.analysis import gpu_whatif, pacing
 
 #: kernels torch.compile keeps as they are (a library's: GEMMs, convolutions, attention,
 #: cuDNN, the optimizer's multi-tensor kernels, NCCL), a heuristic on kernel names; any other
@@ -178,7 +178,7 @@ def behind_loader(c: dict[str, Any], wait_ms: float | None) -> dict[str, Any]:
     it (a saving only beyond the wait, a loss only beyond the slack it leaves)."""
     if not wait_ms or wait_ms <= 0:
         return c
-    moved = [max(v - wait_ms, 0.0) if v > 0 else min(v + wait_ms, 0.0) for v in c["saving_ms"]]
+    moved = [pacing.behind(v, wait_ms) for v in c["saving_ms"]]
     return {**c, "saving_ms": [round(v, 4) for v in moved], "loader_wait_ms": round(wait_ms, 4)}
 
 

@@ -62,6 +62,18 @@ MIN_LAUNCHES = 4
 MULTI_TENSOR = "multi_tensor_apply_kernel"
 
 
+def _step_annotations(ctx):
+    """(the trace, the ids of its names that are torch.optim's step annotations): the trace the
+    ops came from, else the timeline's; (None, empty) where neither names one."""
+    for trace in (getattr(ctx, "op_trace", None), ctx.trace):
+        if trace is None:
+            continue
+        ids = trace.name_ids(lambda n: STEP_ANNOTATION.match(n) is not None)
+        if len(ids):
+            return trace, ids
+    return None, np.zeros(0, dtype=np.int32)
+
+
 def optimizer_class(ctx) -> str | None:
     """The class of the optimizer the loop steps by foreach ops (from torch.optim's step
     annotation in the trace its ops came from), or None: no annotation, several classes, a
@@ -72,16 +84,8 @@ def optimizer_class(ctx) -> str | None:
         names = set(call_column(ctx.calls, "name").tolist())
         if any(f in n for n in names for f in FUSED_OPTIMIZERS):
             return None
-    found: set[str] = set()
-    for trace in (getattr(ctx, "op_trace", None), ctx.trace):
-        if trace is None:
-            continue
-        for n in trace.names:
-            m = STEP_ANNOTATION.match(n)
-            if m:
-                found.add(m.group(1))
-        if found:
-            break
+    trace, ids = _step_annotations(ctx)
+    found = {STEP_ANNOTATION.match(trace.names[int(i)]).group(1) for i in ids}
     if len(found) != 1:
         return None
     cls = found.pop()
@@ -91,15 +95,12 @@ def optimizer_class(ctx) -> str | None:
 def optimizers_per_step(ctx) -> int:
     """How many optimizer steps the loop makes a step (a GAN steps two): torch.optim's step
     annotations on the host in the trace the ops came from, over its steps; at least 1."""
-    for trace in (getattr(ctx, "op_trace", None), ctx.trace):
-        if trace is None:
-            continue
-        ids = trace.name_ids(lambda n: STEP_ANNOTATION.match(n) is not None)
-        count = int(np.isin(trace.cpu.name, ids).sum()) if len(ids) else 0
-        if count:
-            steps = getattr(ctx, "op_steps", None) or len(ctx.steps) or 1
-            return max(int(round(count / steps)), 1)
-    return 1
+    trace, ids = _step_annotations(ctx)
+    count = int(np.isin(trace.cpu.name, ids).sum()) if len(ids) else 0
+    if not count:
+        return 1
+    steps = getattr(ctx, "op_steps", None) or len(ctx.steps) or 1
+    return max(int(round(count / steps)), 1)
 
 
 def blocks(trace, r, per_step: int = 1) -> np.ndarray:
@@ -197,9 +198,7 @@ def of(ctx) -> dict[str, Any] | None:
         "kernel_ms": base - r.step_ms(act_scale=act),
         "sync_ms": base - r.step_ms(drop_syncs=drop) if syncs.any() else 0.0,
     }
-    c = r.cost_per_call
-    own = np.maximum(r.own - c, 0.0)
-    gap = np.maximum(r.gap - np.maximum(c - r.own, 0.0), 0.0)
+    own, gap = r.host_work()
     steps = max(r.steps, 1)
     return {
         "optimizer": cls,

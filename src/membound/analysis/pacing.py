@@ -19,6 +19,15 @@ from __future__ import annotations
 INPUT_CODES = frozenset({"input-starved", "pageable-copy", "blocking-copy"})
 
 
+def behind(saving_ms: float, wait_ms: float) -> float:
+    """A signed change of the step's own work (`saving_ms`) behind a loader that keeps the
+    training thread waiting `wait_ms` a step: moved toward 0 by the wait (a saving only beyond
+    it, a loss only beyond the slack it leaves)."""
+    if saving_ms > 0:
+        return max(saving_ms - wait_ms, 0.0)
+    return min(saving_ms + wait_ms, 0.0)
+
+
 def loader_wait_ms(findings) -> float | None:
     """ms per step the training thread waits for a worker-bound loader (its
     `input-starved` finding's), or None."""

@@ -291,22 +291,20 @@ def analyze_trace(
         if gpu_curve is not None:
             findings = remedies.through_curve(findings, gpu_curve, step)
             notes.append(gpu_whatif.note(gpu_curve))
+    # a worker-bound loader's wait a step, which takes up what compile or a fused optimizer
+    # changes of the step's own work, a saving or a loss (`analysis.pacing`)
+    wait = pacing.loader_wait_ms(findings)
     if any("compile" in remedies.remedies_of(f.code, f.evidence) for f in findings):
         # compile's own what-if, kept beside the GPU one (`remedies.compile_curve_of`)
         compiled = compile_whatif.curve(ctx)
         if compiled is not None:
-            # a worker-bound loader's wait takes up what compile changes of the step's own
-            # work, a saving or a loss (`analysis.pacing`)
-            compiled = compile_whatif.behind_loader(compiled, pacing.loader_wait_ms(findings))
+            compiled = compile_whatif.behind_loader(compiled, wait)
             gpu_curve = {**(gpu_curve or {}), "compile": compiled}
     fused = optimizer_whatif.of(ctx) if findings else None
     if fused is not None:
-        # a fused optimizer's own what-if, kept beside the others (`remedies.fused_of`); a
-        # worker-bound loader's wait takes up what it changes, as for compile
-        wait = pacing.loader_wait_ms(findings)
+        # a fused optimizer's own what-if, kept beside the others (`remedies.fused_of`)
         if wait and wait > 0:
-            v = fused["saving_ms"]
-            fused = {**fused, "saving_ms": max(v - wait, 0.0) if v > 0 else min(v + wait, 0.0),
+            fused = {**fused, "saving_ms": pacing.behind(fused["saving_ms"], wait),
                      "loader_wait_ms": round(wait, 4)}  # fmt: skip
         gpu_curve = {**(gpu_curve or {}), "fused_optimizer": fused}
         notes.append(optimizer_whatif.note(fused))

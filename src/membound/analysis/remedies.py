@@ -230,17 +230,17 @@ def remedies(
             if f.code not in r.codes:
                 r.codes.append(f.code)
     fused = fused_of(gpu_curve)
-    if fused is not None and "fused_optimizer" not in by_key and fused["saving_ms"] > 0:
-        # no finding names it (its parts were each too small, or fell to other remedies):
-        # the optimizer's own what-if still predicts it
-        by_key["fused_optimizer"] = Remedy("fused_optimizer", REMEDIES["fused_optimizer"], 0.0, 0.0)
-        place["fused_optimizer"] = 0
-    if fused is not None and "fused_optimizer" in by_key:  # the loop's own class
-        by_key[
-            "fused_optimizer"
-        ].what = (
-            f"a fused optimizer: torch.optim.{fused.get('optimizer', 'AdamW')}(..., fused=True)"
-        )
+    if fused is not None:
+        if "fused_optimizer" not in by_key and fused["saving_ms"] > 0:
+            # no finding names it (its parts were each too small, or fell to other remedies):
+            # the optimizer's own what-if still predicts it
+            by_key["fused_optimizer"] = Remedy("fused_optimizer", "", 0.0, 0.0)
+            place["fused_optimizer"] = 0
+        if "fused_optimizer" in by_key:  # the loop's own class
+            cls = fused.get("optimizer", "AdamW")
+            by_key[
+                "fused_optimizer"
+            ].what = f"a fused optimizer: torch.optim.{cls}(..., fused=True)"
     out = []
     for r in by_key.values():
         curve = gpu_curve if r.key in CURVE_REMEDIES else None

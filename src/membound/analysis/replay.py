@@ -233,6 +233,15 @@ class Replay:
         return sites
 
     # ------------------------------------------------------------------------------ play
+    def host_work(self, cost_per_call: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(per call: its own host time, the host work before it), µs, with `cost_per_call`
+        µs of the profiler's cost taken off each call (default: the calibrated one), its own
+        time first, then the gap before it."""
+        c = self.cost_per_call if cost_per_call is None else float(cost_per_call)
+        own = np.maximum(self.own - c, 0.0)
+        gap = np.maximum(self.gap - np.maximum(c - self.own, 0.0), 0.0)
+        return own, gap
+
     def step_ms(
         self,
         cost_per_call: float | None = None,
@@ -250,9 +259,7 @@ class Replay:
         `host_scale` (per call) multiplies each call's host work (the gap before it and its own
         time, the profiler's cost taken off first), `act_scale` (per activity) each activity's
         duration: a change that touches some calls and kernels only (`analysis.compile_whatif`)."""
-        c = self.cost_per_call if cost_per_call is None else float(cost_per_call)
-        own = np.maximum(self.own - c, 0.0)
-        gap = np.maximum(self.gap - np.maximum(c - self.own, 0.0), 0.0)
+        own, gap = self.host_work(cost_per_call)
         if host_scale is not None:
             own, gap = own * host_scale, gap * host_scale
         wait = self.wait.copy()

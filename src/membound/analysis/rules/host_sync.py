@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from membound.analysis.findings import rule
+from membound.analysis.findings import ranked, rule
 from membound.analysis.fixes import FUSED_OPTIMIZERS, sync_fix
 from membound.analysis.replay import Replay
 from membound.trace.model import SYNC, SYNC_OP
@@ -143,8 +143,6 @@ def priced_by_replay(findings: list, sync_ms: float, step_ms: float | None) -> l
     the refill after it, which the idle leaves out where the replay is gated off
     (`GPU_BOUND_SHARE`). Syncing less keeps the finding's own figure (`saving_by_remedy`):
     it leaves the scaler's sync where it is. Ranked again."""
-    from membound.analysis.findings import ranked
-
     for f in findings:
         ev = f.evidence or {}
         lost = float(f.time_lost_ms_per_step or 0.0)
