@@ -301,6 +301,47 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         # (twelfth session) do the EMA's and the optimizer's savings add up?
         Fix("ema-foreach+fused-adamw", ("--ema-foreach", "--fused-adamw"), ("unfused-chain", "memory-bound-op"), "both", core=False, remedies=("foreach", "fused_optimizer")),
     ), steps=20, warmup=5, timeout_s=150, diag_timeout_s=220),
+    # out of sample (2026-12-06, sixteenth session): written before they were measured and
+    # before any rule was changed for them.
+    # timm's train.py EfficientNet-B0 recipe with --amp: fp16 + GradScaler, RMSpropTF's
+    # per-parameter loop, a ModelEmaV2-style EMA, timm's PrefetchLoader (pageable, random
+    # erasing on the GPU, a Python loop over the samples), loss.item() each step
+    Script("efficientnet_amp", REAL / "efficientnet_amp.py", (
+        Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory", remedies=("pin_memory",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch + Normalize, random erasing in its transform", membound=True, remedies=("prefetch",)),
+        Fix("ema-foreach", ("--ema-foreach",), ("unfused-chain",), "the EMA as one torch._foreach_lerp_ (ModelEmaV3)", remedies=("foreach",)),
+        Fix("torch-rmsprop", ("--torch-rmsprop",), ("unfused-chain", "launch-bound"), "torch.optim.RMSprop(foreach=True) for RMSpropTF's per-parameter loop", remedies=("foreach",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last", remedies=("channels_last",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
+        Fix("bf16", ("--bf16",), (*SYNC, *_AMP), "bf16 autocast without the GradScaler (its inf check's .item())", remedies=("bf16",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "timm's --torchcompile", core=False, remedies=("compile",)),
+    ), steps=20, warmup=5, timeout_s=240, diag_timeout_s=300),
+    # facebookresearch/dlrm's dlrm_s_pytorch.py, Kaggle config: 26 EmbeddingBags (rows capped
+    # at 1M), batch 2048 collated per sample on the training thread, 56 pageable copies and
+    # two .cpu() reads a step
+    Script("dlrm", REAL / "dlrm.py", (
+        Fix("num-workers-4", ("--num-workers", "4"), INPUT, "DataLoader(num_workers=4): the samples collated off the training thread", remedies=("workers",)),
+        Fix("batch-index", ("--batch-index",), INPUT, "whole batches indexed and collated on tensors, the 26 tables stacked: one copy for indices, one for offsets", remedies=("batch_index",)),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True), non_blocking copies", remedies=("pin_memory",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "loss and accuracy summed on the GPU, read every 100 steps", remedies=("sync_less",)),
+        Fix("amp", ("--amp",), _AMP, "bf16 autocast around the forward", core=False, remedies=("bf16",)),
+        Fix("fused-optimizer", ("--fused-optimizer",), ("memory-bound-op", "host-sync"), "SGD(fused=True) over the dense table gradients", core=False, remedies=("fused_optimizer",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "torch.compile(dlrm)", core=False, remedies=("compile",)),
+    ), steps=60, warmup=10, timeout_s=180, diag_timeout_s=240),
+    # run_speech_recognition_ctc.py's Trainer on a wav2vec2-base-sized Wav2Vec2ForCTC: fp16 +
+    # GradScaler, gradient checkpointing, batches grouped by length and padded by the
+    # example's collator on the loop's thread (no workers: the default), every batch's shape
+    # its own
+    Script("wav2vec2_ctc", REAL / "wav2vec2_ctc.py", (
+        Fix("num-workers-4", ("--dataloader-num-workers", "4"), INPUT, "TrainingArguments(dataloader_num_workers=4): fetch and padding off the loop", remedies=("workers",)),
+        Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host (the model's own syncs stay)", remedies=("sync_less",)),
+        Fix("bf16", ("--bf16",), SYNC, "bf16 in place of fp16: no GradScaler", remedies=("bf16",)),
+        Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on the 26 LayerNorms (the GroupNorm stays)", membound=True, remedies=("swap_norms",)),
+        Fix("no-gradient-checkpointing", ("--no-gradient-checkpointing",), GPU_WORK, "no recomputed forward: no remedy of the report's (its prediction is 0)"),
+        Fix("tf32", ("--tf32",), ("fp32-matmul",), "TrainingArguments(tf32=True)", core=False, remedies=("tf32",)),
+        Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True): shapes vary, a graph break at SpecAugment's index", core=False, remedies=("compile",)),
+    ), steps=30, warmup=10, timeout_s=240, diag_timeout_s=300),
 )}  # fmt: skip
 
 

@@ -50,6 +50,10 @@ FRAMEWORK = {
     # 2026-12-06
     "cifar_resnet18": None,  # torchvision's transforms where installed, else written out
     "detection_tv": "torchvision",  # its data, transforms and sampler import without it
+    # out of sample, 2026-12-06 (sixteenth session)
+    "efficientnet_amp": None,
+    "dlrm": None,
+    "wav2vec2_ctc": "transformers",
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -112,6 +116,7 @@ def test_help_works_without_the_framework(script, in_process, monkeypatch, capsy
         ("segmentation_tv", ("torchvision",)),
         ("t5_seq2seq", ("transformers",)),
         ("detection_tv", ("torchvision",)),
+        ("wav2vec2_ctc", ("transformers",)),
     ],
 )
 def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
@@ -330,6 +335,97 @@ def test_convnext_amp_is_convnext_t_and_its_fixes_keep_the_math(in_process):
 
 def _mean_loss(proc) -> str:
     return next(ln for ln in proc.stdout.splitlines() if ln.startswith("mean logged loss"))
+
+
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 0), (("--bf16", "--channels-last", "--log-every", "2", "--torch-rmsprop"), 0),
+     (("--ema-foreach", "--pin-mem", "--workers", "1"), 1)],
+)  # fmt: skip
+def test_efficientnet_amp_runs_with_its_fixes(args, workers):
+    """timm's EfficientNet-B0 recipe loop (PrefetchLoader with random erasing, RMSpropTF's
+    loop, the state_dict EMA, loss.item()) with its fixes; on the CPU the autocast is bf16, the
+    GradScaler off, and the model B0's widths with one block a stage."""
+    t = truth(run("efficientnet_amp", "--steps", "2", "--warmup-steps", "1", *args))
+    assert t["script"] == "efficientnet_amp" and t["steps"] == 2 and t["step_ms"] > 0
+    assert t["extra"]["workers"] == workers and t["extra"]["batch"] == 4
+    # 96 parameter tensors; the EMA walks the whole state_dict (BatchNorm's buffers too)
+    assert t["extra"]["parameters"] == 96 and t["extra"]["ema_tensors"] == 162
+    assert t["extra"]["amp_dtype"] == "bfloat16" and t["extra"]["grad_scaler"] is False
+    for flag in ("bf16", "channels_last", "ema_foreach", "torch_rmsprop", "pin_mem"):
+        assert t["flags"][flag] is (flag.replace("_", "-") in " ".join(args))
+
+
+def test_efficientnet_amp_is_b0_and_its_fixes_keep_the_math(in_process):
+    """timm's efficientnet_b0 size (5,288,548 parameters, 16 blocks); ModelEmaV3's foreach
+    lerp equals ModelEmaV2's loop; RMSpropTF's first step is timm's."""
+    import copy
+
+    import torch
+
+    eff = runpy.run_path(str(REAL / "efficientnet_amp.py"))
+    with torch.device("meta"):
+        full = eff["EfficientNet"]()
+    assert sum(q.numel() for q in full.parameters()) == 5_288_548
+    torch.manual_seed(0)
+    small = ((1, 3, 1, 1, 8), (1, 3, 2, 6, 16))
+    model = eff["EfficientNet"](stages=small, num_classes=10)
+    ema = copy.deepcopy(model).eval().requires_grad_(False)
+    with torch.no_grad():
+        for q in model.parameters():
+            q.copy_(torch.randn_like(q))
+    looped, fused = ema, copy.deepcopy(ema)
+    eff["ema_update_v2"](looped, model, 0.9)
+    eff["ema_update_v3"](fused, model, 0.9)
+    for a, b in zip(looped.state_dict().values(), fused.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
+    x = torch.randn(2, 3, 32, 32)
+    model.train()
+    opt = eff["RMSpropTF"](model.parameters(), lr=0.01, alpha=0.9, eps=1e-3, momentum=0.9)
+    before = [q.detach().clone() for q in model.parameters()]
+    model(x).square().mean().backward()
+    grads = [q.grad.clone() for q in model.parameters()]
+    opt.step()
+    # timm's first step by hand, in float64: square averages from one, eps inside the sqrt,
+    # the LR in the momentum buffer (zero before)
+    for q, b, g in zip(model.parameters(), before, grads, strict=True):
+        g64 = g.double()
+        step = 0.01 * g64 / (0.9 + 0.1 * g64.square() + 1e-3).sqrt()
+        torch.testing.assert_close(q.detach().double(), b.double() - step, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args,workers",
+    [((), 0), (("--batch-index", "--log-every", "2", "--amp"), 0),
+     (("--num-workers", "1", "--fused-optimizer"), 1)],
+)  # fmt: skip
+def test_dlrm_runs_with_its_fixes(args, workers):
+    """dlrm_s_pytorch.py's loop, tiny: per-table lists (or --batch-index's stacked batch),
+    the per-step .cpu() bookkeeping (or --log-every's sums on the device)."""
+    t = truth(run("dlrm", "--steps", "2", "--warmup-steps", "1", *args))
+    assert t["script"] == "dlrm" and t["steps"] == 2 and t["step_ms"] > 0
+    assert t["extra"]["batch"] == 64 and t["extra"]["parameters"] == 743_617
+    assert t["extra"]["workers"] == workers
+    for flag in ("batch_index", "amp", "fused_optimizer"):
+        assert t["flags"][flag] is (flag.replace("_", "-") in " ".join(args))
+
+
+def test_dlrm_collates_agree(in_process):
+    """--batch-index's collate gives the repository's collate's batch, tables stacked."""
+    import numpy as np
+    import torch
+
+    dl = runpy.run_path(str(REAL / "dlrm.py"))
+    rng = np.random.default_rng(0)
+    rows = [(rng.integers(0, 50, 13), rng.integers(0, 9, 26), np.float32(rng.random() < 0.3))
+            for _ in range(5)]  # fmt: skip
+    x, offsets, indices, y = dl["collate_wrapper_criteo"](rows)
+    batch = tuple(np.stack([r[k] for r in rows]) for k in range(3))
+    x2, offsets2, indices2, y2 = dl["collate_batch"](batch)
+    torch.testing.assert_close(x, x2)
+    torch.testing.assert_close(torch.stack(indices), indices2)
+    torch.testing.assert_close(torch.stack(offsets), offsets2)
+    torch.testing.assert_close(y, y2.float())
 
 
 def test_lstm_lm_runs_with_its_fixes_and_torch_sgd_is_the_examples_loop():
@@ -594,6 +690,11 @@ def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
             "t5_seq2seq",
             ("--swap-norms", "--no-logging-nan-inf-filter"),
             {"norms": 12, "norms_swapped": 12},
+        ),
+        (
+            "wav2vec2_ctc",
+            ("--swap-norms", "--no-logging-nan-inf-filter"),
+            {"norms": 6, "norms_swapped": 6},
         ),
     ],
 )
