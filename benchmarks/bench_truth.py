@@ -310,7 +310,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem: DataLoader pin_memory", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch + Normalize, random erasing in its transform", membound=True, remedies=("prefetch",)),
         Fix("ema-foreach", ("--ema-foreach",), ("unfused-chain",), "the EMA as one torch._foreach_lerp_ (ModelEmaV3)", remedies=("foreach",)),
-        Fix("torch-rmsprop", ("--torch-rmsprop",), ("unfused-chain", "launch-bound"), "torch.optim.RMSprop(foreach=True) for RMSpropTF's per-parameter loop", remedies=("foreach",)),
+        Fix("torch-rmsprop", ("--torch-rmsprop",), ("unfused-chain", "launch-bound"), "torch.optim.RMSprop(foreach=True) for RMSpropTF's per-parameter loop", remedies=("foreach_optimizer",)),
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "timm's --channels-last", remedies=("channels_last",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "timm's log interval: no per-step .item()", remedies=("sync_less",)),
         Fix("bf16", ("--bf16",), (*SYNC, *_AMP), "bf16 autocast without the GradScaler (its inf check's .item())", remedies=("bf16",)),

@@ -50,21 +50,58 @@ def test_every_activity_of_the_steps_maps_to_a_call(convnext):
     assert len(first) == 5 and set(names[mapped[mapped == 1]]) == {"aten::mul"}
 
 
-def test_a_step_that_launched_other_work_is_left_unmapped(convnext):
+def test_a_step_that_launched_other_work_is_aligned_or_left_unmapped(convnext):
+    """A step whose kernels differ from every ops step's by one is aligned with one: all of
+    its kernels but that one map. One whose kernels differ in a fifth of their places shares
+    less than `ALIGN_MIN` of them and is left unmapped, never guessed."""
     _, ctx = convnext
     gpu = ctx.trace.gpu
     saved = gpu.name.copy()
     s = ctx.steps[2]
     inside = np.flatnonzero((gpu.ts >= s.start_us) & (gpu.ts < s.end_us))
+    other = lambda i: gpu.name[inside[i + 1]] if gpu.name[inside[i]] != gpu.name[  # noqa: E731
+        inside[i + 1]] else gpu.name[inside[0]]  # fmt: skip
     try:
-        gpu.name[inside[100]] = gpu.name[inside[101]] if gpu.name[inside[100]] != gpu.name[
-            inside[101]] else gpu.name[inside[0]]  # fmt: skip
+        gpu.name[inside[100]] = other(100)
         ctx._timeline_calls = None
         mapped = kernel_map.timeline_calls(ctx)
-        assert (mapped >= 0).sum() == 9775 - 1955  # that step alone, never guessed
+        assert (mapped >= 0).sum() == 9775 - 1
+        assert mapped[inside[100]] == -1 and mapped[inside[101]] >= 0
+        gpu.name[:] = saved
+        for i in range(0, len(inside) - 1, 5):
+            gpu.name[inside[i]] = other(i)
+        ctx._timeline_calls = None
+        mapped = kernel_map.timeline_calls(ctx)
+        assert (mapped >= 0).sum() == 9775 - 1955  # that step alone
     finally:
         gpu.name[:] = saved
         ctx._timeline_calls = None
+
+
+def test_steps_of_different_lengths_are_aligned():
+    """timm's random erasing (a Python loop over the batch's samples, each erased with
+    probability 0.2) launched a different number of kernels every step of an EfficientNet-B0
+    (H100, 2026-12-06): no step matched an ops step, and none mapped. Aligned, 23,919 of the
+    23,959 activities map, and the loop chains claim the GPU's wait before their work."""
+    name = "h100_real_efficientnet_amp_truth1"
+    seen = {}
+    rule = F.RULES["launch-bound"]
+
+    def catch(ctx):
+        seen["mapped"] = kernel_map.timeline_calls(ctx)
+        lengths = {len(ks) for ks in kernel_map._step_kernels(ctx.trace, [
+            (x.index, x.start_us, x.end_us, x.host_start_us, x.host_end_us) for x in ctx.steps
+        ])}  # fmt: skip
+        seen["lengths"] = lengths
+        return rule(ctx)
+
+    F.RULES["launch-bound"] = catch
+    try:
+        analyze([timeline_in(FIXTURES / name)], Ceilings.load(FIXTURES / name / "ceilings.json"))
+    finally:
+        F.RULES["launch-bound"] = rule
+    assert len(seen["lengths"]) > 1  # the steps' kernel counts differ
+    assert int((seen["mapped"] >= 0).sum()) == 23919 and len(seen["mapped"]) == 23959
 
 
 def test_scale_update_before_the_next_forward_is_not_the_models(convnext):
@@ -133,14 +170,15 @@ def test_forward_of_model_takes_the_last_run_of_a_number():
     "name, ceilings, share",
     [
         ("h100_real_dcgan_truth1", "h100_datasheet_ceilings.json", 0.98),
-        ("h200_real_hf_trainer_llama", "h200_ceilings.json", 0.79),
+        ("h200_real_hf_trainer_llama", "h200_ceilings.json", 0.988),
     ],
 )
 def test_mapped_share_on_other_loops(name, ceilings, share):
     """Across the recorded real runs 79-100% of the timeline's GPU activities map. The HF
-    Trainer's Llama maps 79%: the first of its 5 recorded steps is one that logs
-    (logging_steps=10) and launched 1336 activities where the ops pass's steps launched 1332,
-    so none of that step's is mapped."""
+    Trainer's Llama mapped 79% until steps were aligned: the first of its 5 recorded steps is
+    one that logs (logging_steps=10) and launched 1336 activities where the ops pass's steps
+    launched 1332, so none of that step's mapped; aligned, all but its 4 extra ones do
+    (98.8%: the rest are activities outside the steps)."""
     seen = {}
     rule = F.RULES["launch-bound"]
 

@@ -305,7 +305,9 @@ def test_hf_trainer_llama_written_out_rmsnorm_predicts_swap_norms_and_compile():
     got = _truth_check("hf_trainer_llama")
     for fix in ("no-nan-inf-filter", "logging-steps-1000", "torch-compile", "swap-norms"):
         assert _within(*got[fix]), (fix, got[fix])
-    assert got["torch-compile"][1] == pytest.approx(13.38, abs=0.01)  # each instant once
+    # each instant once; 13.38 until the step that logs was aligned with the ops pass's
+    # (`analysis.kernel_map`): its gaps inside cuDNN's attention call, left to CUDA graphs
+    assert got["torch-compile"][1] == pytest.approx(13.36, abs=0.01)
     measured, predicted = got["swap-norms"]
     assert predicted == pytest.approx(5.59, abs=0.01) and measured == pytest.approx(7.35, abs=0.01)
     truth = json.loads((FIXTURES / "h200_real_hf_trainer_llama" / "truth.json").read_text())

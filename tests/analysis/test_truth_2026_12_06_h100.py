@@ -126,7 +126,11 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     fused AdamW within once the optimizer's replay and the replay's async copies were mended);
     51 of 68 with the sixteenth session's three-round fused optimizers
     (`test_truth_2026_12_06j_h100.py`: the DeepLabV3's within, the ViT's not); 59 of 84 with
-    the out-of-sample DLRM and EfficientNet-B0 (`test_truth_2026_12_06k_h100.py`: 8 of 16).
+    the out-of-sample DLRM and EfficientNet-B0 (`test_truth_2026_12_06k_h100.py`: 8 of 16);
+    63 of 84 once steps of different lengths were aligned (`analysis.kernel_map`), the
+    optimizer's own loop made a finding apart from the EMA's and a loader building batches item
+    by item offered batch indexing (the EfficientNet's compile and two loops, the DLRM's
+    batch indexing).
     The T5's top remedy, TF32, is judged by the TF32 run (22.25), not by HF's torch_compile, which
     applies TF32 with compile (37.42): a fix that applies the top remedy alone is its fix
     where one was timed."""
@@ -134,7 +138,7 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
-    assert len(rows) == 84 and sum(r["within"] for r in rows) == 59
+    assert len(rows) == 84 and sum(r["within"] for r in rows) == 63
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"

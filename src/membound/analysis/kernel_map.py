@@ -10,16 +10,27 @@ k-th kernel of the one is the k-th kernel of the other, and the call that launch
 launched it here too. A timm ConvNeXt under --amp on an H100 (2026-12-06) launched 1626
 kernels in each of its 5 timeline steps and 3 ops steps, every one matching.
 
-A step that matches no ops step (a step that logs, a recompilation, a data-dependent branch)
-is left unmapped (-1), never guessed.
+A step that matches no ops step exactly (a data-dependent branch: timm's random erasing, a
+Python loop over the batch's samples that erases each with probability 0.2, launched a
+different number of kernels in every step of an EfficientNet-B0 on an H100, 2026-12-06) is
+aligned with the ops step closest to it: the longest common runs of kernel names
+(`difflib.SequenceMatcher`) pair kernels of the two, and kernels in no such run stay unmapped
+(-1). A step that shares less than `ALIGN_MIN` of its kernels with every ops step (a step that
+logs, a recompilation) is left unmapped, never guessed.
 """
 
 from __future__ import annotations
+
+import difflib
 
 import numpy as np
 
 from membound.analysis.timeline import launch_times, step_windows
 from membound.trace.model import KERNEL, MEMCPY, MEMSET
+
+#: the least share of a step's kernels (and of the ops step's) that alignment must pair for a
+#: step that matches no ops step exactly to be mapped at all
+ALIGN_MIN = 0.9
 
 
 def _step_kernels(trace, windows) -> list[np.ndarray]:
@@ -88,8 +99,34 @@ def timeline_calls(ctx) -> np.ndarray | None:
         match = reference.get(key)
         if match is not None:
             out[ks] = match
+            continue
+        paired = _aligned(key, reference)
+        if paired is not None:
+            mine, ref_calls = paired
+            out[ks[mine >= 0]] = ref_calls[mine[mine >= 0]]
     ctx._timeline_calls = out
     return out
+
+
+def _aligned(key: tuple, reference: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """(per kernel of the step `key` (its kernel names in order): the position of the ops
+    step's kernel it pairs with, -1 none; that ops step's calls) for the ops step of
+    `reference` closest in length to it, where their longest common runs of names pair at
+    least `ALIGN_MIN` of the kernels of each; else None."""
+    if not key or not reference:
+        return None
+    ref_key = min(reference, key=lambda k: abs(len(k) - len(key)))
+    if min(len(key), len(ref_key)) < ALIGN_MIN * max(len(key), len(ref_key)):
+        return None
+    # autojunk off: a step repeats a few kernel names thousands of times, which the
+    # heuristic would drop as junk and pair nothing
+    blocks = difflib.SequenceMatcher(None, key, ref_key, autojunk=False).get_matching_blocks()
+    mine = np.full(len(key), -1, dtype=np.int64)
+    for b in blocks:
+        mine[b.a : b.a + b.size] = np.arange(b.b, b.b + b.size)
+    if (mine >= 0).sum() < ALIGN_MIN * max(len(key), len(ref_key)):
+        return None
+    return mine, reference[ref_key]
 
 
 def gap_calls(ctx, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

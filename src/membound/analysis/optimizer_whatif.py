@@ -74,6 +74,24 @@ def _step_annotations(ctx):
     return None, np.zeros(0, dtype=np.int32)
 
 
+def step_class_at(ctx, host_ts: np.ndarray) -> np.ndarray:
+    """Per host time of `host_ts` (µs, the clock of the trace the ops came from): the class of
+    the torch.optim step that runs it (its step annotation, `Optimizer.step#RMSpropTF.step`,
+    holds the time), '' none. A step's own ops run inside it, whatever the class: a
+    hand-written optimizer's per-parameter loop (timm's RMSpropTF) as much as torch.optim's."""
+    out = np.full(len(host_ts), "", dtype=object)
+    trace, ids = _step_annotations(ctx)
+    if trace is None or not len(host_ts):
+        return out
+    cpu = trace.cpu
+    ts = np.asarray(host_ts, dtype=np.float64)
+    for row in np.flatnonzero(np.isin(cpu.name, ids)).tolist():
+        lo = float(cpu.ts[row])
+        inside = (ts >= lo) & (ts <= lo + float(cpu.dur[row]))
+        out[inside] = STEP_ANNOTATION.match(trace.names[int(cpu.name[row])]).group(1)
+    return out
+
+
 def optimizer_class(ctx) -> str | None:
     """The class of the optimizer the loop steps by foreach ops (from torch.optim's step
     annotation in the trace its ops came from), or None: no annotation, several classes, a

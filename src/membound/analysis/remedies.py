@@ -102,6 +102,8 @@ REMEDIES: dict[str, str] = {
     "fused_optimizer": "a fused optimizer: torch.optim.AdamW(..., fused=True)",
     "foreach": "the loop's per-tensor updates as one torch._foreach_* op over the lists "
     "(torch._foreach_lerp_ for an EMA)",
+    "foreach_optimizer": "the optimizer's update over its parameter lists (torch.optim's "
+    "foreach or fused implementation), not a loop over the parameters",
     "compile_loop": "torch.compile the loop's own code outside the model (the batch's "
     "preparation, a metric), or move it into the forward",
     "max_autotune": "torch.compile(mode='max-autotune'): inductor's kernels autotuned",
@@ -138,6 +140,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         return ("compile",)
     if code == "unfused-chain":
         if ev.get("outside_model"):  # the loop's own chains (rules.memory._loop_chains)
+            if ev.get("optimizer_loop"):  # a hand-written update's loop over the parameters
+                return ("foreach_optimizer",)
             return ("foreach",) if ev.get("per_tensor", True) else ("compile_loop",)
         if ev.get("norm_written_out"):  # a norm spelled in elementwise ops (rules.norm_written)
             return ("swap_norms", "fused_add_norm", "compile")
@@ -179,6 +183,8 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
         if ev.get("multiprocess_workers", True)
         else ("batch_index", "workers")
         if ev.get("per_row_collate")
+        else ("workers", "batch_index")
+        if ev.get("item_bound")
         else ("workers",),
     }.get(code, ())
 

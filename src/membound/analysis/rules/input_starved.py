@@ -108,6 +108,21 @@ def input_starved(ctx):
     if rows is not None:
         evidence["row_ops_per_batch"] = rows
         evidence["per_row_collate"] = per_row
+    if not workers and not per_row:
+        # a loader on the training thread that takes its time over few bytes builds each
+        # batch item by item in Python (a dataset of numpy rows under the default collate:
+        # facebookresearch/dlrm's, 25 ms for 1 MB a batch, where batches indexed and collated
+        # as arrays saved 28.41 ms/step, H100, 2026-12-06); a Hugging Face pipeline's items
+        # (datasets rows, a padding collator) cannot be indexed by batch
+        single_mb = _batch_mb_per_step(ctx)
+        if (
+            single_mb is not None
+            and wait_s > 0
+            and single_mb / wait_s < WORKER_BOUND_MB_S
+            and "transformers" not in ctx.frameworks
+        ):
+            evidence["batch_mb_per_step"] = single_mb
+            evidence["item_bound"] = True
     if worker_bound:
         fix = (
             f"The workers cannot build the batches fast enough: the training thread waits "
@@ -131,6 +146,17 @@ def input_starved(ctx):
             "DataLoader(dataset, sampler=BatchSampler(RandomSampler(dataset), batch_size, "
             "drop_last=True), batch_size=None), or keep the tensors on the GPU and index "
             f"them there; or {_ADD_WORKERS}"
+        )
+    elif evidence.get("item_bound"):
+        fix = (
+            f"The batch is built on the training thread (num_workers=0), item by item: it "
+            f"waits {evidence['dataloader_ms_per_step']:.2f} ms a step for "
+            f"{evidence['batch_mb_per_step'] * 1e3:.0f} KB, Python's work per sample "
+            "(__getitem__, then the collate of the samples). Where the items are rows of "
+            "arrays or tensors, index whole batches (DataLoader(dataset, "
+            "sampler=BatchSampler(RandomSampler(dataset), batch_size, drop_last=True), "
+            "batch_size=None), a dataset whose __getitem__ takes the list of indices) and "
+            f"build the batch from arrays at once; else {_ADD_WORKERS}"
         )
     else:
         fix = (

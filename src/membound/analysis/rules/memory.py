@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-from membound.analysis import kernel_map, model_reach, norm_whatif
+from membound.analysis import kernel_map, model_reach, norm_whatif, optimizer_whatif
 from membound.analysis.findings import rule
 from membound.analysis.fixes import (
     NORMS,
@@ -309,6 +309,8 @@ class _Columns:
         #: their calls, the `foreach` finding's (`_loop_chains`), not another's
         self.loop_chain = np.zeros(len(self.starts), dtype=bool)
         self.apart = np.zeros(n, dtype=bool)
+        #: each call's host start time, where known (`_host_ts`)
+        self.host_ts = host_ts
         #: calls outside the model (`model_reach.outside_model`; all False without host times)
         self.outside = np.zeros(n, dtype=bool)
         if host_ts is not None and len(self.starts):
@@ -492,6 +494,35 @@ LOOP_CHAIN_FIX = (
     "(torch._foreach_lerp_(ema_params, params, 1 - decay) for an EMA; torch.optim's foreach "
     "or fused optimizers for an update), or torch.compile the function that runs them."
 )
+#: torch.optim's classes that update their parameters as lists (foreach or fused), by the
+#: word an optimizer's class name carries (RMSpropTF, AdamP, SGDW...), the longest first
+LIST_OPTIMIZERS = (
+    ("rmsprop", "torch.optim.RMSprop(..., foreach=True)"),
+    ("adamw", "torch.optim.AdamW(..., fused=True)"),
+    ("adagrad", "torch.optim.Adagrad(..., fused=True)"),
+    ("adam", "torch.optim.Adam(..., fused=True)"),
+    ("sgd", "torch.optim.SGD(..., fused=True)"),
+)
+
+
+def optimizer_loop_fix(cls: str) -> str:
+    """What updates the parameters of optimizer class `cls` as lists, not one by one."""
+    name = cls.lower()
+    alike = next((api for word, api in LIST_OPTIMIZERS if word in name), None)
+    same = (
+        f"{alike}, torch.optim's implementation of that kind of update (check that its "
+        "details, such as where eps sits, suit yours)"
+        if alike
+        else "a torch.optim optimizer of the same kind with foreach=True or fused=True"
+    )
+    return (
+        f"{cls}.step updates the parameters one tensor at a time: each elementwise op of the "
+        "update is a kernel per parameter, with Python between them, which the GPU waits on. "
+        f"Update them as lists: {same}; or torch.compile the optimizer's step "
+        "(torch.compile(optimizer.step)). torch.compile(model) does not reach it."
+    )
+
+
 #: ... and what fuses the loop's other chains (input preparation, metrics): `compile_loop`
 LOOP_CODE_FIX = (
     "These chains run outside the model's forward and backward (the batch's preparation, a "
@@ -507,9 +538,13 @@ PER_TENSOR_CHAINS = 4
 
 def _loop_chains(ctx, cols: _Columns) -> list:
     """`unfused-chain` of the chains the training loop runs outside the model
-    (`_Columns.loop_chain`, `analysis.model_reach`), one finding for those repeated over a
-    list of tensors (`PER_TENSOR_CHAINS`; the `foreach` remedy), one for the rest (the
-    `compile_loop` remedy)."""
+    (`_Columns.loop_chain`, `analysis.model_reach`): one finding for those an optimizer's step
+    repeats over its parameters (a hand-written update's loop, inside torch.optim's step
+    annotation: `optimizer_whatif.step_class_at`; the `foreach_optimizer` remedy), one for the
+    loop's other chains repeated over a list of tensors (`PER_TENSOR_CHAINS`: an EMA; the
+    `foreach` remedy), one for the rest (the `compile_loop` remedy). An EfficientNet-B0 under
+    timm's recipe (H100, 2026-12-06) ran both an EMA and RMSpropTF as loops; one foreach lerp
+    saved 17.18 ms/step, torch's foreach RMSprop 20.98: two fixes, each its own finding."""
     bw = _bandwidth(ctx)
     if not cols.loop_chain.any() or not bw:
         return []
@@ -517,15 +552,24 @@ def _loop_chains(ctx, cols: _Columns) -> list:
     pattern = [tuple(cols.name_code[cols.starts[k] : cols.ends[k]].tolist()) for k in ks.tolist()]
     counts = Counter(pattern)
     many = np.array([ctx.per_op_step(counts[p]) >= PER_TENSOR_CHAINS for p in pattern])
+    owner = np.full(len(ks), "", dtype=object)
+    if cols.host_ts is not None:
+        owner = optimizer_whatif.step_class_at(ctx, cols.host_ts[cols.starts[ks]])
+    stepped = many & (owner != "")
     out = []
+    for cls in sorted(set(owner[stepped].tolist())):
+        chosen = ks[stepped & (owner == cls)]
+        out += _loop_chain_finding(ctx, cols, chosen, True, bw, optimizer=cls)
     for per_tensor in (True, False):
-        chosen = ks[many == per_tensor]
+        chosen = ks[(many == per_tensor) & ~stepped]
         if len(chosen):
             out += _loop_chain_finding(ctx, cols, chosen, per_tensor, bw)
     return out
 
 
-def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, bw: float):
+def _loop_chain_finding(
+    ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, bw: float, optimizer: str = ""
+):
     """The finding of loop chains `ks` (indexes into `cols.starts`). One pass does each
     chain's work (a multi-tensor op over a list, or one fused kernel), so what it saves is
     their whole time beyond that pass: time lost per step = Σ (device time of their calls −
@@ -534,7 +578,9 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
     (`loop_idle_ms`). DDPM's per-parameter EMA, 163 `mul_ → add_` a step, ran while the GPU
     was busy: 0.90 predicted, 0.82 saved by one `torch._foreach_lerp_` (H100, 2026-12-06).
     A ConvNeXt's ModelEmaV2 loop, 182 `copy_(d * e + (1 - d) * m)` a step, ran after the
-    GradScaler's sync with the GPU idle: 8.46 predicted, 11.70 saved (H100, 2026-12-06)."""
+    GradScaler's sync with the GPU idle: 8.46 predicted, 11.70 saved (H100, 2026-12-06).
+    `optimizer`: the class of the optimizer whose step runs the chains (its update written
+    as a loop over the parameters), '' the loop's own."""
     bounds = list(zip(cols.starts[ks].tolist(), cols.ends[ks].tolist(), strict=True))
     idx = np.concatenate([np.arange(s, e) for s, e in bounds])
     left = cols.bytes[idx] - np.where(cols.inner[idx], 2 * cols.out[idx], 0.0)
@@ -552,17 +598,24 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
     calls = cols.calls
     n = ctx.per_op_step(len(bounds))
     what = "once per tensor" if per_tensor else "in its own code"
+    title = (
+        f"the training loop runs elementwise chains {what}, outside the model "
+        f"({top}, {n:.0f} chain{'s' if n != 1 else ''} per step)"
+    )
+    if optimizer:
+        title = (
+            f"the optimizer ({optimizer}) updates its parameters one tensor at a time "
+            f"({top}, {n:.0f} chain{'s' if n != 1 else ''} per step)"
+        )
     return [
         ctx.finding(
             code="unfused-chain",
-            title=(
-                f"the training loop runs elementwise chains {what}, outside the model "
-                f"({top}, {n:.0f} chain{'s' if n != 1 else ''} per step)"
-            ),
+            title=title,
             lost_ms=lost,
             evidence={
                 "outside_model": True,
                 "per_tensor": per_tensor,
+                **({"optimizer_loop": optimizer} if optimizer else {}),
                 "chains_per_step": n,
                 "top_chain": top,
                 "top_chain_per_step": ctx.per_op_step(count),
@@ -574,7 +627,13 @@ def _loop_chain_finding(ctx, cols: _Columns, ks: np.ndarray, per_tensor: bool, b
                 # the GPU's wait for the host while it issued this work, by idle cause
                 "gpu_idle_before_ms_per_step": idle,
             },
-            fix=LOOP_CHAIN_FIX if per_tensor else LOOP_CODE_FIX,
+            fix=(
+                optimizer_loop_fix(optimizer)
+                if optimizer
+                else LOOP_CHAIN_FIX
+                if per_tensor
+                else LOOP_CODE_FIX
+            ),
             spans=[
                 (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
                 for s, e in bounds[:2000]
