@@ -11,6 +11,7 @@ from pathlib import Path
 
 from membound.analysis import (
     compile_whatif,
+    depthwise,
     gpu_whatif,
     norm_whatif,
     optimizer_whatif,
@@ -319,6 +320,10 @@ def analyze_trace(
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))
+    if any("bf16" in remedies.remedies_of(f.code, f.evidence) for f in findings):
+        caveat = depthwise.bf16_note(ctx)
+        if caveat:
+            notes.append(caveat)
     if isinstance(meta, dict) and "step_source" in meta:  # what membound's capture said
         notes.extend(notes_from_meta(meta))
     n = max(len(steps), 1)
