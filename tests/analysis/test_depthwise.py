@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from membound.analysis import analyze, depthwise
-from membound.analysis import findings as F
+from membound.analysis import depthwise
 from membound.device.ceilings import Ceilings
-from membound.trace.capture_meta import timeline_in
+from support.analysis import run_with_context
 from support.paths import FIXTURES
 
 EFF = FIXTURES / "h100_real_efficientnet_amp_truth1"
@@ -28,19 +27,7 @@ def test_is_depthwise_reads_the_weight_and_the_activation():
 
 @pytest.fixture(scope="module")
 def efficientnet():
-    seen = {}
-    rule = F.RULES["launch-bound"]
-
-    def catch(ctx):
-        seen["ctx"] = ctx
-        return rule(ctx)
-
-    F.RULES["launch-bound"] = catch
-    try:
-        a = analyze([timeline_in(EFF)], Ceilings.load(EFF / "ceilings.json"))
-    finally:
-        F.RULES["launch-bound"] = rule
-    return a, seen["ctx"]
+    return run_with_context(EFF.name, Ceilings.load(EFF / "ceilings.json"))
 
 
 def test_the_efficientnets_depthwise_convolutions(efficientnet):
@@ -72,21 +59,8 @@ def test_the_caveat_stands_beside_bf16(efficientnet):
     ],
 )
 def test_other_loops(name, found):
-    seen = {}
-    rule = F.RULES["launch-bound"]
-
-    def catch(ctx):
-        seen["found"] = depthwise.fp16_depthwise(ctx)
-        return rule(ctx)
-
-    F.RULES["launch-bound"] = catch
-    try:
-        a = analyze(
-            [timeline_in(FIXTURES / name)], Ceilings.load(FIXTURES / name / "ceilings.json")
-        )
-    finally:
-        F.RULES["launch-bound"] = rule
-    got = seen["found"]
+    a, ctx = run_with_context(name, Ceilings.load(FIXTURES / name / "ceilings.json"))
+    got = depthwise.fp16_depthwise(ctx)
     if found is None:
         assert got is None and not any("depthwise" in n for n in a.notes)
         return

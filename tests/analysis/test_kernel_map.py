@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from membound.analysis import analyze, kernel_map, model_reach
-from membound.analysis import findings as F
+from membound.analysis import kernel_map, model_reach
 from membound.analysis.op_calls import call_column
 from membound.analysis.rules import memory
 from membound.device.ceilings import Ceilings
-from membound.trace.capture_meta import timeline_in
+from support.analysis import run_with_context
 from support.paths import FIXTURES
 
 CONVNEXT = FIXTURES / "h100_real_convnext_amp_truth1"
@@ -23,19 +22,7 @@ CONVNEXT = FIXTURES / "h100_real_convnext_amp_truth1"
 def convnext():
     """(the analysis, its context) of the ConvNeXt's trace: the context caught as the rules
     see it."""
-    seen = {}
-    rule = F.RULES["launch-bound"]
-
-    def catch(ctx):
-        seen["ctx"] = ctx
-        return rule(ctx)
-
-    F.RULES["launch-bound"] = catch
-    try:
-        a = analyze([timeline_in(CONVNEXT)], Ceilings.load(CONVNEXT / "ceilings.json"))
-    finally:
-        F.RULES["launch-bound"] = rule
-    return a, seen["ctx"]
+    return run_with_context(CONVNEXT.name, Ceilings.load(CONVNEXT / "ceilings.json"))
 
 
 def test_every_activity_of_the_steps_maps_to_a_call(convnext):
@@ -84,24 +71,12 @@ def test_steps_of_different_lengths_are_aligned():
     (H100, 2026-12-06): no step matched an ops step, and none mapped. Aligned, 23,919 of the
     23,959 activities map, and the loop chains claim the GPU's wait before their work."""
     name = "h100_real_efficientnet_amp_truth1"
-    seen = {}
-    rule = F.RULES["launch-bound"]
-
-    def catch(ctx):
-        seen["mapped"] = kernel_map.timeline_calls(ctx)
-        lengths = {len(ks) for ks in kernel_map._step_kernels(ctx.trace, [
-            (x.index, x.start_us, x.end_us, x.host_start_us, x.host_end_us) for x in ctx.steps
-        ])}  # fmt: skip
-        seen["lengths"] = lengths
-        return rule(ctx)
-
-    F.RULES["launch-bound"] = catch
-    try:
-        analyze([timeline_in(FIXTURES / name)], Ceilings.load(FIXTURES / name / "ceilings.json"))
-    finally:
-        F.RULES["launch-bound"] = rule
-    assert len(seen["lengths"]) > 1  # the steps' kernel counts differ
-    assert int((seen["mapped"] >= 0).sum()) == 23919 and len(seen["mapped"]) == 23959
+    _, ctx = run_with_context(name, Ceilings.load(FIXTURES / name / "ceilings.json"))
+    mapped = kernel_map.timeline_calls(ctx)
+    windows = [(x.index, x.start_us, x.end_us, x.host_start_us, x.host_end_us) for x in ctx.steps]
+    lengths = {len(ks) for ks in kernel_map._step_kernels(ctx.trace, windows)}
+    assert len(lengths) > 1  # the steps' kernel counts differ
+    assert int((mapped >= 0).sum()) == 23919 and len(mapped) == 23959
 
 
 def test_scale_update_before_the_next_forward_is_not_the_models(convnext):
@@ -179,16 +154,6 @@ def test_mapped_share_on_other_loops(name, ceilings, share):
     one that logs (logging_steps=10) and launched 1336 activities where the ops pass's steps
     launched 1332, so none of that step's mapped; aligned, all but its 4 extra ones do
     (98.8%: the rest are activities outside the steps)."""
-    seen = {}
-    rule = F.RULES["launch-bound"]
-
-    def catch(ctx):
-        seen["share"] = float((kernel_map.timeline_calls(ctx) >= 0).mean())
-        return rule(ctx)
-
-    F.RULES["launch-bound"] = catch
-    try:
-        analyze([timeline_in(FIXTURES / name)], Ceilings.load(FIXTURES / ceilings))
-    finally:
-        F.RULES["launch-bound"] = rule
-    assert seen["share"] == pytest.approx(share, abs=0.005)
+    _, ctx = run_with_context(name, Ceilings.load(FIXTURES / ceilings))
+    share_mapped = float((kernel_map.timeline_calls(ctx) >= 0).mean())
+    assert share_mapped == pytest.approx(share, abs=0.005)

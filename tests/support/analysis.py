@@ -28,3 +28,23 @@ def run(name: str, ceilings):
 
 def by_code(analysis) -> dict:
     return {f.code: f for f in analysis.findings}
+
+
+def run_with_context(name: str, ceilings, *, rule: str = "launch-bound") -> tuple:
+    """(the analysis of fixture `name`, the context its rules saw): the context caught as
+    rule `rule` is called (every rule gets the same one)."""
+    from membound.analysis import findings
+
+    seen = {}
+    wrapped = findings.RULES[rule]
+
+    def catch(ctx):
+        seen["ctx"] = ctx
+        return wrapped(ctx)
+
+    findings.RULES[rule] = catch
+    try:
+        a = run(name, ceilings)
+    finally:
+        findings.RULES[rule] = wrapped
+    return a, seen["ctx"]
