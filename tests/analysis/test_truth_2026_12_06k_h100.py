@@ -130,3 +130,23 @@ def test_a_loader_that_builds_batches_item_by_item_gets_batch_indexing():
     assert "index whole batches" in starved["fix"]
     order = [r["remedy"] for r in report["remedies"]]
     assert order.index("workers") < order.index("batch_index")
+
+
+@pytest.mark.parametrize(
+    "cls, names",
+    [
+        ("RMSpropTF", "torch.optim.RMSprop(..., foreach=True)"),
+        ("AdamP", "torch.optim.Adam(..., fused=True)"),  # timm's: an Adam kind
+        ("AdamW", "torch.optim.AdamW(..., fused=True)"),
+        ("SGDW", "torch.optim.SGD(..., fused=True)"),
+        ("Adagrad", "torch.optim.Adagrad(..., fused=True)"),
+        ("Lamb", "a torch.optim optimizer of the same kind with foreach=True or fused=True"),
+    ],
+)
+def test_the_optimizer_loops_fix_names_a_list_update_of_its_kind(cls, names):
+    from membound.analysis.rules.memory import optimizer_loop_fix
+
+    fix = optimizer_loop_fix(cls)
+    assert fix.startswith(f"{cls}.step updates the parameters one tensor at a time")
+    assert names in fix
+    assert "torch.compile(optimizer.step)" in fix and "torch.compile(model) does not" in fix
