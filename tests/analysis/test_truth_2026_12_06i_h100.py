@@ -45,11 +45,7 @@ FUSED = {
 def test_the_fused_optimizer_out_of_sample(name):
     rows, report, _ = _load(name)
     measured, predicted, within = FUSED[name]
-    r = rows["fused-optimizer"]
-    assert r["measured_ms"] == pytest.approx(measured, abs=0.01)
-    assert r["predicted_by"] == "fused_optimizer"
-    assert r["predicted_ms"] == pytest.approx(predicted, abs=0.01)
-    assert r["within"] is within
+    truth.check_row(rows["fused-optimizer"], measured, predicted, within, by="fused_optimizer")
     fused = report["gpu_whatif"]["fused_optimizer"]
     # the scaler's sync is the DeepLabV3's alone (fp16 + GradScaler + SGD)
     assert fused["grad_scaler_sync"] is name.startswith("h100_real_segmentation_tv")

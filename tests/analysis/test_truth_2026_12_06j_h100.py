@@ -34,11 +34,7 @@ FUSED = {
 def test_the_fused_optimizer_in_three_rounds(name):
     rows, report, t = _load(name)
     measured, predicted, within = FUSED[name]
-    r = rows["fused-optimizer"]
-    assert r["measured_ms"] == pytest.approx(measured, abs=0.01)
-    assert r["predicted_by"] == "fused_optimizer"
-    assert r["predicted_ms"] == pytest.approx(predicted, abs=0.01)
-    assert r["within"] is within
+    truth.check_row(rows["fused-optimizer"], measured, predicted, within, by="fused_optimizer")
     # three rounds of the fix, each paired with a baseline of its own
     runs = t["fixes"]["fused-optimizer"]
     assert len(runs["rounds"]) == 3

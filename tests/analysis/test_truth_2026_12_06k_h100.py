@@ -43,18 +43,6 @@ from support import truth
 _load = truth.own
 
 
-def _report(name: str) -> dict:
-    """Today's whole JSON report of fixture `name` on the ceilings its call kept."""
-    from membound.analysis import analyze
-    from membound.report.json_report import to_dict
-    from membound.trace.capture_meta import timeline_in
-    from support.paths import FIXTURES
-
-    folder = FIXTURES / name
-    c = truth.truth_tally.ceilings_of(folder, None)
-    return to_dict(analyze([timeline_in(folder)], c))
-
-
 #: fixture -> {fix: (measured, predicted or None, within)}
 CALL = {
     "h100_real_dlrm_truth1": {
@@ -82,13 +70,7 @@ CALL = {
 def test_out_of_sample_fixes_as_predicted_in_the_call(name):
     rows, report, _ = _load(name)
     for fix, (measured, predicted, within) in CALL[name].items():
-        r = rows[fix]
-        assert r["measured_ms"] == pytest.approx(measured, abs=0.01), fix
-        if predicted is None:
-            assert r["predicted_ms"] is None, fix
-        else:
-            assert r["predicted_ms"] == pytest.approx(predicted, abs=0.01), fix
-        assert r["within"] is within, fix
+        truth.check_row(rows[fix], measured, predicted, within)
 
 
 def test_the_top_remedies():
@@ -104,7 +86,7 @@ def test_the_top_remedies():
 def test_the_optimizers_loop_is_its_own_finding():
     """RMSpropTF's per-parameter loop (inside `Optimizer.step#RMSpropTF.step`) and the EMA's
     (outside any step) are two findings, each with the fix that fits it."""
-    report = _report("h100_real_efficientnet_amp_truth1")
+    report = truth.report("h100_real_efficientnet_amp_truth1")
     loops = [f for f in report["findings"] if f["evidence"].get("outside_model")]
     by = {f["evidence"].get("optimizer_loop", ""): f for f in loops}
     assert set(by) == {"RMSpropTF", ""}
@@ -121,7 +103,7 @@ def test_the_optimizers_loop_is_its_own_finding():
 
 
 def test_a_loader_that_builds_batches_item_by_item_gets_batch_indexing():
-    report = _report("h100_real_dlrm_truth1")
+    report = truth.report("h100_real_dlrm_truth1")
     starved = report["findings"][0]
     assert starved["code"] == "input-starved"
     ev = starved["evidence"]

@@ -38,3 +38,30 @@ def tolerance(measured: float) -> float:
     from membound.analysis.fix_check import tolerance_ms
 
     return tolerance_ms(measured)
+
+
+def report(name: str) -> dict:
+    """Today's whole JSON report (`report.json_report.to_dict`) of fixture `name`, on the
+    ceilings its call kept."""
+    from membound.report.json_report import to_dict
+
+    folder = FIXTURES / name
+    c = truth_tally.ceilings_of(folder, None)
+    return to_dict(analyze([timeline_in(folder)], c))
+
+
+def check_row(row: dict, measured: float, predicted: float | None, within: bool, by=None):
+    """A tally row (`own`'s) says `measured` and `predicted` ms/step saved (to 0.01 ms; None:
+    no prediction), whether that is within issue 15's tolerance and, where `by` is given, the
+    remedy that predicted it."""
+    import pytest
+
+    fix = row["fix"]
+    assert row["measured_ms"] == pytest.approx(measured, abs=0.01), fix
+    if predicted is None:
+        assert row["predicted_ms"] is None, fix
+    else:
+        assert row["predicted_ms"] == pytest.approx(predicted, abs=0.01), fix
+    assert row["within"] is within, fix
+    if by is not None:
+        assert row["predicted_by"] == by, fix

@@ -17,7 +17,8 @@ PER_ROW = 32
 _ADD_WORKERS = "add DataLoader workers (num_workers>0, persistent_workers=True)."
 #: MB of batch copied in per second of the training thread's wait for it, below which a
 #: loader with workers is said to be worker-bound: its workers cannot build the batches fast
-#: enough (the wait is their work, not the batch's way in). Every worker-fed loader recorded
+#: enough (the wait is their work, not the batch's way in); below which a loader without
+#: workers builds its batches item by item (`item_bound`). Every worker-fed loader recorded
 #: before 2026-12-06 waited at 3,700-34,000 MB/s (pageable batches of 6-39 MB: the copy and
 #: the handing over); PyTorch's examples/mnist (one worker turning 64 PIL images into tensors
 #: one by one, 0.2 MB a batch) at 26, where 4 workers saved 6.3 of a 9.2 ms step and
@@ -91,9 +92,11 @@ def input_starved(ctx):
         "loader": names[0] if names else "",
         "multiprocess_workers": workers,
     }
-    mb = _batch_mb_per_step(ctx) if workers else None
+    mb = _batch_mb_per_step(ctx)
     wait_s = evidence["dataloader_ms_per_step"] / 1e3
-    worker_bound = mb is not None and wait_s > 0 and mb / wait_s < WORKER_BOUND_MB_S
+    # few bytes for a long wait: the wait is work per item, not the batch's way in
+    slow = mb is not None and wait_s > 0 and mb / wait_s < WORKER_BOUND_MB_S
+    worker_bound = workers and slow
     if workers and mb is not None:
         evidence["batch_mb_per_step"] = mb
         evidence["worker_bound"] = worker_bound
@@ -108,21 +111,14 @@ def input_starved(ctx):
     if rows is not None:
         evidence["row_ops_per_batch"] = rows
         evidence["per_row_collate"] = per_row
-    if not workers and not per_row:
+    if not workers and not per_row and slow and "transformers" not in ctx.frameworks:
         # a loader on the training thread that takes its time over few bytes builds each
         # batch item by item in Python (a dataset of numpy rows under the default collate:
         # facebookresearch/dlrm's, 25 ms for 1 MB a batch, where batches indexed and collated
         # as arrays saved 28.41 ms/step, H100, 2026-12-06); a Hugging Face pipeline's items
         # (datasets rows, a padding collator) cannot be indexed by batch
-        single_mb = _batch_mb_per_step(ctx)
-        if (
-            single_mb is not None
-            and wait_s > 0
-            and single_mb / wait_s < WORKER_BOUND_MB_S
-            and "transformers" not in ctx.frameworks
-        ):
-            evidence["batch_mb_per_step"] = single_mb
-            evidence["item_bound"] = True
+        evidence["batch_mb_per_step"] = mb
+        evidence["item_bound"] = True
     if worker_bound:
         fix = (
             f"The workers cannot build the batches fast enough: the training thread waits "

@@ -597,16 +597,16 @@ def _loop_chain_finding(
     top, count = Counter(" → ".join(names[s:e]) for s, e in bounds).most_common(1)[0]
     calls = cols.calls
     n = ctx.per_op_step(len(bounds))
-    what = "once per tensor" if per_tensor else "in its own code"
-    title = (
-        f"the training loop runs elementwise chains {what}, outside the model "
-        f"({top}, {n:.0f} chain{'s' if n != 1 else ''} per step)"
-    )
+    chains = f"{top}, {n:.0f} chain{'s' if n != 1 else ''} per step"
     if optimizer:
         title = (
-            f"the optimizer ({optimizer}) updates its parameters one tensor at a time "
-            f"({top}, {n:.0f} chain{'s' if n != 1 else ''} per step)"
+            f"the optimizer ({optimizer}) updates its parameters one tensor at a time ({chains})"
         )
+        fix = optimizer_loop_fix(optimizer)
+    else:
+        what = "once per tensor" if per_tensor else "in its own code"
+        title = f"the training loop runs elementwise chains {what}, outside the model ({chains})"
+        fix = LOOP_CHAIN_FIX if per_tensor else LOOP_CODE_FIX
     return [
         ctx.finding(
             code="unfused-chain",
@@ -627,13 +627,7 @@ def _loop_chain_finding(
                 # the GPU's wait for the host while it issued this work, by idle cause
                 "gpu_idle_before_ms_per_step": idle,
             },
-            fix=(
-                optimizer_loop_fix(optimizer)
-                if optimizer
-                else LOOP_CHAIN_FIX
-                if per_tensor
-                else LOOP_CODE_FIX
-            ),
+            fix=fix,
             spans=[
                 (calls[s].first_kernel_us, calls[e - 1].last_kernel_end_us)
                 for s, e in bounds[:2000]
