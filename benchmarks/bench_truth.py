@@ -108,6 +108,14 @@ PREFETCH_THREADS = tuple(
         remedies=("prefetch",))
     for n in (1, 2)
 )  # fmt: skip
+#: membound.data.prefetch with its inline producer (no thread of its own: the training thread
+#: takes each batch the worker DataLoader pinned and queues the next copies; 2026-12-06),
+#: against `membound-prefetch` (its producer thread) on the scripts that take
+#: --prefetch-producer: does the producer thread make the prefetcher trail pin_memory?
+PREFETCH_INLINE = Fix(
+    "membound-prefetch-inline", ("--membound-prefetch", "--prefetch-producer", "inline"), INPUT,
+    "membound.data.prefetch(loader, producer='inline'): no producer thread",
+    membound=True, core=False, remedies=("prefetch",))  # fmt: skip
 #: per script: its interventions, in the order they run (between the two baselines), and why
 #: a user would try each; sizes and timeouts fit the three device calls of benchmarks/gpu/truth.sh
 PLAN: dict[str, Script] = {s.name: s for s in (
@@ -144,6 +152,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("lightning_fit", REAL / "lightning_fit.py", (
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "fit on membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        PREFETCH_INLINE,
         *PREFETCH_THREADS,
         Fix("bf16-mixed", ("--precision", "bf16-mixed"), _AMP, "Trainer(precision='bf16-mixed')", remedies=("bf16",)),
         Fix("refresh-rate-100", ("--refresh-rate", "100"), SYNC, "the progress bar reads the loss every 100 steps", core=False, remedies=("sync_less",)),
@@ -167,6 +176,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("vit_timm", REAL / "vit_timm.py", (
         Fix("pin-mem", ("--pin-mem",), INPUT, "timm's --pin-mem", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        PREFETCH_INLINE,
         *PREFETCH_THREADS,
         # a probe, not a user's fix: the loader pins, the prefetcher only copies on its side
         # stream (nothing to stage): which half of the prefetcher trails pin_memory?
@@ -189,6 +199,7 @@ PLAN: dict[str, Script] = {s.name: s for s in (
     Script("segmentation_tv", REAL / "segmentation_tv.py", (
         Fix("pin-memory", ("--pin-memory",), INPUT, "DataLoader(pin_memory=True)", remedies=("pin_memory",)),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        PREFETCH_INLINE,
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last model and images", remedies=("channels_last",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "the reference's print_freq: no per-step .item()", remedies=("sync_less",)),
         Fix("bf16", ("--bf16",), SYNC, "bf16 autocast without the GradScaler (its found-inf check syncs)"),

@@ -243,6 +243,31 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def add_prefetch_options(p: argparse.ArgumentParser) -> None:
+    """`--prefetch-threads` and `--prefetch-producer`, the knobs of `--membound-prefetch` that
+    the truth runs time against each other (`prefetch_kwargs` passes them on)."""
+    p.add_argument(
+        "--prefetch-threads",
+        type=int,
+        default=None,
+        help="with --membound-prefetch: its copy threads (default: the prefetcher's own)",
+    )
+    p.add_argument(
+        "--prefetch-producer",
+        choices=("thread", "inline", "auto"),
+        default=None,
+        help="with --membound-prefetch: who pulls batches and issues their copies "
+        "(default: the prefetcher's own)",
+    )
+
+
+def prefetch_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """`add_prefetch_options`' values as `membound.data.prefetch` keywords (those not given
+    are left to the prefetcher's defaults)."""
+    kw = {"num_threads": args.prefetch_threads, "producer": args.prefetch_producer}
+    return {k: v for k, v in kw.items() if v is not None}
+
+
 def count_norms(model) -> int:
     """Modules that normalize with a learned gain, by class name, not import: HF's own
     RMSNorm classes (LlamaRMSNorm, T5LayerNorm), nn.LayerNorm, nn.RMSNorm, and membound's."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from _common import StepTimer, parse, parser, pick, require
+from _common import StepTimer, add_prefetch_options, parse, parser, pick, prefetch_kwargs, require
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -131,12 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
         action="store_true",
         help="fit on membound.data.prefetch(loader) instead of the loader",
     )
-    p.add_argument(
-        "--prefetch-threads",
-        type=int,
-        default=None,
-        help="with --membound-prefetch: its copy threads (default: the prefetcher's own)",
-    )
+    add_prefetch_options(p)
     p.add_argument(
         "--precision", default="32-true", help="Trainer precision (default 32-true; bf16-mixed)"
     )
@@ -170,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.membound_prefetch:
         import membound.data
 
-        loader = membound.data.prefetch(loader, args.device, num_threads=args.prefetch_threads)
+        loader = membound.data.prefetch(loader, args.device, **prefetch_kwargs(args))
     trainer = L.Trainer(
         accelerator="gpu" if args.cuda else "cpu",
         devices=1,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from _common import StepTimer, parse, parser, pick, require
+from _common import StepTimer, add_prefetch_options, parse, parser, pick, prefetch_kwargs, require
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--membound-prefetch", action="store_true", help="membound.data.prefetch(loader)"
     )
+    add_prefetch_options(p)
     p.add_argument("--channels-last", action="store_true", help="channels_last model and images")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast instead of fp16 + scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.membound_prefetch:
         import membound.data
 
-        loader = membound.data.prefetch(loader, args.device)
+        loader = membound.data.prefetch(loader, args.device, **prefetch_kwargs(args))
     params = [
         {"params": [q for q in model.backbone.parameters() if q.requires_grad]},
         {"params": [q for q in model.classifier.parameters() if q.requires_grad]},

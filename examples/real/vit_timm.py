@@ -27,7 +27,17 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from _common import StepTimer, capture_step, note_swapped, parse, parser, pick, require
+from _common import (
+    StepTimer,
+    add_prefetch_options,
+    capture_step,
+    note_swapped,
+    parse,
+    parser,
+    pick,
+    prefetch_kwargs,
+    require,
+)
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # timm's ViT defaults (inception mean/std)
 
@@ -64,12 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--membound-prefetch", action="store_true", help="membound.data.prefetch(loader)"
     )
-    p.add_argument(
-        "--prefetch-threads",
-        type=int,
-        default=None,
-        help="with --membound-prefetch: its copy threads (default: the prefetcher's own)",
-    )
+    add_prefetch_options(p)
     p.add_argument("--swap-norms", action="store_true", help="membound.swap_norms(model)")
     p.add_argument("--compile", action="store_true", help="torch.compile(model)")
     p.add_argument("--fused-optimizer", action="store_true", help="AdamW(fused=True)")
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.membound_prefetch:
         import membound.data
 
-        loader = membound.data.prefetch(loader, args.device, num_threads=args.prefetch_threads)
+        loader = membound.data.prefetch(loader, args.device, **prefetch_kwargs(args))
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
     # capturable: AdamW's step counters stay on the GPU, which a captured step needs
     optimizer = torch.optim.AdamW(

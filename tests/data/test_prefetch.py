@@ -106,7 +106,8 @@ def test_large_tensors_split_across_threads():
     assert all(torch.equal(a, b) for a, b in zip(out, data, strict=True))
 
 
-def test_loader_error_surfaces_at_its_batch():
+@pytest.mark.parametrize("producer", ["thread", "inline"])
+def test_loader_error_surfaces_at_its_batch(producer):
     def loader():
         for i in range(3):
             yield torch.tensor([i])
@@ -114,25 +115,28 @@ def test_loader_error_surfaces_at_its_batch():
 
     got = []
     with pytest.raises(ValueError, match="bad sample 3"):
-        for b in Prefetcher(loader(), "cpu", backend=HostBackend()):
+        for b in Prefetcher(loader(), "cpu", backend=HostBackend(), producer=producer):
             got.append(int(b))
     assert got == [0, 1, 2]
     assert not _threads()
 
 
-def test_staging_error_surfaces_and_buffers_return():
+# inline (depth 2), the copy of batch 2 is issued before batch 0 is handed over: it fails first
+@pytest.mark.parametrize("producer, before", [("thread", [0.0, 1.0]), ("inline", [])])
+def test_staging_error_surfaces_and_buffers_return(producer, before):
     class Failing(HostBackend):
         def to_device(self, t):
             if float(t.flatten()[0]) == 2:
                 raise RuntimeError("copy failed")
             return super().to_device(t)
 
-    pf = Prefetcher([torch.full((8,), float(i)) for i in range(5)], "cpu", backend=Failing())
+    data = [torch.full((8,), float(i)) for i in range(5)]
+    pf = Prefetcher(data, "cpu", backend=Failing(), producer=producer)
     got = []
     with pytest.raises(RuntimeError, match="copy failed"):
         for b in pf:
             got.append(float(b[0]))
-    assert got == [0.0, 1.0]
+    assert got == before
     assert not any(b.busy for v in pf.pool.buffers.values() for b in v)
 
 

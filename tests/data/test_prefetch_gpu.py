@@ -29,12 +29,13 @@ def _batches(n=12, pinned=False):
     return out
 
 
+@pytest.mark.parametrize("producer", ["thread", "inline"])
 @pytest.mark.parametrize("pinned", [False, True])
 @pytest.mark.parametrize("depth", [1, 3])
-def test_bit_identical_to_plain_cuda_loop(pinned, depth):
+def test_bit_identical_to_plain_cuda_loop(pinned, depth, producer):
     data = _batches(pinned=pinned)
     got = []
-    for b in prefetch(data, "cuda", depth=depth):
+    for b in prefetch(data, "cuda", depth=depth, producer=producer):
         got.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in b.items()})
     assert [b["i"] for b in got] == list(range(len(data)))
     for b, src in zip(got, data, strict=True):
@@ -53,8 +54,9 @@ def test_uint8_transport_with_normalize_matches_plain_path():
         assert torch.equal(img, norm(u8.cuda())) and torch.equal(lab, l_src.cuda())
 
 
+@pytest.mark.parametrize("producer", ["thread", "inline"])
 @pytest.mark.parametrize("depth", [1, 2, 4])
-def test_no_use_before_copy_under_stress(depth):
+def test_no_use_before_copy_under_stress(depth, producer):
     # The consumer's stream lags far behind (a sleep kernel), then reads and wrecks each
     # batch in place: a batch read before its copy landed, or memory handed to the next
     # copy while still in use, changes the sums.
@@ -63,7 +65,7 @@ def test_no_use_before_copy_under_stress(depth):
     data = [(x + torch.arange(x.numel()) % 7) for x in data]
     expected = [float(x.double().sum()) for x in data]
     sums = []
-    for x in prefetch(data, depth=depth):
+    for x in prefetch(data, depth=depth, producer=producer):
         torch.cuda._sleep(200_000)
         sums.append(x.double().sum())
         x.mul_(-3).add_(1)
@@ -72,9 +74,10 @@ def test_no_use_before_copy_under_stress(depth):
     assert [float(s) for s in sums] == expected
 
 
-def test_memory_and_threads_flat_over_20_epochs():
+@pytest.mark.parametrize("producer", ["thread", "inline"])
+def test_memory_and_threads_flat_over_20_epochs(producer):
     data = _batches(n=6)
-    pf = Prefetcher(data, "cuda", depth=2)
+    pf = Prefetcher(data, "cuda", depth=2, producer=producer)
     base_threads = threading.active_count()
     marks = {}
     for epoch in range(20):
@@ -105,11 +108,14 @@ def test_memory_and_threads_flat_over_20_epochs():
     assert pf._backend.stream is pf._get_backend().stream  # one stream for its whole life
 
 
-def test_pageable_input_from_dataloader_workers():
+@pytest.mark.parametrize("producer", ["thread", "auto"])
+def test_pageable_input_from_dataloader_workers(producer):
     ds = torch.utils.data.TensorDataset(torch.randn(64, 3, 8, 8), torch.arange(64))
     for pin in (False, True):
         dl = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, pin_memory=pin)
-        out = list(prefetch(dl))
+        pf = prefetch(dl, producer=producer)
+        out = list(pf)
+        assert pf.produced_by == ("inline" if producer == "auto" else producer)
         assert torch.equal(torch.cat([b[1] for b in out]).cpu(), torch.arange(64))
         assert torch.equal(torch.cat([b[0] for b in out]), ds.tensors[0].cuda())
 

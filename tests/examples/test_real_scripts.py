@@ -705,3 +705,27 @@ def test_framework_script_runs_tiny(script, args, extra):
     t = truth(run(script, "--steps", "1", "--warmup-steps", "1", *args, timeout=300))
     assert t["script"] == script and t["steps"] == 1 and t["step_ms"] > 0
     assert extra.items() <= t["extra"].items()
+
+
+@pytest.mark.parametrize("script", ["lightning_fit", "segmentation_tv", "vit_timm"])
+def test_prefetch_knobs_reach_the_prefetcher(script, in_process, monkeypatch, capsys):
+    # the truth runs time membound.data.prefetch's producers against each other
+    # (bench_truth's membound-prefetch-thread): each script offers both knobs, and
+    # prefetch_kwargs hands them to membound.data.prefetch by its own keyword names
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--help"])
+    with pytest.raises(SystemExit):
+        runpy.run_path(str(REAL / f"{script}.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "--prefetch-producer {thread,inline,auto}" in out and "--prefetch-threads" in out
+    import inspect
+
+    import _common
+
+    import membound.data
+
+    p = _common.parser("doc", steps=1, warmup=0)
+    _common.add_prefetch_options(p)
+    assert _common.prefetch_kwargs(p.parse_args([])) == {}  # the prefetcher's own defaults
+    kw = _common.prefetch_kwargs(p.parse_args(["--prefetch-producer", "inline"]))
+    assert kw == {"producer": "inline"}
+    assert set(kw) <= set(inspect.signature(membound.data.prefetch).parameters)

@@ -13,6 +13,11 @@ copies. Each batch carries an event recorded after its copies; the consumer's st
 on it, so no kernel reads a batch before it landed, and each pinned buffer is reused only after the event of the copy
 that read it completed. Up to `depth` batches wait ready in a queue while one is consumed.
 
+A DataLoader with worker processes loads and pins ahead of the loop on its own; for it the
+prefetcher needs no thread of its own: with `producer="inline"` (or "auto", which picks it
+for such a loader) the training thread takes each pinned batch from the loader and issues
+the copies of the next `depth` batches on the copy stream before it gets the current one.
+
 On CPU (device "cpu", or no CUDA) batches pass through, with `transform` applied.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +41,14 @@ from membound.errors import BadInput
 
 #: How often a blocked producer checks whether the consumer has gone away (seconds).
 _POLL_S = 0.05
+
+#: Who pulls batches from the loader and issues their copies (`Prefetcher(producer=...)`):
+#: "thread" (the default), a background thread; "inline", the consumer's own thread, `depth`
+#: batches ahead; "auto", inline for a DataLoader whose worker processes and pin thread work
+#: ahead already (`_works_ahead`), a thread for everything else. The thread stays the default
+#: until the two are timed against each other on the GPU (bench_truth's
+#: `membound-prefetch-inline`).
+PRODUCERS = ("thread", "inline", "auto")
 
 
 @dataclass(eq=False)
@@ -75,10 +89,15 @@ class Prefetcher:
         transform: Callable[[Any], Any] | None = None,
         memory_format: torch.memory_format | None = None,
         num_threads: int | None = None,
+        producer: str = "thread",
         backend: Any = None,
     ):
         if not isinstance(depth, int) or depth < 1:
             raise BadInput(f"prefetch depth must be an integer >= 1, got {depth!r}.")
+        if producer not in PRODUCERS:
+            raise BadInput(
+                f"prefetch producer must be one of {', '.join(PRODUCERS)}, got {producer!r}."
+            )
         if transform is not None and not callable(transform):
             raise BadInput(f"prefetch transform must be callable, got {type(transform).__name__}.")
         self.loader = loader
@@ -91,9 +110,13 @@ class Prefetcher:
         self.memory_format = memory_format
         self.num_threads = num_threads or min(8, max(2, (os.cpu_count() or 2) // 2))
         self._backend = backend
+        self.producer = producer
         self._pool: StagingPool | None = None
         #: whether the last iteration had the loader pin its own batches (`_loader_pins`)
         self.loader_pinned = False
+        #: who produced the last iteration's batches: "thread" or "inline" (None: not yet,
+        #: or batches passed through)
+        self.produced_by: str | None = None
 
     # -- what a DataLoader exposes, passed through ------------------------------------
     def __len__(self) -> int:
@@ -124,7 +147,10 @@ class Prefetcher:
     def __iter__(self) -> Iterator[Any]:
         if not self.pipelined:
             return self._passthrough()
-        return self._pipelined()
+        inline = self.producer == "inline" or (
+            self.producer == "auto" and _works_ahead(self.loader, self._get_backend())
+        )
+        return self._inline() if inline else self._pipelined()
 
     # -- pass-through (CPU) ----------------------------------------------------------
     def _passthrough(self) -> Iterator[Any]:
@@ -158,6 +184,7 @@ class Prefetcher:
     def _pipelined(self) -> Iterator[Any]:
         backend = self._get_backend()
         pool = self.pool
+        self.produced_by = "thread"
         ready: queue.Queue = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
         copier = HostCopier(self.num_threads)
@@ -190,6 +217,49 @@ class Prefetcher:
                     pass
                 producer.join(_POLL_S)
             copier.close()
+
+    def _inline(self) -> Iterator[Any]:
+        """The pipeline on the consumer's own thread: before each batch is handed over, the
+        copies of the next `depth` batches are issued on the copy stream.
+
+        Why: a DataLoader with worker processes and a pin thread already loads and pins
+        ahead of the training loop, off its thread; a producer thread adds only a second
+        Python thread beside the training thread, and its copies then come from another
+        thread. Here `next()` on the loader takes a pinned batch from the pin thread's
+        queue, where the loop alone would have taken it, and the copies are queued one step
+        ahead on the side stream. A loader error is raised at the batch it replaced.
+        """
+        backend = self._get_backend()
+        pool = self.pool
+        copier = HostCopier(self.num_threads)
+        self.produced_by = "inline"
+        it: Iterator[Any] | None = self._iter_loader(backend)
+        ahead: deque = deque()
+        try:
+            while True:
+                while it is not None and len(ahead) < self.depth + 1:
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        it = None
+                        break
+                    except Exception as exc:  # raised at its batch, after those before it
+                        ahead.append(_Failure(exc))
+                        it = None
+                        break
+                    ahead.append(self._stage(backend, pool, copier, batch))
+                    del batch
+                if not ahead:
+                    return
+                item = ahead.popleft()
+                if isinstance(item, _Failure):
+                    raise item.exc
+                yield self._deliver(backend, item)
+                del item
+        finally:
+            ahead.clear()
+            copier.close()
+            del it  # a DataLoader iterator shuts its workers down when dropped
 
     def _produce(self, backend, pool, copier, ready, stop, threads: int) -> None:
         it = None
@@ -313,6 +383,18 @@ def _loader_pins(loader: Any, backend: Any) -> bool:
     )
 
 
+def _works_ahead(loader: Any, backend: Any) -> bool:
+    """True when `loader` loads and pins ahead of its consumer on its own: a torch
+    `DataLoader` with worker processes feeding a backend that pins (CUDA), whose pin thread
+    this prefetcher turns on where it is off (`_loader_pins`). Such a loader gets the
+    inline producer under `producer="auto"`."""
+    return (
+        bool(getattr(backend, "pins", False))
+        and isinstance(loader, torch.utils.data.DataLoader)
+        and loader.num_workers > 0
+    )
+
+
 def _match_intra_op_threads(wanted: int) -> None:
     """Give this (new) thread the intra-op thread count the consumer's thread has.
 
@@ -350,6 +432,7 @@ def prefetch(
     transform: Callable[[Any], Any] | None = None,
     memory_format: torch.memory_format | None = None,
     num_threads: int | None = None,
+    producer: str = "thread",
 ) -> Prefetcher:
     """Wrap `loader` so its batches arrive on `device`, copied ahead on a side stream.
 
@@ -357,6 +440,10 @@ def prefetch(
     device copy (e.g. `Normalize` turning uint8 images into bf16). `memory_format` applies
     to every 4-D tensor (e.g. `torch.channels_last`). `len()`, `.sampler` and `.dataset`
     pass through to the loader. On CPU, batches pass through unchanged (then `transform`).
+    `producer` says who pulls batches and issues their copies: "thread" (a background
+    thread, the default), "inline" (the training thread, `depth` batches ahead) or "auto"
+    (inline for a DataLoader with worker processes, which load and pin ahead on their own; a
+    thread otherwise).
     """
     return Prefetcher(
         loader,
@@ -365,4 +452,5 @@ def prefetch(
         transform=transform,
         memory_format=memory_format,
         num_threads=num_threads,
+        producer=producer,
     )
