@@ -17,7 +17,8 @@ if grep -q H200 $W/gpu.txt; then
 fi
 timeout 120 python -m pytest -q -p no:cacheprovider tests/data/test_prefetch_gpu.py 2>&1 | tail -4
 echo "prefetch GPU tests at $(( $(date +%s) - t0 )) s"
-for spec in "lightning_fit 3" "segmentation_tv 3" "vit_timm 2"; do
+R=${ROUNDS:-3}  # rounds per script (ROUNDS=2 on a short call)
+for spec in "lightning_fit $R" "segmentation_tv $R" "vit_timm 2"; do
   set -- $spec
   left=$(( S - ($(date +%s) - t0) - 15 ))
   if [ $left -lt 90 ]; then echo "$1 skipped: $left s left"; continue; fi
