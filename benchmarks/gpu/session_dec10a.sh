@@ -18,7 +18,9 @@ fi
 timeout 120 python -m pytest -q -p no:cacheprovider tests/data/test_prefetch_gpu.py 2>&1 | tail -4
 echo "prefetch GPU tests at $(( $(date +%s) - t0 )) s"
 R=${ROUNDS:-3}  # rounds per script (ROUNDS=2 on a short call)
-for spec in "lightning_fit $R" "segmentation_tv $R" "vit_timm 2"; do
+# SPECS: "script rounds" pairs in order, e.g. SPECS="segmentation_tv 2,lightning_fit 1"
+IFS=, read -ra specs <<< "${SPECS:-lightning_fit $R,segmentation_tv $R,vit_timm 2}"
+for spec in "${specs[@]}"; do
   set -- $spec
   left=$(( S - ($(date +%s) - t0) - 15 ))
   if [ $left -lt 90 ]; then echo "$1 skipped: $left s left"; continue; fi
