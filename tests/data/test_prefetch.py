@@ -159,9 +159,10 @@ def test_early_break_and_many_epochs_leave_nothing_behind():
     assert pf.pool.count() == counts and pf.pool.allocations == allocs
 
 
+@pytest.mark.parametrize("producer", ["thread", "inline"])
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("kind", ["tuple", "dict", "dataclass"])
-def test_batches_are_freed_without_the_garbage_collector(kind, workers):
+def test_batches_are_freed_without_the_garbage_collector(kind, workers, producer):
     # Every batch used to sit in a reference cycle (flatten's closure) until a collection
     # freed it. On CUDA those are device tensors with recorded streams; a DataLoader worker
     # forked before the collection freed them in the child, called CUDA there and died.
@@ -175,13 +176,14 @@ def test_batches_are_freed_without_the_garbage_collector(kind, workers):
     try:
         for full in (True, False):
             loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=workers)
-            it = iter(Prefetcher(loader, "cpu", backend=HostBackend(), depth=2))
+            pf = Prefetcher(loader, "cpu", backend=HostBackend(), depth=2, producer=producer)
+            it = iter(pf)
             for i, b in enumerate(it):
                 assert float(_first_tensor(b)[0, 0, 0, 0]) == i
                 if not full and i == 2:
                     break
             it.close()
-            del it, b
+            del it, b, pf
         gc.collect()
         left = [o for o in gc.garbage if isinstance(o, torch.Tensor)]
     finally:
@@ -519,14 +521,15 @@ def test_plain_iterables_are_never_asked_to_pin():
     assert not pf.loader_pinned
 
 
+@pytest.mark.parametrize("producer", ["thread", "inline"])
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
-def test_persistent_workers_keep_their_iterator_across_epochs(monkeypatch):
+def test_persistent_workers_keep_their_iterator_across_epochs(monkeypatch, producer):
     # a persistent-workers loader makes its iterator (and pin thread) once and resets it for
     # later epochs: every epoch still yields every batch, and the flag stays restored
     seen = _pin_flag_seen(monkeypatch)
     ds = torch.utils.data.TensorDataset(torch.arange(8.0))
     dl = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1, persistent_workers=True)
-    pf = Prefetcher(dl, "cpu", backend=_PinsHost())
+    pf = Prefetcher(dl, "cpu", backend=_PinsHost(), producer=producer)
     for _epoch in range(3):
         assert torch.cat([b[0] for b in pf]).tolist() == list(range(8))
         assert dl.pin_memory is False
