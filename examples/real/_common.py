@@ -243,6 +243,27 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+class SyntheticUint8Images(torch.utils.data.Dataset):
+    """`n` items from a pool of random uint8 CHW images, flipped at random on access and
+    returned as uint8 with an int label: what timm's loader hands its prefetcher, which
+    converts and normalizes on the GPU (the ConvNeXt and EfficientNet recipes)."""
+
+    def __init__(self, n: int, size: int, num_classes: int, pool: int = 64):
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
+        self.labels = torch.randint(0, num_classes, (n,), generator=g)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        img = self.images[i % len(self.images)]
+        if torch.rand(()) < 0.5:
+            img = img.flip(-1)
+        return img, int(self.labels[i])
+
+
 def add_prefetch_options(p: argparse.ArgumentParser) -> None:
     """`--prefetch-threads` and `--prefetch-producer`, the knobs of `--membound-prefetch` that
     the truth runs time against each other (`prefetch_kwargs` passes them on)."""

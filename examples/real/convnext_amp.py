@@ -40,30 +40,9 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from _common import StepTimer, parse, parser, pick
+from _common import StepTimer, SyntheticUint8Images, parse, parser, pick
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-class SyntheticImages(torch.utils.data.Dataset):
-    """`n` items from a pool of random uint8 CHW images, flipped at random on access and
-    returned as uint8 with an int label (timm's loader with its prefetcher: the conversion and
-    the normalization happen on the GPU)."""
-
-    def __init__(self, n: int, size: int, num_classes: int, pool: int = 64):
-        g = torch.Generator().manual_seed(0)
-        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
-        self.labels = torch.randint(0, num_classes, (n,), generator=g)
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int):
-        img = self.images[i % len(self.images)]
-        if torch.rand(()) < 0.5:
-            img = img.flip(-1)
-        return img.contiguous(), int(self.labels[i])
 
 
 class LayerNorm2d(nn.LayerNorm):
@@ -275,7 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         net = model
 
-    dataset = SyntheticImages(batch * (timer.total_steps + 2), size, 1000)
+    dataset = SyntheticUint8Images(batch * (timer.total_steps + 2), size, 1000)
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=batch,

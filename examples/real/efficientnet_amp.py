@@ -55,32 +55,12 @@ from contextlib import nullcontext
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from _common import StepTimer, parse, parser, pick
+from _common import StepTimer, SyntheticUint8Images, parse, parser, pick
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 #: (blocks, kernel, stride, expansion, out channels) of B0's stages (timm's arch_def)
 B0_STAGES = ((1, 3, 1, 1, 16), (2, 3, 2, 6, 24), (2, 5, 2, 6, 40), (3, 3, 2, 6, 80),
              (3, 5, 1, 6, 112), (4, 5, 2, 6, 192), (1, 3, 1, 6, 320))  # fmt: skip
-
-
-class SyntheticImages(torch.utils.data.Dataset):
-    """`n` items from a pool of random uint8 CHW images, flipped at random on access, uint8
-    with an int label (with timm's prefetcher the rest happens on the GPU)."""
-
-    def __init__(self, n: int, size: int, num_classes: int, pool: int = 64):
-        g = torch.Generator().manual_seed(0)
-        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
-        self.labels = torch.randint(0, num_classes, (n,), generator=g)
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int):
-        img = self.images[i % len(self.images)]
-        if torch.rand(()) < 0.5:
-            img = img.flip(-1)
-        return img, int(self.labels[i])
 
 
 def fast_collate(batch):
@@ -393,7 +373,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         net = model
 
-    dataset = SyntheticImages(batch * (timer.total_steps + 2), size, 1000)
+    dataset = SyntheticUint8Images(batch * (timer.total_steps + 2), size, 1000)
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=batch,
