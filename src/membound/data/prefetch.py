@@ -226,8 +226,8 @@ class Prefetcher:
         ahead of the training loop, off its thread; a producer thread adds only a second
         Python thread beside the training thread, and its copies then come from another
         thread. Here `next()` on the loader takes a pinned batch from the pin thread's
-        queue, where the loop alone would have taken it, and the copies are queued one step
-        ahead on the side stream. A loader error is raised at the batch it replaced.
+        queue, where the loop alone would have taken it, and the copies are queued `depth`
+        batches ahead on the side stream. A loader error is raised at the batch it replaced.
         """
         backend = self._get_backend()
         pool = self.pool
@@ -370,19 +370,6 @@ class Prefetcher:
         return batch if slot.finished else self._finish(batch)
 
 
-def _loader_pins(loader: Any, backend: Any) -> bool:
-    """True when `loader` should pin its own batches: a torch `DataLoader` with worker
-    processes, pinning off, feeding a backend that pins (CUDA). Without workers the loader
-    would pin on this producer thread, one copy thread, where the staging pool has several.
-    """
-    return (
-        bool(getattr(backend, "pins", False))
-        and isinstance(loader, torch.utils.data.DataLoader)
-        and loader.num_workers > 0
-        and not loader.pin_memory
-    )
-
-
 def _works_ahead(loader: Any, backend: Any) -> bool:
     """True when `loader` loads and pins ahead of its consumer on its own: a torch
     `DataLoader` with worker processes feeding a backend that pins (CUDA), whose pin thread
@@ -393,6 +380,14 @@ def _works_ahead(loader: Any, backend: Any) -> bool:
         and isinstance(loader, torch.utils.data.DataLoader)
         and loader.num_workers > 0
     )
+
+
+def _loader_pins(loader: Any, backend: Any) -> bool:
+    """True when `loader` should pin its own batches: one that works ahead on its own
+    (`_works_ahead`) with pinning off. Without workers the loader would pin on this producer
+    thread, one copy thread, where the staging pool has several.
+    """
+    return _works_ahead(loader, backend) and not loader.pin_memory
 
 
 def _match_intra_op_threads(wanted: int) -> None:
