@@ -616,6 +616,13 @@ def paired_baselines(seq: list[Run]) -> list[float | None]:
     return out
 
 
+def fix_of(variant: str) -> str:
+    """A run's fix name without its round suffix (`membound-prefetch.r2` ->
+    `membound-prefetch`; `_rounds` names the runs after the first so)."""
+    head, dot, tail = variant.rpartition(".")
+    return head if dot and tail[:1] == "r" and tail[1:].isdigit() else variant
+
+
 def rounds_of(seq: list[tuple[str | None, Run]]) -> dict[str, list[tuple[Run, float | None]]]:
     """{fix name: [(run, its paired baseline)]} from a script's runs in order, each with the
     fix it applies (None: a baseline or the diagnose run, which pairs nothing)."""
@@ -1097,7 +1104,7 @@ class Bench:
         seq: list[tuple[str | None, Run]] = []
         if order.exists():  # the runs in the order they ran (rounds pair by it)
             for v in dict.fromkeys(order.read_text().split()):
-                fix = v.rsplit(".r", 1)[0] if ".r" in v else v
+                fix = fix_of(v)
                 if v not in logs or v == "diagnose":
                     continue
                 if v.startswith("baseline"):

@@ -295,12 +295,6 @@ def _print_process(folders: list[Path]) -> None:
 TRUTH_CSV = Path(__file__).resolve().parent / "results" / "truth.csv"
 
 
-def _base_fix(variant: str) -> str:
-    """A fix's name without its round suffix (`membound-prefetch.r2` -> `membound-prefetch`)."""
-    head, dot, tail = variant.rpartition(".")
-    return head if dot and tail[:1] == "r" and tail[1:].isdigit() else variant
-
-
 def own_vs_switch(csv_rows: list[dict], card: str = "h200") -> list[dict]:
     """Issue 15's "membound's own fix does at least as well as the framework's own switch",
     per device call of `card` that timed both: membound.data.prefetch (a plan fix marked
@@ -317,7 +311,7 @@ def own_vs_switch(csv_rows: list[dict], card: str = "h200") -> list[dict]:
             continue
         if not r.get("saving_ms") or r.get("status", "ok") not in ("ok", ""):
             continue
-        name = _base_fix(r["variant"])
+        name = bench_truth.fix_of(r["variant"])
         by_call.setdefault((r["run"], r["script"]), {}).setdefault(name, []).append(
             float(r["saving_ms"])
         )
