@@ -214,11 +214,8 @@ def test_loader_sees_fresh_iterator_each_epoch_and_len_passthrough():
 
 
 def test_movable_objects_are_pinned_then_moved():
-    class PinningHost(HostBackend):
-        pins = True  # exercise the pinning branch on CPU
-
-    log = []
-    out = list(Prefetcher([Movable(torch.ones(2), log)], "cpu", backend=PinningHost()))
+    log = []  # a backend that pins: the pinning branch on the CPU
+    out = list(Prefetcher([Movable(torch.ones(2), log)], "cpu", backend=HostBackend(pins=True)))
     assert log == ["pin", ("to", "cpu", True)]
     assert torch.equal(out[0].t, torch.ones(2))
 
@@ -451,12 +448,6 @@ def test_staged_sources_are_dropped_on_the_producer_thread():
     assert len(freed_on) == 6 and set(freed_on) == {"membound-prefetch"}
 
 
-class _PinsHost(HostBackend):
-    """A host backend that says it pins, as CudaBackend does (the loader-pins decision)."""
-
-    pins = True
-
-
 def _pin_flag_seen(monkeypatch) -> list[bool]:
     """Record DataLoader.pin_memory each time an iterator is made from a DataLoader."""
     seen: list[bool] = []
@@ -478,7 +469,7 @@ def test_worker_loader_pins_its_own_batches_then_is_left_as_it_was(monkeypatch):
     seen = _pin_flag_seen(monkeypatch)
     ds = torch.utils.data.TensorDataset(torch.arange(12.0))
     dl = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=1)
-    pf = Prefetcher(dl, "cpu", backend=_PinsHost())
+    pf = Prefetcher(dl, "cpu", backend=HostBackend(pins=True))
     for _epoch in range(2):
         got = torch.cat([b[0] for b in pf])
         assert got.tolist() == list(range(12))
@@ -501,7 +492,7 @@ def test_loader_pins_only_with_workers_and_a_pinning_backend(
     monkeypatch, workers, pin, pins, expected
 ):
     seen = _pin_flag_seen(monkeypatch)
-    backend = _PinsHost() if pins else HostBackend()
+    backend = HostBackend(pins=True) if pins else HostBackend()
     dl = torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(torch.arange(6.0)),
         batch_size=2,
@@ -516,7 +507,7 @@ def test_loader_pins_only_with_workers_and_a_pinning_backend(
 
 
 def test_plain_iterables_are_never_asked_to_pin():
-    pf = Prefetcher([torch.ones(2)] * 3, "cpu", backend=_PinsHost())
+    pf = Prefetcher([torch.ones(2)] * 3, "cpu", backend=HostBackend(pins=True))
     assert len(list(pf)) == 3
     assert not pf.loader_pinned
 
@@ -529,7 +520,7 @@ def test_persistent_workers_keep_their_iterator_across_epochs(monkeypatch, produ
     seen = _pin_flag_seen(monkeypatch)
     ds = torch.utils.data.TensorDataset(torch.arange(8.0))
     dl = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1, persistent_workers=True)
-    pf = Prefetcher(dl, "cpu", backend=_PinsHost(), producer=producer)
+    pf = Prefetcher(dl, "cpu", backend=HostBackend(pins=True), producer=producer)
     for _epoch in range(3):
         assert torch.cat([b[0] for b in pf]).tolist() == list(range(8))
         assert dl.pin_memory is False

@@ -15,12 +15,6 @@ from membound.data.backend import HostBackend
 from membound.errors import BadInput
 
 
-class _PinsHost(HostBackend):
-    """A host backend that says it pins, as CudaBackend does."""
-
-    pins = True
-
-
 class _Recording(HostBackend):
     """Records each device copy (the first value of the tensor copied) and the thread that
     issued it."""
@@ -55,28 +49,28 @@ def test_the_producer_thread_is_the_default_even_for_worker_loaders():
     # inline is opt-in until the GPU says it does at least as well (bench_truth's
     # membound-prefetch-inline against membound-prefetch)
     pf = prefetch(_worker_loader(workers=1), "cpu")
-    pf._backend = _PinsHost()
+    pf._backend = HostBackend(pins=True)
     assert torch.cat([b[0] for b in pf]).tolist() == [float(x) for x in range(12)]
     assert pf.produced_by == "thread" and pf.loader_pinned
 
 
 @pytest.mark.parametrize(
-    "loader, backend, expected",
+    "loader, pins, expected",
     [
-        ("workers", _PinsHost, "inline"),  # the DataLoader's workers and pin thread work ahead
-        ("no-workers", _PinsHost, "thread"),  # it would load on the training thread
-        ("list", _PinsHost, "thread"),  # a plain iterable: nothing works ahead of the loop
-        ("workers", HostBackend, "thread"),  # a backend that does not pin
+        ("workers", True, "inline"),  # the DataLoader's workers and pin thread work ahead
+        ("no-workers", True, "thread"),  # it would load on the training thread
+        ("list", True, "thread"),  # a plain iterable: nothing works ahead of the loop
+        ("workers", False, "thread"),  # a backend that does not pin
     ],
 )
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
-def test_auto_is_inline_only_for_worker_loaders_that_pin(loader, backend, expected):
+def test_auto_is_inline_only_for_worker_loaders_that_pin(loader, pins, expected):
     src = {
         "workers": lambda: _worker_loader(workers=1),
         "no-workers": lambda: _worker_loader(workers=0),
         "list": lambda: [torch.full((3,), float(i)) for i in range(4)],
     }[loader]()
-    pf = Prefetcher(src, "cpu", backend=backend(), producer="auto")
+    pf = Prefetcher(src, "cpu", backend=HostBackend(pins=pins), producer="auto")
     assert pf.produced_by is None
     got = torch.cat([b[0] if isinstance(b, list) else b for b in pf])
     assert got.numel() == 12
@@ -122,7 +116,7 @@ def test_inline_issues_the_next_depth_copies_before_handing_a_batch_over(depth):
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 def test_inline_early_breaks_and_epochs_leave_nothing_behind():
     dl = _worker_loader(n=30, batch=2, workers=2)
-    pf = Prefetcher(dl, "cpu", backend=_PinsHost(), depth=2, producer="auto")
+    pf = Prefetcher(dl, "cpu", backend=HostBackend(pins=True), depth=2, producer="auto")
     before = threading.active_count()
     for _epoch in range(3):
         for i, _b in enumerate(pf):

@@ -73,12 +73,13 @@ class _DoneEvent:
 
 
 class HostBackend:
-    """The prefetcher's machinery on the CPU: 'device' copies are host clones."""
+    """The prefetcher's machinery on the CPU: 'device' copies are host clones. `pins=True`
+    makes it say it pins, as CudaBackend does (what the prefetcher's choices about a worker
+    DataLoader read: `prefetch._works_ahead`, `_loader_pins`)."""
 
-    pins = False
-
-    def __init__(self, device: torch.device | None = None):
+    def __init__(self, device: torch.device | None = None, *, pins: bool = False):
         self.device = device or torch.device("cpu")
+        self.pins = pins
 
     def needs_staging(self, t: torch.Tensor) -> bool:
         return t.device.type == "cpu"
