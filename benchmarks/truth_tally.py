@@ -295,6 +295,10 @@ def _print_process(folders: list[Path]) -> None:
 TRUTH_CSV = Path(__file__).resolve().parent / "results" / "truth.csv"
 
 
+#: the prefetcher's producers, each timed as its own fix (bench_truth.PREFETCH_INLINE/THREAD)
+PRODUCER_FIXES = ("membound-prefetch-inline", "membound-prefetch-thread")
+
+
 def own_vs_switch(csv_rows: list[dict], card: str = "h200") -> list[dict]:
     """Issue 15's "membound's own fix does at least as well as the framework's own switch",
     per device call of `card` that timed both: membound.data.prefetch (a plan fix marked
@@ -331,6 +335,8 @@ def own_vs_switch(csv_rows: list[dict], card: str = "h200") -> list[dict]:
         switch = best(lambda f: f.remedies == ("pin_memory",))
         if own is None or switch is None:
             continue
+        # the prefetcher's producers timed beside it in the same call (not in the verdict)
+        producers = {n: statistics.median(fixes[n]) for n in PRODUCER_FIXES if n in fixes}
         if own[0] >= switch[0]:
             verdict = "yes"
         elif bench_truth.within_tolerance(own[0], switch[0]):
@@ -338,7 +344,8 @@ def own_vs_switch(csv_rows: list[dict], card: str = "h200") -> list[dict]:
         else:
             verdict = "NO"
         out.append({"run": run, "script": script, "own_fix": own[1], "own_ms": own[0],
-                    "switch_fix": switch[1], "switch_ms": switch[0], "verdict": verdict})  # fmt: skip
+                    "switch_fix": switch[1], "switch_ms": switch[0], "verdict": verdict,
+                    "producers": producers})  # fmt: skip
     return out
 
 
@@ -352,8 +359,10 @@ def _print_own_vs_switch(card: str) -> None:
     print(f"\nmembound.data.prefetch against the loader's pin_memory, every {card} call that "
           "timed both (benchmarks/results/truth.csv, median of rounds):")  # fmt: skip
     for r in rows:
+        also = "".join(f"   ({n.removeprefix('membound-prefetch-')} {ms:.2f})"
+                       for n, ms in r["producers"].items())  # fmt: skip
         print(f"  {r['run']:24} {r['script']:18} {r['own_fix']} {r['own_ms']:6.2f}  "
-              f"{r['switch_fix']} {r['switch_ms']:6.2f}  {r['verdict']}")  # fmt: skip
+              f"{r['switch_fix']} {r['switch_ms']:6.2f}  {r['verdict']}{also}")  # fmt: skip
     n = sum(r["verdict"] in ("yes", "tie") for r in rows)
     print(
         f"at least as well (or within the calls' noise): {n} of {len(rows)}; "

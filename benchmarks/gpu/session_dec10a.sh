@@ -24,8 +24,11 @@ for spec in "${specs[@]}"; do
   set -- $spec
   left=$(( S - ($(date +%s) - t0) - 15 ))
   if [ $left -lt 90 ]; then echo "$1 skipped: $left s left"; continue; fi
-  fixes=pin-memory,membound-prefetch,membound-prefetch-inline
-  [ "$1" = vit_timm ] && fixes=pin-mem,membound-prefetch,membound-prefetch-inline
+  # since 2026-12-06 membound-prefetch is the inline producer behind these worker loaders
+  # (producer="auto"), so the thread is the second variant (run on the H100 that day: inline)
+  other=${OTHER_PRODUCER:-membound-prefetch-thread}
+  fixes=pin-memory,membound-prefetch,$other
+  [ "$1" = vit_timm ] && fixes=pin-mem,membound-prefetch,$other
   OUT=$W/truth_$1 TRUTH_BUDGET_S=$left \
     TRUTH_ARGS="--no-diagnose --no-top-remedy --fixes $fixes --rounds $2" \
     bash benchmarks/gpu/truth.sh $1 > $W/truth_$1.log 2>&1

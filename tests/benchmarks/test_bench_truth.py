@@ -258,6 +258,14 @@ def test_fixes_leave_time_for_the_second_baseline(bt, fake, tmp_path):
     assert [b.step_ms for b in res.baselines] == [100.0, 102.0]
     assert all("kept for the second baseline" in fr.run.error for fr in res.fixes)
     assert all(fr.saving_ms is None for fr in res.fixes)
+    # a run never started is "skipped" in the table and the CSV, not "failed" (2026-12-06:
+    # the ViT's budget-skipped rounds read "2 rounds saved 12.01, failed ms")
+    assert {fr.run.status for fr in res.fixes} == {"skipped"}
+    rows = bt.csv_rows(res, "r", {}, "cmd")
+    assert {r["status"] for r in rows if r["kind"] == "fix"} == {"skipped"}
+    assert {r["status"] for r in rows if r["kind"] == "baseline"} == {"ok"}
+    table = bt.format_table(res)
+    assert "failed" not in table and "skipped" in table
 
 
 def test_real_diagnose_on_the_fake_loop(bt, tmp_path, monkeypatch):

@@ -30,6 +30,10 @@ def test_rounds_are_medians_and_the_verdicts_follow_the_tolerance():
         _row("c", "vit_timm", "membound-prefetch", 7.6),
         _row("c", "vit_timm", "membound-prefetch-t1", 25.0),
         _row("c", "vit_timm", "pin-mem", 20.0),
+        # the producers timed beside it are shown, each the median of its rounds
+        _row("c", "vit_timm", "membound-prefetch-inline", 9.5),
+        _row("c", "vit_timm", "membound-prefetch-inline.r2", 10.5),
+        _row("c", "vit_timm", "membound-prefetch-thread", 7.0),
         # not tallied: another card, a failed run, a call that timed one side only
         _row("d", "vit_timm", "membound-prefetch", 1.0, gpu="NVIDIA H100 80GB HBM3"),
         _row("d", "vit_timm", "pin-mem", 9.0, gpu="NVIDIA H100 80GB HBM3"),
@@ -44,6 +48,9 @@ def test_rounds_are_medians_and_the_verdicts_follow_the_tolerance():
     assert got["b"]["verdict"] == "tie"
     assert (got["c"]["own_fix"], got["c"]["switch_fix"]) == ("membound-prefetch", "pin-mem")
     assert got["c"]["verdict"] == "NO"
+    assert got["c"]["producers"] == {
+        "membound-prefetch-inline": 10.0, "membound-prefetch-thread": 7.0}  # fmt: skip
+    assert got["a"]["producers"] == {}
     h100 = truth_tally.own_vs_switch(rows, "h100")
     assert [(r["run"], r["verdict"]) for r in h100] == [("d", "NO")]
 

@@ -1,6 +1,6 @@
 """The prefetcher's inline producer (the training thread pulls and issues the copies, `depth`
-batches ahead), "auto" choosing it for worker-process DataLoaders, and the producer thread
-staying the default, on the CPU through HostBackend."""
+batches ahead), "auto" choosing it for worker-process DataLoaders, and auto being the default, on the CPU
+through HostBackend."""
 
 from __future__ import annotations
 
@@ -45,13 +45,18 @@ def test_bad_producer_is_one_clear_error():
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
-def test_the_producer_thread_is_the_default_even_for_worker_loaders():
-    # inline is opt-in until the GPU says it does at least as well (bench_truth's
-    # membound-prefetch-inline against membound-prefetch)
+def test_auto_is_the_default_inline_for_a_worker_loader_a_thread_for_a_list():
+    # auto became the default once inline was timed level with pin_memory on the H100
+    # (2026-12-06, bench_truth's membound-prefetch-inline; docs/remedies.md)
+    assert Prefetcher([], "cpu").producer == prefetch([], "cpu").producer == "auto"
     pf = prefetch(_worker_loader(workers=1), "cpu")
     pf._backend = HostBackend(pins=True)
     assert torch.cat([b[0] for b in pf]).tolist() == [float(x) for x in range(12)]
-    assert pf.produced_by == "thread" and pf.loader_pinned
+    assert pf.produced_by == "inline" and pf.loader_pinned
+    pf = prefetch([torch.full((3,), float(i)) for i in range(4)], "cpu")
+    pf._backend = HostBackend(pins=True)
+    assert torch.cat(list(pf)).numel() == 12
+    assert pf.produced_by == "thread"
 
 
 @pytest.mark.parametrize(

@@ -3,20 +3,21 @@
     for images, labels in membound.data.prefetch(loader, "cuda", transform=Normalize(m, s)):
         loss = model(images) ...
 
-One background thread per epoch pulls batches from the loader, copies pageable tensors into
-reusable pinned buffers (several threads, see `staging.py`), and issues their host→device
-copies on a copy stream owned by the prefetcher for its whole life, followed there by
-`transform` (so the training thread only waits and launches). A `DataLoader` with worker
-processes pins its batches itself instead, on its own pin-memory thread (see
-`_loader_pins`): the prefetcher turns that switch on for its own iterations and only
-copies. Each batch carries an event recorded after its copies; the consumer's stream waits
+For a loader that does not work ahead on its own, one background thread per epoch pulls
+batches from it, copies pageable tensors into reusable pinned buffers (several threads, see
+`staging.py`), and issues their host→device copies on a copy stream owned by the prefetcher
+for its whole life, followed there by `transform` (so the training thread only waits and
+launches). A `DataLoader` with worker processes pins its batches itself instead, on its own
+pin-memory thread (see `_loader_pins`): the prefetcher turns that switch on for its own
+iterations and only copies. Each batch carries an event recorded after its copies; the consumer's stream waits
 on it, so no kernel reads a batch before it landed, and each pinned buffer is reused only after the event of the copy
 that read it completed. Up to `depth` batches wait ready in a queue while one is consumed.
 
 A DataLoader with worker processes loads and pins ahead of the loop on its own; for it the
-prefetcher needs no thread of its own: with `producer="inline"` (or "auto", which picks it
-for such a loader) the training thread takes each pinned batch from the loader and issues
-the copies of the next `depth` batches on the copy stream before it gets the current one.
+prefetcher needs no thread of its own. By default (`producer="auto"`) the training thread
+takes each pinned batch from such a loader and issues the copies of the next `depth`
+batches on the copy stream before it gets the current one; `producer="thread"` keeps the
+background thread for every loader, `"inline"` uses none for any.
 
 On CPU (device "cpu", or no CUDA) batches pass through, with `transform` applied.
 """
@@ -43,11 +44,13 @@ from membound.errors import BadInput
 _POLL_S = 0.05
 
 #: Who pulls batches from the loader and issues their copies (`Prefetcher(producer=...)`):
-#: "thread" (the default), a background thread; "inline", the consumer's own thread, `depth`
-#: batches ahead; "auto", inline for a DataLoader whose worker processes and pin thread work
-#: ahead already (`_works_ahead`), a thread for everything else. The thread stays the default
-#: until the two are timed against each other on the GPU (bench_truth's
-#: `membound-prefetch-inline`).
+#: "thread", a background thread; "inline", the consumer's own thread, `depth` batches ahead;
+#: "auto" (the default), inline for a DataLoader whose worker processes and pin thread work
+#: ahead already (`_works_ahead`), a thread for everything else. Timed on the H100
+#: (2026-12-06, `benchmarks/gpu/session_dec10a.sh`, five calls of Lightning, DeepLabV3 and a
+#: timm ViT behind worker loaders): inline saved 8.0-12.9 ms a step, the thread 8.6-11.6 and
+#: `pin_memory=True` 8.4-12.0; inline was level on Lightning (0.3 and 0.9 ms short of
+#: `pin_memory`) and 0.9-1.6 ms ahead of it on the other two. docs/remedies.md has the figures.
 PRODUCERS = ("thread", "inline", "auto")
 
 
@@ -89,7 +92,7 @@ class Prefetcher:
         transform: Callable[[Any], Any] | None = None,
         memory_format: torch.memory_format | None = None,
         num_threads: int | None = None,
-        producer: str = "thread",
+        producer: str = "auto",
         backend: Any = None,
     ):
         if not isinstance(depth, int) or depth < 1:
@@ -427,7 +430,7 @@ def prefetch(
     transform: Callable[[Any], Any] | None = None,
     memory_format: torch.memory_format | None = None,
     num_threads: int | None = None,
-    producer: str = "thread",
+    producer: str = "auto",
 ) -> Prefetcher:
     """Wrap `loader` so its batches arrive on `device`, copied ahead on a side stream.
 
@@ -435,10 +438,10 @@ def prefetch(
     device copy (e.g. `Normalize` turning uint8 images into bf16). `memory_format` applies
     to every 4-D tensor (e.g. `torch.channels_last`). `len()`, `.sampler` and `.dataset`
     pass through to the loader. On CPU, batches pass through unchanged (then `transform`).
-    `producer` says who pulls batches and issues their copies: "thread" (a background
-    thread, the default), "inline" (the training thread, `depth` batches ahead) or "auto"
-    (inline for a DataLoader with worker processes, which load and pin ahead on their own; a
-    thread otherwise).
+    `producer` says who pulls batches and issues their copies: "auto" (the default: the
+    training thread, `depth` batches ahead, for a DataLoader with worker processes, which load
+    and pin ahead on their own; a background thread otherwise), "thread" (a background thread
+    for every loader) or "inline" (the training thread for every loader).
     """
     return Prefetcher(
         loader,
