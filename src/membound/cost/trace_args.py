@@ -18,7 +18,9 @@ launched names, `formulas.foreach.list_dtypes_of`) or else float32, marked assum
 (`dtype_known=False`). Shapes that cannot be read (not a list of shapes) make the list
 unreadable, and the op is costed as unknown (`registry.fallback`) instead of failing.
 
-Outputs are not recorded, so `OpCall.outputs` is None and formulas infer them.
+Outputs are not recorded, so `OpCall.outputs` is None and formulas infer them; an `out=`
+call's buffers are recorded as its last arguments, and are its outputs instead
+(`out_args`).
 A 0-dim "double" / "long int" / "bool" / complex-double tensor past the first argument
 is most often a Python number that aten wrapped (`x * 2.0`, recorded without its value):
 it stays a 0-dim TensorMeta (so type promotion treats it as a scalar) but costs 0 bytes,
@@ -33,8 +35,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from membound.cost import out_args
 from membound.cost.call import OpCall, TensorList, TensorMeta, storage_extent
-from membound.cost.registry import Cost, evaluate, fallback
+from membound.cost.registry import Cost, evaluate, fallback, normalize_name
 from membound.dtypes import canonical, trace_dtype
 
 # dtypes a wrapped Python number gets (0-dim): treated as scalars post hoc
@@ -163,7 +166,10 @@ def cost_of(
     `OpCall.arg_names`), which let its formula count reads and writes apart."""
     args = parse_args(input_shapes, input_dtypes, concrete_inputs, input_strides, list_dtypes)
     names = tuple(str(n) for n in arg_names) if arg_names is not None else None
-    call = OpCall(op_name, args, None, names)
+    outs = None
+    if names is None:  # an aten op's `out=` buffers are written, not read (`out_args`)
+        args, outs = out_args.split(normalize_name(op_name), args)
+    call = OpCall(op_name, args, outs, names)
     if any(isinstance(a, TensorList) and not a.readable for a in args):
         return fallback(call)  # shapes that cannot be read: an unknown op, not a guess
     return evaluate(call)
