@@ -130,7 +130,8 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     63 of 84 once steps of different lengths were aligned (`analysis.kernel_map`), the
     optimizer's own loop made a finding apart from the EMA's and a loader building batches item
     by item offered batch indexing (the EfficientNet's compile and two loops, the DLRM's
-    batch indexing).
+    batch indexing); 63 of 89 with the eighteenth session's out-of-sample wav2vec2
+    (`test_truth_2026_12_06l_h100.py`: 0 of 5 within, four of its fixes unpredicted).
     The T5's top remedy, TF32, is judged by the TF32 run (22.25), not by HF's torch_compile, which
     applies TF32 with compile (37.42): a fix that applies the top remedy alone is its fix
     where one was timed."""
@@ -138,7 +139,7 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
-    assert len(rows) == 84 and sum(r["within"] for r in rows) == 63
+    assert len(rows) == 89 and sum(r["within"] for r in rows) == 63
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"
@@ -151,6 +152,6 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     # 22 with the fifteenth session's seven, which timed a fused optimizer alone (and the
     # ConvNeXt's bf16): their top remedies untimed in those calls; 12 of 26 with the sixteenth
     # session's four: the DLRM's workers tie its best fix, the EfficientNet's compile is its
-    # best fix
-    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 12
+    # best fix; 13 of 27 with the wav2vec2, whose top remedy (workers) is its best fix
+    assert sum(t["verdict"] in ("yes", "tie") for t in tops.values()) == 13
     assert tops["h100_real_segmentation_tv_truth1"]["verdict"] == "tie"
