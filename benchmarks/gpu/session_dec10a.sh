@@ -11,7 +11,7 @@ source "$(dirname "$0")/_session.sh"
 W=/tmp/dec10a; mkdir -p $W
 S=${SESSION_S:-560}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
-if grep -q H200 $W/gpu.txt; then
+if [ -z "$SKIP_ROOF" ] && grep -q H200 $W/gpu.txt; then  # SKIP_ROOF=1: after session_dec11a
   refresh_ceilings $W/ceilings.json $W/roofline.txt 120; head -40 $W/roofline.txt
   cp $W/ceilings.json "$DEST/h200_ceilings.json" 2>/dev/null
 fi
