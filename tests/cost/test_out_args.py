@@ -120,14 +120,32 @@ BF = "c10::BFloat16"
     "op, dims, types, concrete, out_dims, out_type",
     [
         ("aten::mm", [[1024, 768], [768, 3072]], [BF, BF], None, [1024, 3072], BF),
-        ("aten::addmm", [[3072], [1024, 768], [768, 3072], [], []], [BF, BF, BF, "Scalar",
-         "Scalar"], ["", "", "", "1", "1"], [1024, 3072], BF),  # fmt: skip
-        ("aten::gather", [[8, 1024, 503], [], [8, 1024, 1], []], ["float", "Scalar",
-         "long int", "Scalar"], ["", "2", "", "False"], [8, 1024, 1], "float"),  # fmt: skip
+        (
+            "aten::addmm",
+            [[3072], [1024, 768], [768, 3072], [], []],
+            [BF, BF, BF, "Scalar", "Scalar"],
+            ["", "", "", "1", "1"],
+            [1024, 3072],
+            BF,
+        ),
+        (
+            "aten::gather",
+            [[8, 1024, 503], [], [8, 1024, 1], []],
+            ["float", "Scalar", "long int", "Scalar"],
+            ["", "2", "", "False"],
+            [8, 1024, 1],
+            "float",
+        ),
         ("aten::where", DIMS[:3], TYPES[:3], None, DIMS[3], "float"),
         ("aten::mul", [[4096, 64], [4096, 64]], [BF, BF], None, [4096, 64], BF),
-        ("aten::mean", [[64, 512, 7], [], [], []], ["float", "ScalarList", "Scalar", ""],
-         ["", "[2]", "False", ""], [64, 512], "float"),  # fmt: skip
+        (
+            "aten::mean",
+            [[64, 512, 7], [], [], []],
+            ["float", "ScalarList", "Scalar", ""],
+            ["", "[2]", "False", ""],
+            [64, 512],
+            "float",
+        ),
     ],
 )
 def test_an_out_call_costs_what_the_functional_call_costs(op, dims, types, concrete,

@@ -16,6 +16,7 @@ from membound.analysis import (
     norm_whatif,
     optimizer_whatif,
     pacing,
+    recompute,
     remedies,
 )
 from membound.analysis import rules as _builtin_rules  # noqa: F401  (registers them)
@@ -317,6 +318,9 @@ def analyze_trace(
         findings = ranked(findings)
     if remedies.compile_curve_of(gpu_curve):
         compile_whatif.say_loss(findings, remedies.remedies(findings, step, gpu_curve))
+    again = recompute.of(ctx) if trace.has_gpu else None
+    if again is not None:
+        notes.append(recompute.note(again))
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))
