@@ -246,7 +246,8 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
 class SyntheticUint8Images(torch.utils.data.Dataset):
     """`n` items from a pool of random uint8 CHW images, flipped at random on access and
     returned as uint8 with an int label: what timm's loader hands its prefetcher, which
-    converts and normalizes on the GPU (the ConvNeXt and EfficientNet recipes)."""
+    converts and normalizes on the GPU (the ConvNeXt and EfficientNet recipes); the ViT and
+    DDPM scripts scale and normalize its items on the host, as their recipes' transforms do."""
 
     def __init__(self, n: int, size: int, num_classes: int, pool: int = 64):
         g = torch.Generator().manual_seed(0)

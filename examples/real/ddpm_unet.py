@@ -39,28 +39,22 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from _common import StepTimer, parse, parser, pick
+from _common import StepTimer, SyntheticUint8Images, parse, parser, pick
 
 #: diffusion steps and the linear beta schedule's ends (the DDPM paper's)
 T, BETA_1, BETA_T = 1000, 1e-4, 0.02
 
 
-class SyntheticImages(torch.utils.data.Dataset):
+class SyntheticImages(SyntheticUint8Images):
     """`n` items from a pool of random uint8 RGB pictures, flipped at random and scaled to
-    [-1, 1] on access (torchvision's RandomHorizontalFlip, ToTensor, Normalize(0.5, 0.5))."""
+    [-1, 1] on access (torchvision's RandomHorizontalFlip, ToTensor, Normalize(0.5, 0.5));
+    unlabelled (0)."""
 
     def __init__(self, n: int, size: int, pool: int = 256):
-        g = torch.Generator().manual_seed(0)
-        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
+        super().__init__(n, size, num_classes=1, pool=pool)
 
     def __getitem__(self, i: int):
-        img = self.images[i % len(self.images)]
-        if torch.rand(()) < 0.5:
-            img = img.flip(-1)
+        img, _ = super().__getitem__(i)
         return img.float() / 127.5 - 1.0, 0
 
 

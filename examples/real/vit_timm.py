@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 from _common import (
     StepTimer,
+    SyntheticUint8Images,
     add_prefetch_options,
     capture_step,
     note_swapped,
@@ -42,27 +43,18 @@ from _common import (
 MEAN, STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # timm's ViT defaults (inception mean/std)
 
 
-class SyntheticImages(torch.utils.data.Dataset):
+class SyntheticImages(SyntheticUint8Images):
     """`n` items from a pool of random uint8 CHW images, flipped, scaled and normalized on
     access (what timm's transforms do after decoding and cropping)."""
 
     def __init__(self, n: int, size: int, num_classes: int, pool: int = 64):
-        g = torch.Generator().manual_seed(0)
-        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8, generator=g)
-        self.labels = torch.randint(0, num_classes, (n,), generator=g)
+        super().__init__(n, size, num_classes, pool)
         self.mean = torch.tensor(MEAN).view(3, 1, 1)
         self.std = torch.tensor(STD).view(3, 1, 1)
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
 
     def __getitem__(self, i: int):
-        img = self.images[i % len(self.images)]
-        if torch.rand(()) < 0.5:
-            img = img.flip(-1)
-        x = (img.float() / 255.0 - self.mean) / self.std
-        return x, int(self.labels[i])
+        img, label = super().__getitem__(i)
+        return (img.float() / 255.0 - self.mean) / self.std, label
 
 
 def main(argv: list[str] | None = None) -> dict:
