@@ -295,8 +295,8 @@ def _print_process(folders: list[Path]) -> None:
 TRUTH_CSV = Path(__file__).resolve().parent / "results" / "truth.csv"
 
 
-#: the prefetcher's producers, each timed as its own fix (bench_truth.PREFETCH_INLINE/THREAD)
-PRODUCER_FIXES = ("membound-prefetch-inline", "membound-prefetch-thread")
+#: the prefetcher's producers, each timed as its own fix
+PRODUCER_FIXES = (bench_truth.PREFETCH_INLINE.name, bench_truth.PREFETCH_THREAD.name)
 
 
 def own_vs_switch(csv_rows: list[dict], card: str = "h200") -> list[dict]:

@@ -729,3 +729,9 @@ def test_prefetch_knobs_reach_the_prefetcher(script, in_process, monkeypatch, ca
     kw = _common.prefetch_kwargs(p.parse_args(["--prefetch-producer", "inline"]))
     assert kw == {"producer": "inline"}
     assert set(kw) <= set(inspect.signature(membound.data.prefetch).parameters)
+    # the scripts import membound only with --membound-prefetch, so they keep their own copy
+    # of the producers' names: the prefetcher's own
+    from membound.data.prefetch import PRODUCERS
+
+    (choices,) = [a.choices for a in p._actions if a.dest == "prefetch_producer"]
+    assert tuple(choices) == PRODUCERS
