@@ -7,17 +7,18 @@ For a loader that does not work ahead on its own, one background thread per epoc
 batches from it, copies pageable tensors into reusable pinned buffers (several threads, see
 `staging.py`), and issues their host→device copies on a copy stream owned by the prefetcher
 for its whole life, followed there by `transform` (so the training thread only waits and
-launches). A `DataLoader` with worker processes pins its batches itself instead, on its own
-pin-memory thread (see `_loader_pins`): the prefetcher turns that switch on for its own
-iterations and only copies. Each batch carries an event recorded after its copies; the consumer's stream waits
-on it, so no kernel reads a batch before it landed, and each pinned buffer is reused only after the event of the copy
-that read it completed. Up to `depth` batches wait ready in a queue while one is consumed.
+launches). Each batch carries an event recorded after its copies; the consumer's stream
+waits on it, so no kernel reads a batch before it landed, and each pinned buffer is reused
+only after the event of the copy that read it completed. Up to `depth` batches wait ready in
+a queue while one is consumed.
 
-A DataLoader with worker processes loads and pins ahead of the loop on its own; for it the
-prefetcher needs no thread of its own. By default (`producer="auto"`) the training thread
-takes each pinned batch from such a loader and issues the copies of the next `depth`
-batches on the copy stream before it gets the current one; `producer="thread"` keeps the
-background thread for every loader, `"inline"` uses none for any.
+A `DataLoader` with worker processes loads ahead of the loop on its own and pins its batches
+itself, on its own pin-memory thread (the prefetcher turns that switch on for its own
+iterations: `_loader_pins`), so the prefetcher only copies. It needs no thread of its own
+for that: by default (`producer="auto"`) the training thread takes each pinned batch from
+such a loader and issues the copies of the next `depth` batches on the copy stream before it
+gets the current one; `producer="thread"` keeps the background thread for every loader,
+`"inline"` uses none for any.
 
 On CPU (device "cpu", or no CUDA) batches pass through, with `transform` applied.
 """
