@@ -231,6 +231,10 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("swap-norms", ("--swap-norms",), GPU_WORK, "membound.swap_norms on T5's T5LayerNorm", membound=True, remedies=("swap_norms",)),
         Fix("no-nan-inf-filter", ("--no-logging-nan-inf-filter",), SYNC, "no per-step NaN check on the host", remedies=("sync_less",)),
         Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "Seq2SeqTrainingArguments(torch_compile=True), which turns TF32 on too", core=False, remedies=("compile", "tf32")),
+        # ^ TF32 with compile, though the script passes tf32=False (which transformers' own
+        # __post_init__ reads as "keep it off"): on the H100 the compiled step (31.0 ms,
+        # truth4) was shorter than the eager run's fp32 matmuls alone (33.2 ms of 58.3 ms of
+        # kernels), which only TF32 explains; the truth line's "matmul" says which held
     ), steps=30, warmup=5, timeout_s=180, diag_timeout_s=240),
     # out of sample (2026-12-05, eighth session, no device lent): written before any rule was
     # changed for it, not yet measured. Two fixes have no remedy of the report's yet (their

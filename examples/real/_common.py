@@ -213,6 +213,14 @@ class StepTimer:
         }
         if self.extra:
             out["extra"] = self.extra
+        # the fp32 matmul precision in effect when the window closed: a framework may change
+        # it on its own (HF's torch_compile=True turns TF32 on where tf32 is unset), and a
+        # fix's saving means something else when it did
+        out["matmul"] = {
+            "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_precision": torch.get_float32_matmul_precision(),
+        }
         # what the process (all threads) and the training thread did per timed step (CPU
         # time, page faults, context switches): runs of one call whose step times differ
         # say here whether one was more contended

@@ -185,6 +185,12 @@ def test_gpt2_prints_its_step_time(gpt2_runs):
     # the window mean is the window's wall time over its steps
     assert t["step_ms"] == pytest.approx(t["window_ms"] / 2, rel=1e-3)
     assert t["flags"]["grad_accum"] == 2 and t["flags"]["compile"] is False
+    # the fp32 matmul precision the window ran with: TF32, as nanoGPT sets it
+    assert t["matmul"] == {
+        "allow_tf32": True,
+        "cudnn_allow_tf32": True,
+        "float32_precision": "high",
+    }
     assert len(losses) == 3  # loss.item() every step (warm-up included)
     # what the process did per timed step: it ran (CPU time), and counted the rest
     proc = t["process"]
