@@ -781,11 +781,23 @@ def verdicts(res: ScriptResult) -> list[str]:
             if rems:
                 first = rems[0].get("remedy")
                 ok = first in best.fix.remedies
-                measured = {k for f in res.fixes if f.saving_ms is not None for k in f.fix.remedies}
+                done = [f for f in res.fixes if f.saving_ms is not None]
+                with_others = [f for f in done if first in f.fix.remedies]
+                if not with_others:
+                    why = f" ({first} was not measured)"
+                elif all(len(f.fix.remedies) > 1 for f in with_others):
+                    # judged among fixes applied one at a time; the combination says what
+                    # the top remedy did with the others, not alone
+                    combo = max(with_others, key=lambda f: f.saving_ms)
+                    why = (
+                        f" ({first} measured only with {'/'.join(r for r in combo.fix.remedies if r != first)}:"
+                        f" {combo.fix.name} saved {combo.saving_ms:.1f})"
+                    )
+                else:
+                    why = ""
                 out.append(
                     f"top remedy {first} vs best fix {best.fix.name} "
-                    f"({'/'.join(best.fix.remedies) or '-'}): {'ok' if ok else 'MISS'}"
-                    + ("" if first in measured else f" ({first} was not measured)")
+                    f"({'/'.join(best.fix.remedies) or '-'}): {'ok' if ok else 'MISS'}{why}"
                 )
     over = res.overhead_vs_timer()
     if over is not None:

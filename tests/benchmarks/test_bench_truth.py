@@ -617,3 +617,37 @@ def test_diagnose_args_reach_every_diagnose_run_before_the_script(bt, tmp_path):
     sep = cmd.index("--")
     assert cmd[sep - 2 : sep] == ["--cupti-buffers", "per-thread"]
     assert bt.diagnose_command(s, tmp_path, tmp_path / "r.json")[sep - 2 : sep] != list(extra)
+
+
+def test_a_top_remedy_timed_only_with_others_is_said_so(bt, fake, tmp_path):
+    """The top remedy is judged among fixes applied one at a time; where it was timed only
+    inside a combination (HF's torch_compile with TF32), the verdict names the combination
+    and its saving instead of leaving a bare MISS."""
+    fake = bt.Script(
+        fake.name, fake.path,
+        (bt.Fix("sync+copy", ("--fix-sync", "--fix-copy"), ("host-sync",),
+                remedies=("sync_less", "pin_memory")),
+         bt.Fix("copy", ("--fix-copy",), ("pageable-copy",), remedies=("pin_memory",))),
+        steps=fake.steps, warmup=fake.warmup, timeout_s=fake.timeout_s,
+    )  # fmt: skip
+    report = json.loads(json.dumps(REPORT))
+    report["remedies"] = [{"remedy": "sync_less", "findings": [0]}, {"remedy": "pin_memory"}]
+    bench = _bench(bt, tmp_path, report=report, fixes={"sync+copy", "copy"}, rebaseline=False)
+    res = bench.script(fake)
+    combo = next(f for f in res.fixes if f.fix.name == "sync+copy")
+    assert combo.saving_ms is not None
+    (line,) = [v for v in bt.verdicts(res) if v.startswith("top remedy")]
+    assert line.startswith("top remedy sync_less vs best fix copy (pin_memory): MISS")
+    assert line.endswith(
+        f"(sync_less measured only with pin_memory: sync+copy saved {combo.saving_ms:.1f})"
+    )
+    # timed alone as well: judged as before, no note
+    fake = bt.Script(fake.name, fake.path, (*fake.fixes, bt.Fix("sync", ("--fix-sync",),
+                     ("host-sync",), remedies=("sync_less",))),
+                     steps=fake.steps, warmup=fake.warmup, timeout_s=fake.timeout_s)  # fmt: skip
+    where = tmp_path / "alone"
+    where.mkdir()
+    res = _bench(bt, where, report=report, fixes={"sync+copy", "copy", "sync"},
+                 rebaseline=False).script(fake)  # fmt: skip
+    (line,) = [v for v in bt.verdicts(res) if v.startswith("top remedy")]
+    assert line == "top remedy sync_less vs best fix sync (sync_less): ok"
