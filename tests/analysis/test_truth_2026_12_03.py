@@ -148,6 +148,11 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     rows = [r for f in truth_tally.fixtures() for r in truth_tally.rows_of(f, ceilings)]
     assert len(rows) == 130
     assert sum(r["within"] for r in rows) >= 90
+    # the nineteenth session (2026-12-07): where the call's two baselines ran further apart
+    # than the saving's tolerance, the measurement cannot judge the prediction; 65 of the 81
+    # rows whose baselines agreed are within, 25 of the 49 whose did not
+    calm = [r for r in rows if truth_tally.steady_baselines(r)]
+    assert (len(calm), sum(r["within"] for r in calm)) == (81, 65)
     # issue 15's first target, fixture by fixture: the report's top remedy against the fix
     # that measured the largest saving in that call. 18 of 38 agree or tie; 16 could not
     # be judged (the call did not time the top remedy's fix); the 4 that disagree are two

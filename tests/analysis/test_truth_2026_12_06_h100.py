@@ -142,6 +142,10 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
     assert len(rows) == 91 and sum(r["within"] for r in rows) == 65
+    # where the call's baselines agreed within the saving's tolerance: 51 of 64 (27 rows
+    # whose baselines ran further apart, 14 of them within)
+    calm = [r for r in rows if truth_tally.steady_baselines(r)]
+    assert (len(calm), sum(r["within"] for r in calm)) == (64, 51)
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"

@@ -62,3 +62,15 @@ def test_the_recorded_calls_are_read():
     assert len(rows) >= 22
     assert {r["switch_fix"] for r in rows} <= {"pin-memory", "pin-mem"}
     assert {r["verdict"] for r in rows} <= {"yes", "tie", "NO"}
+
+
+def test_a_rows_baselines_spread_decides_whether_it_can_judge_a_prediction():
+    truth = {"baselines": [{"step_ms": 169.7}, {"step_ms": 154.7}, {"step_ms": 160.0}]}
+    assert truth_tally.baselines_spread_ms(truth) == 15.0
+    assert truth_tally.baselines_spread_ms({"baselines": [{"step_ms": 100.0}]}) is None
+    # tolerance of a 14 ms saving: max(25% of 14, 2) = 3.5 ms, less than the 15 ms spread
+    assert not truth_tally.steady_baselines({"measured_ms": 14.0, "baselines_spread_ms": 15.0})
+    assert truth_tally.steady_baselines({"measured_ms": 14.0, "baselines_spread_ms": 3.5})
+    # a 4 ms saving's tolerance is the 2 ms floor
+    assert not truth_tally.steady_baselines({"measured_ms": 4.0, "baselines_spread_ms": 2.1})
+    assert truth_tally.steady_baselines({"measured_ms": 4.0, "baselines_spread_ms": None})
