@@ -828,6 +828,12 @@ def _f(v: Any, spec: str = ".1f", empty: str = "-") -> str:
     return str(v)
 
 
+def baseline_spread_ms(res: ScriptResult) -> float | None:
+    """Max - min of the succeeded baselines' steps (ms); None with fewer than two."""
+    steps = [b.step_ms for b in res.baselines if b.ok and b.step_ms is not None]
+    return max(steps) - min(steps) if len(steps) >= 2 else None
+
+
 def format_table(res: ScriptResult) -> str:
     s, lines = res.script, []
     base_runs = ", ".join(_f(b.step_ms, ".2f", "failed") for b in res.baselines)
@@ -889,6 +895,16 @@ def format_table(res: ScriptResult) -> str:
             lines.append(f"    {len(fr.rounds)} rounds saved {each} ms (median above)")
         if not fr.run.ok:
             lines.append(f"    {fr.run.error or 'failed'} (log: {fr.run.log or '-'})")
+        spread = baseline_spread_ms(res)
+        if fr.saving_ms is not None and spread is not None and len(fr.rounds) <= 1:
+            from membound.analysis.fix_check import tolerance_ms
+
+            if spread > tolerance_ms(fr.saving_ms):
+                lines.append(
+                    f"    the baselines ran {spread:.2f} ms apart, more than this saving's "
+                    f"tolerance ({tolerance_ms(fr.saving_ms):.2f}): the verdict is the "
+                    "machine's drift as much as the prediction's (time it in --rounds)"
+                )
         extra = (fr.run.truth or {}).get("extra") or {}
         if "norms_swapped" in extra:  # a swap that swapped nothing cannot save anything
             lines.append(
