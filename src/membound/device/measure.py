@@ -24,6 +24,7 @@ from membound.device.timing import (
     Timed,
     cuda_burst_clocks,
     cuda_graph_replays_ms,
+    no_cycle_warning,
     timed,
 )
 
@@ -617,7 +618,8 @@ def measure(
     c = Ceilings(device=device, name=name, memory_bandwidth=float("nan"), key=dict(key))
     c.datasheet = datasheet.figures(name) if device == "cuda" else None
     steps = [s for s in STEPS if s.device == device]
-    with _progress(progress) as bar:
+    # every step: a profiler torch warns about once must not print into the table's output
+    with _progress(progress) as bar, no_cycle_warning():
         tasks = [bar.add_task(s.label, total=1) if bar else None for s in steps]
         for s, task in zip(steps, tasks, strict=True):
             t1 = time.perf_counter()

@@ -162,14 +162,14 @@ def cuda_burst_clocks(
     if before is not None and kernel_clock:  # the activities `before` adds to each call
         prof = _gpu_profiler()
         if prof is not None:
-            with prof:
+            with no_cycle_warning(), prof:
                 before()
                 torch.cuda.synchronize()
             lead = len(_gpu_spans(prof))
     cycles = int(queue_ms * 1e-3 * _sm_mhz() * 1e6)
     samples = []
     prof = _gpu_profiler() if kernel_clock else None
-    with _no_cycle_warning(), prof if prof is not None else _nothing():
+    with no_cycle_warning(), prof if prof is not None else _nothing():
         for _ in range(bursts):
             torch.cuda.synchronize()
             time.sleep(idle_ms / 1e3)
@@ -201,9 +201,10 @@ def cuda_burst_clocks(
 
 
 @contextlib.contextmanager
-def _no_cycle_warning():
+def no_cycle_warning():
     """torch warns, once, that a profiler clears its events at the end of each cycle (the
-    kernel clock's has one cycle); without this it lands in `membound roofline`'s output."""
+    kernel clock's has one cycle); without this it lands in `membound roofline`'s output
+    (torch 2.11 warned at the first of the kernel clock's profilers, 2026-12-07)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*clears events.*")
         yield
