@@ -532,3 +532,19 @@ def test_graph_captures_stop_at_the_limit_and_a_failed_capture_writes_nothing(
         _FakeGraph().capture_begin()
     assert c2.graph_captures == [] and not torch.autograd.profiler._is_profiler_enabled
     c2.graph_hooks.remove()
+
+
+def test_torchs_cycle_warning_stays_out_of_the_users_output(tmp_path, model_opt):
+    """torch warns once per process that a profiler clears its events each cycle; under
+    `membound diagnose` on an H100 (torch 2.11) it printed between the script's own lines.
+    A capture filters that one message (and no other) from its start on."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with membound.profile(steps=1, wait=1, warmup=0, out=tmp_path):
+            warnings.warn(cap.CYCLE_WARNING + ". Only events from the current cycle", stacklevel=1)
+            warnings.warn("the user's own warning", stacklevel=1)
+            for _ in range(3):
+                train_iteration(*model_opt)
+    assert [str(w.message) for w in seen] == ["the user's own warning"]

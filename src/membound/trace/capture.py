@@ -247,6 +247,7 @@ class Capture:
             self.notes.append(note)
         # membound's own code stays on its cheapest path while only GPU activity is traced
         _profiling.timeline_pass = self.two_pass
+        _quiet_cycle_warning()
         self._prof.start()
         self._filter_api()
         self.clock.start()
@@ -688,6 +689,21 @@ def batch_size(batch: Any, depth: int = 3) -> int | None:
 #: in the next; the run-to-run spread of the host (+-10%) decides, not the switch
 #: (benchmarks/results/cupti_teardown_steps_2026-12-03*.txt).
 CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
+
+
+#: what torch warns, once per process, when a profiler that keeps no events across cycles
+#: starts a cycle (`torch.profiler.profile.prepare_trace`)
+CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
+
+
+def _quiet_cycle_warning() -> None:
+    """Keep torch's cycle warning out of the user's output: membound's two passes are one
+    cycle each and it reads every event of each (on an H100 with torch 2.11 the warning
+    printed between the script's own lines under `membound diagnose`, 2026-12-07). The filter
+    matches that one message only; adding it again replaces it."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=CYCLE_WARNING, category=UserWarning)
 
 
 def _schedule(schedule, wait: int, warmup: int, active: int):
