@@ -543,7 +543,11 @@ def test_torchs_cycle_warning_stays_out_of_the_users_output(tmp_path, model_opt)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with membound.profile(steps=1, wait=1, warmup=0, out=tmp_path):
-            warnings.warn(cap.CYCLE_WARNING + ". Only events from the current cycle", stacklevel=1)
+            warnings.warn(
+                "Warning: Profiler clears events at the end of each cycle. Only events from the "
+                "current cycle will be reported.",
+                stacklevel=1,
+            )
             warnings.warn("the user's own warning", stacklevel=1)
             for _ in range(3):
                 train_iteration(*model_opt)

@@ -691,17 +691,14 @@ def batch_size(batch: Any, depth: int = 3) -> int | None:
 CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
 
 
-#: what torch warns, once per process, when a profiler that keeps no events across cycles
-#: starts a cycle (`torch.profiler.profile.prepare_trace`)
-CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
-
-
 def _quiet_cycle_warning() -> None:
     """Keep torch's cycle warning out of the user's output: membound's two passes are one
     cycle each and it reads every event of each (on an H100 with torch 2.11 the warning
     printed between the script's own lines under `membound diagnose`, 2026-12-07). The filter
     matches that one message only; adding it again replaces it."""
     import warnings
+
+    from membound.device.timing import CYCLE_WARNING
 
     warnings.filterwarnings("ignore", message=CYCLE_WARNING, category=UserWarning)
 
