@@ -87,3 +87,34 @@ def test_bad_files_one_line_exit_2(reports, tmp_path, capsys, content, words):
     assert main(["compare", str(bad), str(reports["healthy"])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0], err
+
+
+def test_gpu_time_by_op_family_shows_what_compile_did(tmp_path, capsys):
+    """The H100 DCGAN eager and compiled, recorded in one call on that call's ceilings
+    (`h100_samecall_dcgan*`): compile left the convolutions as they were, turned BatchNorm
+    and most elementwise time into inductor's kernels, and the families say so."""
+    from membound.analysis import analyze
+    from membound.device.ceilings import Ceilings
+    from membound.trace.capture_meta import timeline_in
+    from support.paths import FIXTURES
+
+    ceilings = Ceilings.load(FIXTURES / "h100_samecall_ceilings.json")
+    paths = []
+    for name in ("h100_samecall_dcgan", "h100_samecall_dcgan_compiled"):
+        doc = to_dict(analyze([timeline_in(FIXTURES / name)], ceilings))
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(doc))
+    before, after = (load_report(p) for p in paths)
+    fam = compare(before, after)["gpu_ms_by_family"]
+    assert list(fam)[0] == "conv"  # the largest first
+    assert fam["conv"]["after"] == pytest.approx(fam["conv"]["before"], rel=0.01)
+    assert fam["inductor"]["before"] == 0.0 and fam["inductor"]["after"] > 0.9
+    assert fam["batch_norm"]["before"] > 0.6 and fam["batch_norm"]["after"] == 0.0
+    assert fam["elementwise"]["after"] < 0.25 * fam["elementwise"]["before"]
+    # every family's time adds up to the ops' time a step
+    steps = before["steps"]["count"]
+    total = sum(r["device_ms"] for r in before["ops"]) / steps
+    assert sum(v["before"] for v in fam.values()) == pytest.approx(total)
+    assert main(["compare", str(paths[0]), str(paths[1])]) == 0
+    text = capsys.readouterr().out
+    assert "GPU time:" in text and "inductor" in text  # the label wraps on a narrow terminal

@@ -10,6 +10,9 @@ What a comparison says and when it refuses:
   steps/s, and samples/s where a report says how many samples a step takes
   (`samples_per_step` or `batch_size`, top level or in `steps`); without that nothing is
   per sample.
+- **GPU time by op family** (`gpu_ms_by_family`): what the fix did to the GPU's work, per
+  family of ops (compile: elementwise and norm time gone, inductor time new; bf16 or
+  channels_last: the same families in less time).
 - **Same work?** A step of a different workload is not comparable step for step. One
   warning line says what differs: the step count, the samples per step, the op set (ops
   that hold more than `OP_SET_SHARE` of one run's device time and are absent from the other),
@@ -259,6 +262,26 @@ def _work(report: dict) -> dict[str, Any]:
     }
 
 
+def gpu_ms_by_family(report: dict) -> dict[str, float]:
+    """GPU op time a step (ms) per op family (`fixes.op_family`: inductor's generated
+    kernels, conv, matmul, attention, the norms, the optimizer, elementwise...), from the
+    report's ops; {} without ops or a step count. Before and after a fix it says what the
+    fix did to the GPU's work: compile's fusion shows as elementwise time gone and inductor
+    time new, bf16 as the same families in less time."""
+    from membound.analysis.fixes import op_family
+
+    n = _step_count(report)
+    out: dict[str, float] = {}
+    if not n:
+        return out
+    for r in report.get("ops") or []:
+        ms = r.get("device_ms")
+        if isinstance(ms, (int, float)) and math.isfinite(ms):
+            fam = op_family(str(r.get("name") or ""))
+            out[fam] = out.get(fam, 0.0) + float(ms) / n
+    return out
+
+
 def _changed(b: float | None, a: float | None) -> float | None:
     """Relative change a/b - 1 when both are known and not both zero."""
     if b is None or a is None or (b == 0 and a == 0):
@@ -383,6 +406,10 @@ def compare(before: dict, after: dict, fixes: list[str] | None = None) -> dict[s
         set(idle_b) | set(idle_a), key=lambda c: -max(idle_b.get(c) or 0.0, idle_a.get(c) or 0.0)
     )
     basis = "unprofiled" if unprofiled else "trace median"
+    fam_b, fam_a = gpu_ms_by_family(before), gpu_ms_by_family(after)
+    families = sorted(
+        set(fam_b) | set(fam_a), key=lambda f: -max(fam_b.get(f, 0.0), fam_a.get(f, 0.0))
+    )
     return {
         "before": before.get("trace"),
         "after": after.get("trace"),
@@ -406,6 +433,10 @@ def compare(before: dict, after: dict, fixes: list[str] | None = None) -> dict[s
         "findings": findings,
         # ms per step, the profiler's share set aside (`analysis.step_timing`)
         "idle_by_cause": {c: {"before": idle_b.get(c), "after": idle_a.get(c)} for c in causes},
+        # GPU op time a step by op family (`gpu_ms_by_family`), the largest first
+        "gpu_ms_by_family": {
+            f: {"before": fam_b.get(f, 0.0), "after": fam_a.get(f, 0.0)} for f in families
+        },
         "resolved": [c for c in codes if c in lost_b and c not in lost_a],
         "new": [c for c in codes if c in lost_a and c not in lost_b],
         "steps_marked": {"before": sb.get("marked"), "after": sa.get("marked")},

@@ -148,6 +148,12 @@ def render(cmp: dict, console=None, *, before_label="before", after_label="after
             continue
         change = f"{a - b:+.3f} ms" if finite(b) and finite(a) else DASH
         t.add_row(f"idle: {CAUSE_LABEL.get(cause, cause)} (ms/step)", ms(b), ms(a), change)
+    for fam, v in (cmp.get("gpu_ms_by_family") or {}).items():
+        b, a = v.get("before"), v.get("after")
+        if max(b or 0.0, a or 0.0) < IDLE_SHOWN_MS:
+            continue
+        change = f"{a - b:+.3f} ms" if finite(b) and finite(a) else DASH
+        t.add_row(f"GPU time: {fam} ops (ms/step)", ms(b), ms(a), change)
     out.print(t)
     warning = (cmp.get("workload") or {}).get("warning")
     if warning:
