@@ -9,3 +9,9 @@ then, whose recorded arguments give them an exact cost) must stay on its cheapes
 from __future__ import annotations
 
 timeline_pass = False
+
+#: torch's warning, once per process, when a profiler that keeps no events across cycles
+#: starts a cycle (`torch.profiler.profile.prepare_trace`), as a `warnings` filter's
+#: message: membound's profilers (the roofline's kernel clock, the capture's two passes) are
+#: one cycle each and read every event, so they keep it out of the user's output
+CYCLE_WARNING = r".*Profiler clears events at the end of each cycle"

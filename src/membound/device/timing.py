@@ -12,6 +12,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from membound._profiling import CYCLE_WARNING
+
 
 @dataclass(frozen=True)
 class Timed:
@@ -200,18 +202,13 @@ def cuda_burst_clocks(
     return BurstClocks(Timed.of(samples), kernels)
 
 
-#: torch's warning, once per process, when a profiler that keeps no events across cycles
-#: starts a cycle (`torch.profiler.profile.prepare_trace`), as a `warnings` filter's message
-CYCLE_WARNING = r".*Profiler clears events at the end of each cycle"
-
-
 @contextlib.contextmanager
 def no_cycle_warning():
     """torch warns, once, that a profiler clears its events at the end of each cycle (the
     kernel clock's has one cycle); without this it lands in `membound roofline`'s output
     (torch 2.11 warned at the first of the kernel clock's profilers, 2026-12-07)."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=CYCLE_WARNING)
+        warnings.filterwarnings("ignore", message=CYCLE_WARNING)  # membound._profiling
         yield
 
 

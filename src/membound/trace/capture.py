@@ -698,9 +698,7 @@ def _quiet_cycle_warning() -> None:
     matches that one message only; adding it again replaces it."""
     import warnings
 
-    from membound.device.timing import CYCLE_WARNING
-
-    warnings.filterwarnings("ignore", message=CYCLE_WARNING, category=UserWarning)
+    warnings.filterwarnings("ignore", message=_profiling.CYCLE_WARNING, category=UserWarning)
 
 
 def _schedule(schedule, wait: int, warmup: int, active: int):
