@@ -97,11 +97,8 @@ def baselines_spread_ms(truth: dict) -> float | None:
 
 def steady_baselines(row: dict) -> bool:
     """Whether the row's baselines agreed within its measured saving's tolerance (issue 15's
-    max(25%, 2 ms)); a row without two baselines counts as agreed."""
-    from membound.analysis.fix_check import tolerance_ms
-
-    spread = row.get("baselines_spread_ms")
-    return spread is None or spread <= tolerance_ms(row["measured_ms"])
+    max(25%, 2 ms): `bench_truth.drifted`); a row without two baselines counts as agreed."""
+    return not bench_truth.drifted(row.get("baselines_spread_ms"), row["measured_ms"])
 
 
 def rows_of(folder: Path, ceilings) -> list[dict]:
