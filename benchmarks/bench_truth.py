@@ -366,6 +366,20 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("tf32", ("--tf32",), ("fp32-matmul",), "TrainingArguments(tf32=True)", core=False, remedies=("tf32",)),
         Fix("torch-compile", ("--torch-compile",), (*GPU_WORK, "launch-bound"), "TrainingArguments(torch_compile=True): shapes vary, a graph break at SpecAugment's index", core=False, remedies=("compile",)),
     ), steps=30, warmup=10, timeout_s=240, diag_timeout_s=300),
+    # out of sample (2026-12-07, twentieth session): torchvision's classification reference
+    # running its ResNet-50 recipe on JPEG files (PIL decode, RandomResizedCrop, TrivialAugment,
+    # random erasing, mixup/cutmix in the collate: a worker's CPU work per image), 16 workers
+    # on the device's 16 cores, fp32, the model EMA every 32 steps, three .item() a step;
+    # written before it was measured and before any rule was changed for it
+    Script("classification_tv", REAL / "classification_tv.py", (
+        Fix("workers-24", ("--workers", "24"), INPUT, "DataLoader(num_workers=24)", remedies=("workers",)),
+        Fix("workers-8", ("--workers", "8"), INPUT, "DataLoader(num_workers=8): fewer workers (no remedy: tells whether the cores are the limit)"),
+        Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        Fix("amp", ("--amp",), _AMP, "the reference's --amp: fp16 autocast and a GradScaler", remedies=("bf16",)),
+        Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last model and images", remedies=("channels_last",)),
+        Fix("log-every-100", ("--log-every", "100"), SYNC, "the metric logger's reads every 100 steps", remedies=("sync_less",)),
+        Fix("compile", ("--compile",), (*GPU_WORK, "launch-bound"), "the reference's --compile", core=False, remedies=("compile",)),
+    ), steps=20, warmup=8, timeout_s=240, diag_timeout_s=300),
 )}  # fmt: skip
 
 

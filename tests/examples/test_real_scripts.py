@@ -54,6 +54,8 @@ FRAMEWORK = {
     "efficientnet_amp": None,
     "dlrm": None,
     "wav2vec2_ctc": "transformers",
+    # out of sample, 2026-12-07 (twentieth session)
+    "classification_tv": "torchvision",
 }
 #: modules the scripts import by bare name from examples/real
 _LOCAL = ("_common", "gpt2")
@@ -117,6 +119,7 @@ def test_help_works_without_the_framework(script, in_process, monkeypatch, capsy
         ("t5_seq2seq", ("transformers",)),
         ("detection_tv", ("torchvision",)),
         ("wav2vec2_ctc", ("transformers",)),
+        ("classification_tv", ("torchvision",)),
     ],
 )
 def test_missing_framework_exits_2_with_one_line(script, blocked, in_process, monkeypatch, capsys):
@@ -702,6 +705,7 @@ def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
             ("--swap-norms", "--no-logging-nan-inf-filter"),
             {"norms": 6, "norms_swapped": 6},
         ),
+        ("classification_tv", ("--channels-last", "--log-every", "2"), {"workers": 0}),
     ],
 )
 def test_framework_script_runs_tiny(script, args, extra):

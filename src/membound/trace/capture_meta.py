@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from membound.trace import children
+
 
 def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
     """The meta a capture (a `trace.capture.Capture`) writes beside its trace, as it stands
@@ -52,6 +54,11 @@ def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
         # did per step: CPU time, page faults, context switches
         "process_per_step": capture.clock.usage_per_step("process"),
         "thread_per_step": capture.clock.usage_per_step("thread"),
+        # per timed phase, the child processes' CPU per step (a DataLoader's workers), how
+        # many there were and how many cores they kept busy; and the cores the process may
+        # use (`trace.children`): whether more workers could have had a core
+        "children_per_step": capture.clock.children_per_step(),
+        "host_cores": children.usable_cores(),
         # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
         "cupti_teardown": capture.cupti_teardown,
         # which CUDA API calls the timeline pass recorded ("all", or "launches": those

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from membound.trace import children
+
 try:  # POSIX: what the process did besides (CPU time, page faults, context switches)
     import resource
 except ImportError:  # pragma: no cover - Windows has no getrusage
@@ -70,6 +72,10 @@ class StepClock:
     helpers: dict[int, int] = field(default_factory=dict)
     #: the helpers' CPU seconds together at each boundary, beside `cpu` (nan where unread)
     helper_cpu: list[float] = field(default_factory=list)
+    #: the child processes' CPU seconds (`trace.children.snapshot`: a DataLoader's workers) at
+    #: the boundaries of `usage`, and again at those of `resumed`
+    children: dict[int, dict | None] = field(default_factory=dict)
+    children_resumed: dict[int, dict | None] = field(default_factory=dict)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
@@ -79,6 +85,8 @@ class StepClock:
         self.helper_cpu = [self._helper_time()]
         self.usage = {}
         self.resumed = {}
+        self.children = {}
+        self.children_resumed = {}
 
     def _helper_time(self) -> float:
         """The autograd threads' CPU seconds together; nan where there are none or one ended."""
@@ -106,6 +114,7 @@ class StepClock:
         self.helper_cpu.append(self._helper_time())
         if len(self.times) - 1 in self._edges():  # one getrusage a phase edge, ~2 us
             self.usage[len(self.times) - 1] = _usage()
+            self.children[len(self.times) - 1] = children.snapshot()
         if not self.helpers and self.record is not None and len(self.times) <= SCAN_BOUNDARIES:
             # the autograd threads start with the first backward on the GPU, which may come
             # after the first boundary (a DataLoader's, before the step's backward): looked
@@ -133,6 +142,7 @@ class StepClock:
             self.helper_cpu[-1] = self._helper_time()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
             self.resumed[len(self.times) - 1] = _usage()
+            self.children_resumed[len(self.times) - 1] = children.snapshot()
 
     def phase(self, s: int) -> str | None:
         """The phase of step `s`, None for steps that are not timed."""
@@ -226,6 +236,24 @@ class StepClock:
                         got["launchers_cpu_ms_median"] = round(statistics.median(both), 4)
                 if got:
                     out[phase] = got
+        return out
+
+    def children_per_step(self) -> dict[str, dict[str, float]]:
+        """Per timed phase whose edges were both read: the child processes' CPU per step, how
+        many were alive at its end and how many cores they kept busy (`children.delta`);
+        {} off Linux. A DataLoader's workers are these children: their CPU is the batches'
+        cost, which the process's own figures never hold."""
+        e = self._edges()
+        out = {}
+        for i, phase in enumerate(PHASES):
+            a, b = e[2 * i], e[2 * i + 1]
+            start = self.children_resumed.get(a, self.children.get(a))
+            if b <= a or b >= len(self.times) or a >= len(self.times):
+                continue
+            wall_ms = (self.times[b] - self.times[a]) * 1e3
+            got = children.delta(start, self.children.get(b), b - a, wall_ms)
+            if got is not None:
+                out[phase] = got
         return out
 
 
