@@ -55,6 +55,9 @@ class AnalysedTrace:
     #: the trace the op calls came from (membound's ops pass, with CPU ops and shapes, or
     #: the timeline trace itself); None: the timeline trace
     op_trace: Any = None
+    #: a worker-fed loader's workers' CPU and the host's cores in the unprofiled phase
+    #: (`analysis.loader_cpu`), for `input-starved`; None when the capture did not read them
+    loader_cpu: Any = None
 
     @property
     def n_steps(self) -> int:

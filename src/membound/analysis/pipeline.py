@@ -13,6 +13,7 @@ from membound.analysis import (
     compile_whatif,
     depthwise,
     gpu_whatif,
+    loader_cpu,
     norm_whatif,
     optimizer_whatif,
     pacing,
@@ -284,6 +285,7 @@ def analyze_trace(
         launch_host_us=profiler_cost.launch_us(meta),
         loader_release_moved_ms=loader_probe.release_moved_ms(meta),
         layout_ratios=layout_probe.ratios(meta),
+        loader_cpu=loader_cpu.of(meta, timing.unprofiled_phase) if timing is not None else None,
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
     step = timing.unprofiled_median_ms if timing is not None else None

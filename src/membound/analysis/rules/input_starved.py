@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from membound.analysis import loader_cpu
 from membound.analysis.findings import rule
 from membound.analysis.rules.copies import h2d_copies
 from membound.trace.model import CPU_OP, DATALOADER, DATALOADER_ROLES, DATALOADER_WORKERS
@@ -100,12 +101,18 @@ def input_starved(ctx):
     if workers and mb is not None:
         evidence["batch_mb_per_step"] = mb
         evidence["worker_bound"] = worker_bound
+    cores = ctx.loader_cpu if workers else None
     if worker_bound:
         # a prefetch thread fetches the next batch while the training thread works: it hides
         # the wait behind the step's own host work, never more than the wait
         work = _host_work_ms(ctx)
-        if work is not None:
-            evidence["saving_by_remedy"] = {"prefetch": min(lost, work)}
+        by_remedy = {} if work is None else {"prefetch": min(lost, work)}
+        if cores is not None:
+            # more workers: no further than the cores left to them allow (`analysis.loader_cpu`)
+            evidence.update(cores.evidence())
+            by_remedy["workers"] = loader_cpu.workers_saving(cores, ctx.reference_step_ms, lost)
+        if by_remedy:
+            evidence["saving_by_remedy"] = by_remedy
     rows = None if workers else _row_ops_per_batch(getattr(ctx, "op_trace", None))
     per_row = rows is not None and rows >= PER_ROW
     if rows is not None:
@@ -119,7 +126,17 @@ def input_starved(ctx):
         # (datasets rows, a padding collator) cannot be indexed by batch
         evidence["batch_mb_per_step"] = mb
         evidence["item_bound"] = True
-    if worker_bound:
+    if worker_bound and cores is not None and cores.saturated:
+        fix = (
+            f"The workers cannot build the batches fast enough, and the host has no core to "
+            f"spare for more: {cores.workers_working} workers keep {cores.workers_busy:.1f} of "
+            f"its {cores.cores:g} cores busy ({cores.workers_cpu_ms:.0f} ms of CPU a step), the "
+            f"training process {cores.main_busy:.1f} more. More workers would only share them. "
+            "Make each item cheaper: decode and augment on the GPU (torchvision.io.decode_jpeg "
+            "with device='cuda', transforms on whole batches there), lighter CPU transforms, "
+            "or a faster decoder; or give the job more cores."
+        )
+    elif worker_bound:
         fix = (
             f"The workers cannot build the batches fast enough: the training thread waits "
             f"{evidence['dataloader_ms_per_step']:.2f} ms a step for {mb * 1e3:.0f} KB, so the "
