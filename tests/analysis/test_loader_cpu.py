@@ -128,3 +128,4 @@ def test_on_a_saturated_host_more_workers_save_only_down_to_the_floor(tmp_path):
     workers = next(r for r in a.remedies if r.key == "workers")
     assert workers.saving_ms_per_step == pytest.approx(saving, abs=1e-3)
     assert "no core to spare" in f.fix and "Raise num_workers" not in f.fix
+    assert "1 worker keeps 1.0 of its 1.5 cores busy" in f.fix

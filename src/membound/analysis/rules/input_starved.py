@@ -129,7 +129,9 @@ def input_starved(ctx):
     if worker_bound and cores is not None and cores.saturated:
         fix = (
             f"The workers cannot build the batches fast enough, and the host has no core to "
-            f"spare for more: {cores.workers_working} workers keep {cores.workers_busy:.1f} of "
+            f"spare for more: {cores.workers_working} "
+            f"{'worker keeps' if cores.workers_working == 1 else 'workers keep'} "
+            f"{cores.workers_busy:.1f} of "
             f"its {cores.cores:g} cores busy ({cores.workers_cpu_ms:.0f} ms of CPU a step), the "
             f"training process {cores.main_busy:.1f} more. More workers would only share them. "
             "Make each item cheaper: decode and augment on the GPU (torchvision.io.decode_jpeg "
