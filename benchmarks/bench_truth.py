@@ -375,6 +375,8 @@ PLAN: dict[str, Script] = {s.name: s for s in (
         Fix("workers-24", ("--workers", "24"), INPUT, "DataLoader(num_workers=24)", remedies=("workers",)),
         Fix("workers-8", ("--workers", "8"), INPUT, "DataLoader(num_workers=8): fewer workers (no remedy: tells whether the cores are the limit)"),
         Fix("membound-prefetch", ("--membound-prefetch",), INPUT, "membound.data.prefetch(loader)", membound=True, remedies=("prefetch",)),
+        # added the same session, before any measurement: what the saturated-host text names
+        Fix("gpu-decode", ("--gpu-decode",), INPUT, "decode (nvJPEG) and augment on the GPU, the workers only reading the files: no remedy of the report's yet (its prediction is 0)"),
         Fix("amp", ("--amp",), _AMP, "the reference's --amp: fp16 autocast and a GradScaler", remedies=("bf16",)),
         Fix("channels-last", ("--channels-last",), ("memory-bound-op",), "channels_last model and images", remedies=("channels_last",)),
         Fix("log-every-100", ("--log-every", "100"), SYNC, "the metric logger's reads every 100 steps", remedies=("sync_less",)),

@@ -25,6 +25,10 @@ Fixes, one flag each:
   --compile          torch.compile(model) (the reference's --compile)
   --log-every N      the metric logger's reads every N steps, not every step
   --membound-prefetch  membound.data.prefetch(loader): pinned batches copied on a side stream
+  --gpu-decode       the workers only read the files; the batch is decoded on the GPU
+                     (torchvision.io.decode_jpeg, nvJPEG) and the same preset runs there, image
+                     by image (added after the script was written, before it was measured: the
+                     fix membound names for a loader whose host has no core to spare)
 
     python examples/real/classification_tv.py --steps 20
     membound diagnose -- python examples/real/classification_tv.py
@@ -121,6 +125,43 @@ class RandomMixupCutmix:
         return images, target
 
 
+def collate_bytes(batch):
+    """--gpu-decode's collate: the files' bytes as a list, the labels as a tensor."""
+    return [data for data, _ in batch], torch.tensor([label for _, label in batch])
+
+
+class GpuPreset:
+    """--gpu-decode: the train preset on the device. The batch's JPEG bytes are decoded there
+    in one call (nvJPEG); RandomResizedCrop, the flip and TrivialAugmentWide run image by image
+    (torchvision's v2 transforms take device tensors), then the batch is normalized, erased
+    image by image and mixed, as the CPU path does."""
+
+    def __init__(self, torchvision, crop: int, device: str, num_classes: int):
+        from torchvision.transforms import v2
+
+        self.io = torchvision.io
+        self.device = device
+        interpolation = v2.InterpolationMode.BILINEAR
+        self.per_image = v2.Compose(
+            [
+                v2.RandomResizedCrop(crop, interpolation=interpolation, antialias=True),
+                v2.RandomHorizontalFlip(0.5),
+                v2.TrivialAugmentWide(interpolation=interpolation),
+            ]
+        )
+        self.erase = v2.RandomErasing(p=0.1)
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+        self.mix = RandomMixupCutmix(num_classes)
+
+    def __call__(self, datas, labels):
+        images = self.io.decode_jpeg(datas, mode=self.io.ImageReadMode.RGB, device=self.device)
+        x = torch.stack([self.per_image(im) for im in images])
+        x = x.float().div_(255).sub_(self.mean).div_(self.std)
+        labels = labels.to(self.device, non_blocking=True)
+        return self.mix([(self.erase(im), t) for im, t in zip(x, labels, strict=True)])
+
+
 def accuracy(output, target, topk=(1, 5)):
     """The reference's utils.accuracy: top-k against the hard labels (argmax of the mixed)."""
     with torch.inference_mode():
@@ -150,9 +191,16 @@ def main(argv: list[str] | None = None) -> dict:
         action="store_true",
         help="membound.data.prefetch(loader): pinned batches copied on a side stream",
     )
+    p.add_argument(
+        "--gpu-decode",
+        action="store_true",
+        help="decode (nvJPEG) and augment on the GPU; the workers only read the files",
+    )
     args = parse(p, argv)
     if args.log_every < 1:
         p.error("--log-every must be >= 1")
+    if args.gpu_decode and args.membound_prefetch:
+        p.error("--gpu-decode and --membound-prefetch: the batch is decoded on the GPU already")
     torchvision = require("torchvision", "classification_tv.py")
     require("PIL", "classification_tv.py", "pillow")
     from torchvision import transforms
@@ -163,7 +211,11 @@ def main(argv: list[str] | None = None) -> dict:
     num_classes = 1000
     size = (WIDTH, HEIGHT) if args.cuda else (96, 72)
     root = jpeg_folder(CLASSES if args.cuda else 2, PER_CLASS if args.cuda else 3, *size)
-    dataset = torchvision.datasets.ImageFolder(str(root), train_preset(transforms, crop, 0.1))
+    if args.gpu_decode:
+        dataset = torchvision.datasets.ImageFolder(str(root), loader=torchvision.io.read_file)
+        gpu_preset = GpuPreset(torchvision, crop, args.device, num_classes)
+    else:
+        dataset = torchvision.datasets.ImageFolder(str(root), train_preset(transforms, crop, 0.1))
     steps_needed = args.warmup_steps + args.steps + 1
     # sample with replacement: the folder is small, the epoch the loop needs is not
     sampler = torch.utils.data.RandomSampler(
@@ -176,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
         num_workers=workers,
         pin_memory=args.cuda,
         drop_last=True,
-        collate_fn=RandomMixupCutmix(num_classes),
+        collate_fn=collate_bytes if args.gpu_decode else RandomMixupCutmix(num_classes),
     )
     if args.membound_prefetch:
         from membound.data import prefetch
@@ -233,6 +285,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     model.train()
     for i, (image, target) in enumerate(loader):
+        if args.gpu_decode:
+            image, target = gpu_preset(image, target)
         image = image.to(args.device, non_blocking=True, memory_format=memory_format)
         target = target.to(args.device, non_blocking=True)
         with autocast:

@@ -706,6 +706,7 @@ def test_gpt2_compiled_runs_through_torch_compile(gpt2_runs):
             {"norms": 6, "norms_swapped": 6},
         ),
         ("classification_tv", ("--channels-last", "--log-every", "2"), {"workers": 0}),
+        ("classification_tv", ("--gpu-decode",), {"workers": 0}),
     ],
 )
 def test_framework_script_runs_tiny(script, args, extra):
