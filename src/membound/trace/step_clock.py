@@ -51,8 +51,9 @@ class StepClock:
     #: profiled steps after the recorded ones, timed in no phase (the ops pass)
     extra: int = 0
     times: list[float] = field(default_factory=list)  # perf_counter() at each boundary
-    #: the process's and the training thread's resource usage (`_usage`) at the boundaries
-    #: that open or close a timed phase, taken when the boundary is marked
+    #: the process's and the training thread's resource usage and the child processes' CPU
+    #: seconds (`_usage`, `USAGE_OF`) at the boundaries that open or close a timed phase,
+    #: taken when the boundary is marked
     usage: dict[int, tuple] = field(default_factory=dict)
     #: the same, taken again by `restart` (after membound's own work at that boundary): where
     #: the phase that starts there begins
@@ -72,10 +73,6 @@ class StepClock:
     helpers: dict[int, int] = field(default_factory=dict)
     #: the helpers' CPU seconds together at each boundary, beside `cpu` (nan where unread)
     helper_cpu: list[float] = field(default_factory=list)
-    #: the child processes' CPU seconds (`trace.children.snapshot`: a DataLoader's workers) at
-    #: the boundaries of `usage`, and again at those of `resumed`
-    children: dict[int, dict | None] = field(default_factory=dict)
-    children_resumed: dict[int, dict | None] = field(default_factory=dict)
 
     def start(self) -> None:
         self.times = [time.perf_counter()]
@@ -85,8 +82,6 @@ class StepClock:
         self.helper_cpu = [self._helper_time()]
         self.usage = {}
         self.resumed = {}
-        self.children = {}
-        self.children_resumed = {}
 
     def _helper_time(self) -> float:
         """The autograd threads' CPU seconds together; nan where there are none or one ended."""
@@ -112,9 +107,8 @@ class StepClock:
         self.cpu.append(time.thread_time())
         self.gpu.append(self._event())
         self.helper_cpu.append(self._helper_time())
-        if len(self.times) - 1 in self._edges():  # one getrusage a phase edge, ~2 us
+        if len(self.times) - 1 in self._edges():  # getrusage ~2 us; the children ~0.5 ms
             self.usage[len(self.times) - 1] = _usage()
-            self.children[len(self.times) - 1] = children.snapshot()
         if not self.helpers and self.record is not None and len(self.times) <= SCAN_BOUNDARIES:
             # the autograd threads start with the first backward on the GPU, which may come
             # after the first boundary (a DataLoader's, before the step's backward): looked
@@ -142,7 +136,6 @@ class StepClock:
             self.helper_cpu[-1] = self._helper_time()
         if len(self.times) - 1 in self.usage:  # nor in what the process did in the phase
             self.resumed[len(self.times) - 1] = _usage()
-            self.children_resumed[len(self.times) - 1] = children.snapshot()
 
     def phase(self, s: int) -> str | None:
         """The phase of step `s`, None for steps that are not timed."""
@@ -243,33 +236,36 @@ class StepClock:
         many were alive at its end and how many cores they kept busy (`children.delta`);
         {} off Linux. A DataLoader's workers are these children: their CPU is the batches'
         cost, which the process's own figures never hold."""
+        k = USAGE_OF.index("children")
         e = self._edges()
         out = {}
         for i, phase in enumerate(PHASES):
             a, b = e[2 * i], e[2 * i + 1]
-            start = self.children_resumed.get(a, self.children.get(a))
-            if b <= a or b >= len(self.times) or a >= len(self.times):
-                continue
-            wall_ms = (self.times[b] - self.times[a]) * 1e3
-            got = children.delta(start, self.children.get(b), b - a, wall_ms)
-            if got is not None:
-                out[phase] = got
+            start = self.resumed.get(a, self.usage.get(a))
+            if b > a and start is not None and b in self.usage:
+                wall_ms = (self.times[b] - self.times[a]) * 1e3
+                got = children.delta(start[k], self.usage[b][k], b - a, wall_ms)
+                if got is not None:
+                    out[phase] = got
         return out
 
 
 #: `usage_delta`'s keys, from `resource.getrusage` fields
 USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
                 "involuntary_switches")  # fmt: skip
-#: whose usage a `_usage()` snapshot holds, in order
-USAGE_OF = ("process", "thread")
+#: whose usage a `_usage()` snapshot holds, in order (the children's is
+#: `trace.children.snapshot`'s {pid: CPU seconds}, or None)
+USAGE_OF = ("process", "thread", "children")
 
 
 def _usage() -> tuple:
-    """(this process's figures, all its threads; the calling thread's): each (CPU seconds,
-    minor faults, major faults, voluntary and involuntary context switches), () where
-    getrusage (or, off Linux, the per-thread kind) is missing."""
+    """(this process's figures, all its threads; the calling thread's; its children's): the
+    first two each (CPU seconds, minor faults, major faults, voluntary and involuntary context
+    switches), () where getrusage (or, off Linux, the per-thread kind) is missing; the third
+    `trace.children.snapshot()` (a DataLoader's workers' CPU seconds by pid, None off Linux)."""
+    kids = children.snapshot()
     if resource is None:
-        return ((), ())
+        return ((), (), kids)
     out = []
     for who in (resource.RUSAGE_SELF, getattr(resource, "RUSAGE_THREAD", None)):
         if who is None:
@@ -277,7 +273,7 @@ def _usage() -> tuple:
             continue
         r = resource.getrusage(who)
         out.append((r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw))
-    return tuple(out)
+    return (*out, kids)
 
 
 def usage_delta(a: tuple, b: tuple, steps: int) -> dict[str, Any]:
