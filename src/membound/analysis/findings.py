@@ -54,7 +54,7 @@ class Finding:
 DOCUMENTED = frozenset(
     {"pageable-copy", "blocking-copy", "input-starved", "host-sync", "launch-bound",
      "host-bound", "data-parallel-one-gpu",
-     "memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul",
+     "memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul", "tf32-matmul",
      "exposed-communication", "straggler-rank"}
 )  # fmt: skip
 

@@ -59,7 +59,9 @@ import numpy as np
 from membound.analysis.replay import Replay
 
 #: findings whose saving is kernel time (read through the curve)
-GPU_WORK = frozenset({"memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul"})
+GPU_WORK = frozenset(
+    {"memory-bound-op", "unfused-chain", "fp32-storage", "fp32-matmul", "tf32-matmul"}
+)
 
 #: bf16 autocast's added host work, in plain launches' host time (`trace.profiler_cost`'s
 #: `plain_us`, measured on the machine) per kernel the step launches: autocast wraps every op (a

@@ -32,7 +32,7 @@ from membound.analysis.step_timing import PROFILER, StepTiming, remove_profiler_
 from membound.analysis.timeline import Timeline, step_windows
 from membound.device.lookup import ceilings_beside, ceilings_for_name
 from membound.errors import BadInput
-from membound.trace import graph_ops, layout_probe, loader_probe, profiler_cost
+from membound.trace import dtype_probe, graph_ops, layout_probe, loader_probe, profiler_cost
 from membound.trace.capture_meta import notes_from_meta, read_meta
 from membound.trace.load import load_trace
 from membound.trace.model import CPU_OP
@@ -285,6 +285,7 @@ def analyze_trace(
         launch_host_us=profiler_cost.launch_us(meta),
         loader_release_moved_ms=loader_probe.release_moved_ms(meta),
         layout_ratios=layout_probe.ratios(meta),
+        dtype_ratios=dtype_probe.ratios(meta),
         loader_cpu=loader_cpu.of(meta, timing.unprofiled_phase) if timing is not None else None,
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []

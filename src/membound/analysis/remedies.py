@@ -173,6 +173,7 @@ def remedies_of(code: str, evidence: dict[str, Any] | None) -> tuple[str, ...]:
     return {
         "fp32-storage": ("bf16",),
         "fp32-matmul": ("bf16", "tf32"),
+        "tf32-matmul": ("bf16",),
         "host-sync": ("sync_less",),
         "data-parallel-one-gpu": ("drop_data_parallel",),
         "pageable-copy": ("pin_memory", "prefetch"),

@@ -94,3 +94,97 @@ def fp32_matmul(ctx):
             ),
         )
     ]
+
+
+@rule("tf32-matmul")
+def tf32_matmul(ctx):
+    """Compute-bound fp32 matmul/conv that ran on tensor cores at the TF32 rate, where bf16
+    autocast runs it faster by what this GPU measured (`trace.dtype_probe`).
+
+    For calls whose compute key is "tf32" (a tensor-core kernel name on fp32 storage, or an
+    fp32 matmul with TF32 allowed; `analysis.ops`) and whose op row is compute-bound: time
+    lost per step = Σ device time × (1 − bf16 time ÷ fp32 time of its shape, timed here
+    after the script) ÷ steps. A call whose shape was not among the probe's keys (those of
+    the most kernel time) takes the probed calls' ratio, weighted by their kernel time. The
+    ceilings' ratio (bf16 twice TF32) is not used: on the H200 it predicted 16-17 ms/step for
+    a channels-first ResNet-50 whose AMP saved 4.8-5.5. No measurement, no finding.
+
+    cuDNN's TF32 convolutions are PyTorch's default (`torch.backends.cudnn.allow_tf32`), so
+    an fp32 conv net runs them unless told otherwise: `fp32-matmul` does not see them (they
+    are on tensor cores already), and `fp32-storage` only the memory-bound ops around them.
+    """
+    measured = getattr(ctx, "dtype_ratios", None) or {}
+    trace = getattr(ctx, "op_trace", None) or getattr(ctx, "trace", None)
+    if not measured or trace is None:
+        return []
+    rows = {r.name: r for r in ctx.rows}
+    codes, computes = value_codes(call_column(ctx.calls, "compute"))
+    wanted = np.array([k == "tf32" for k in computes], dtype=bool)
+    idx = np.flatnonzero(wanted[codes]).tolist() if len(codes) else []
+    matched_us = matched_bf16_us = other_us = flops = 0.0
+    ops: Counter = Counter()
+    for i in idx:
+        call = ctx.calls[i]
+        r = rows.get(call.name)
+        if r is None or r.bound != "compute" or call.device_us <= 0:
+            continue
+        if call.family and call.family not in MATMUL_FAMILIES:
+            continue
+        ratio = _probed_ratio(trace, call, measured)
+        if ratio is None:
+            other_us += call.device_us
+        else:
+            matched_us += call.device_us
+            matched_bf16_us += call.device_us * ratio
+        flops += call.flops
+        ops[call.name] += 1
+    if not matched_us > 0:
+        return []
+    ratio = matched_bf16_us / matched_us  # the probed calls' own, weighted by kernel time
+    device_us = matched_us + other_us
+    lost_us = (matched_us - matched_bf16_us) + other_us * (1.0 - ratio)
+    if not lost_us > 0:
+        return []
+    return [
+        ctx.finding(
+            code="tf32-matmul",
+            title="fp32 matmuls/convolutions run at the TF32 rate; bf16 runs them faster here",
+            lost_ms=ctx.per_op_step(lost_us / 1e3),
+            evidence={
+                "ops": dict(ops),
+                "device_ms_per_step": ctx.per_op_step(device_us / 1e3),
+                "achieved_tflops": flops / (device_us * 1e-6) / 1e12,
+                "bf16_time_ratio_measured": round(ratio, 4),
+                "measured_share_of_time": round(matched_us / device_us, 4),
+            },
+            fix=(
+                "Run the forward and loss under torch.autocast('cuda', dtype=torch.bfloat16) "
+                "(Lightning: precision='bf16-mixed'; HF Trainer: bf16=True): these ran "
+                f"{1 / ratio:.2f}x as fast in bf16 on this GPU (timed here after the script)."
+            ),
+        )
+    ]
+
+
+def _probed_ratio(trace, call, measured: dict) -> float | None:
+    """bf16's time over fp32's that `trace.dtype_probe` measured for `call`'s op, shapes and
+    arguments, or None where its key was not probed."""
+    from membound.trace.dtype_probe import key_of, tag
+
+    i = call.cpu_index
+    s = int(trace.cpu.shape[i]) if 0 <= i < len(trace.cpu) else -1
+    if s < 0:
+        return None
+    dims, types, concrete = trace.shapes[s]
+    st = int(trace.cpu.strides[i])
+    key = key_of(call.name, dims, types, concrete, trace.strides[st] if st >= 0 else None)
+    if key is None:
+        return None
+    if key["op"] == "conv_backward":
+        # the probe's key carries the forward's cuDNN search flag
+        for bench in (False, True):
+            found = measured.get(tag({**key, "benchmark": bench}))
+            if found is not None:
+                return found
+        return None
+    return measured.get(tag(key))

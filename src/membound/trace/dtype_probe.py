@@ -1,0 +1,360 @@
+"""After `membound diagnose`'s script ends: time the trace's fp32 convolutions and matmuls
+again in bf16, here, and keep both in the capture meta.
+
+What bf16 autocast saves on a convolution that already ran on TF32 tensor cores (cuDNN's
+default, `torch.backends.cudnn.allow_tf32`) is not the ratio of the two ceilings. On the H200
+(2026-12-02..05, `benchmarks/results/truth.csv`) AMP saved a channels-first ResNet-50 4.8-5.5
+ms/step, where its TF32 convolutions ran about 35 ms/step and the ceilings' ratio (bf16 twice
+TF32) would have predicted 16-17: cuDNN's 16-bit kernels on NCHW tensors transpose their
+operands, and channels_last with AMP saved 18-26. On an H100 the DDPM U-Net's TF32
+convolutions (30.8 ms/step) gave bf16 11.4 ms/step in all, where the findings, which did not
+count them, predicted 6.2. How much faster a convolution runs in bf16 depends on its shape,
+its layout and the kernels cuDNN picks for them on this GPU, so it is measured.
+
+`keys_of(trace)` finds the fp32 calls of the ops below that launched kernels, one key per
+(op, shapes, arguments, layout), the most kernel time first (at most `MAX_KEYS`). `measure`
+times each key's op on random tensors of its shapes in fp32 (TF32 allowed as the trace's
+convolutions recorded, matmuls with TF32 on) and in bf16, in a process of its own after the
+script (it never takes time from the steps membound timed). `ratios(meta)` gives bf16's time
+over fp32's per key, which `tf32-matmul` (`analysis.rules.matmul`) reads. A failure is a note
+in the meta, never a failed diagnose.
+
+    python -m membound.trace.dtype_probe --keys '[{"op": ..., ...}]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from membound.trace import meta_probe
+
+#: the meta key the measurement (or why there is none) is kept under
+META_KEY = "dtype_cost"
+#: how a note on a missing measurement begins
+LABEL = "bf16 convolutions not measured"
+#: seconds the probe may take: CUDA start-up, cuDNN's choice of kernels, then a second or
+#: two of kernels
+TIMEOUT_S = 90.0
+#: keys timed, those of the most kernel time first
+MAX_KEYS = 16
+#: timed calls of each dtype (after `WARMUP`); the median is kept
+REPS, WARMUP = 7, 3
+
+CONV_FWD = "aten::cudnn_convolution"
+CONV_BWD = "aten::convolution_backward"
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
+#: op name -> the key's "op"
+OPS = {CONV_FWD: "conv", CONV_BWD: "conv_backward", **{m: "mm" for m in MATMULS}}
+OPS["aten::bmm"] = "bmm"
+
+
+def _ints(text: Any) -> list[int] | None:
+    """'[1, 1]' -> [1, 1]; None for anything else."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return value
+    return None
+
+
+def _int(text: Any) -> int | None:
+    try:
+        return int(text) if isinstance(text, str) and text.strip().lstrip("-").isdigit() else None
+    except ValueError:
+        return None
+
+
+def _bool(text: Any) -> bool | None:
+    return {"True": True, "False": False}.get(text) if isinstance(text, str) else None
+
+
+def _shape(dims: Any, n: int | None = None) -> list[int] | None:
+    ok = isinstance(dims, list) and dims and all(type(d) is int and d > 0 for d in dims)
+    return list(dims) if ok and (n is None or len(dims) == n) else None
+
+
+def _channels_last(dims: list[int], strides: Any) -> bool:
+    """A 4-D tensor whose channel stride is 1 (and has more than one channel)."""
+    return (
+        isinstance(strides, list)
+        and len(strides) == 4
+        and len(dims) == 4
+        and dims[1] > 1
+        and strides[1] == 1
+    )
+
+
+def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None) -> dict | None:
+    """The probe's key of one recorded call: {"op", the shapes and arguments it takes, and
+    "channels_last" for a convolution}; None when it is not an fp32 call of a probed op with
+    its shapes and arguments recorded."""
+    op = OPS.get(name)
+    if op is None or not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    concrete = concrete if isinstance(concrete, list) else []
+    strides = strides if isinstance(strides, list) else []
+
+    def arg(i: int, parse):
+        return parse(concrete[i]) if len(concrete) > i else None
+
+    floats = [t for t, d in zip(types, dims, strict=False) if isinstance(d, list) and d]
+    if not floats or any(t != "float" for t in floats):
+        return None
+    if op == "conv":
+        x, w = (_shape(dims[i], 4) if len(dims) > i else None for i in (0, 1))
+        padding, stride, dilation = arg(2, _ints), arg(3, _ints), arg(4, _ints)
+        groups, benchmark, allow_tf32 = arg(5, _int), arg(6, _bool), arg(8, _bool)
+        if None in (x, w, padding, stride, dilation, groups) or groups < 1:
+            return None
+        return {
+            "op": op, "input": x, "weight": w, "stride": stride, "padding": padding,
+            "dilation": dilation, "groups": groups,
+            "channels_last": _channels_last(x, strides[0] if strides else None),
+            "benchmark": bool(benchmark), "allow_tf32": allow_tf32 is not False,
+        }  # fmt: skip
+    if op == "conv_backward":
+        g, x, w = (_shape(dims[i], 4) if len(dims) > i else None for i in (0, 1, 2))
+        bias = arg(3, _ints)
+        stride, padding, dilation = arg(4, _ints), arg(5, _ints), arg(6, _ints)
+        transposed, output_padding = arg(7, _bool), arg(8, _ints)
+        groups, mask = arg(9, _int), concrete[10] if len(concrete) > 10 else None
+        mask = json.loads(mask.lower()) if isinstance(mask, str) and mask.startswith("[") else None
+        if None in (g, x, w, stride, padding, dilation, transposed, output_padding, groups):
+            return None
+        if not (isinstance(mask, list) and len(mask) == 3 and all(type(m) is bool for m in mask)):
+            return None
+        return {
+            "op": op, "grad_output": g, "input": x, "weight": w, "bias_sizes": bias,
+            "stride": stride, "padding": padding, "dilation": dilation,
+            "transposed": transposed, "output_padding": output_padding, "groups": groups,
+            "output_mask": mask, "channels_last": _channels_last(x, strides[1] if len(strides) > 1 else None),
+        }  # fmt: skip
+    a, b = (dims[1], dims[2]) if name == "aten::addmm" and len(dims) > 2 else dims[:2]
+    n = 3 if op == "bmm" else 2
+    a, b = _shape(a, n), _shape(b, n)
+    if a is None or b is None or a[-1] != b[-2]:
+        return None
+    return {"op": op, "a": a, "b": b}
+
+
+def tag(key: dict[str, Any]) -> str:
+    """A key's identity (its JSON, sorted), without what the trace adds to it."""
+    return json.dumps(
+        {k: v for k, v in key.items() if k not in ("device_ms", "calls")}, sort_keys=True
+    )
+
+
+def keys_of(trace) -> list[dict[str, Any]]:
+    """The probe's keys of `trace`'s fp32 calls that launched kernels, the most kernel time
+    first (at most `MAX_KEYS`), each with its `device_ms` in the trace (the kernels launched
+    inside its calls) and `calls`. The innermost of nested probed calls is the one taken."""
+    import numpy as np
+
+    from membound.trace.model import KERNEL, LAUNCH_CALLS
+
+    cpu, rt, gpu = trace.cpu, trace.runtime, trace.gpu
+    ids = [i for i, n in enumerate(trace.names) if n in OPS]
+    if not len(cpu) or not len(rt) or not len(gpu) or not ids:
+        return []
+    ops = np.flatnonzero(np.isin(cpu.name, ids) & (cpu.shape >= 0))
+    launch = np.isin(rt.call, LAUNCH_CALLS)
+    kernels = gpu.kind == KERNEL
+    found: dict[str, dict[str, Any]] = {}
+    ts, ends, tids = cpu.ts[ops], cpu.ts[ops] + cpu.dur[ops], cpu.tid[ops]
+    for j, i in enumerate(ops.tolist()):
+        t0, t1, tid = float(ts[j]), float(ends[j]), tids[j]
+        nested = (tids == tid) & (ts >= t0) & (ts <= t1)
+        nested[j] = False
+        if nested.any():
+            continue  # an outer call: the inner one launches
+        inside = launch & (rt.tid == tid) & (rt.ts >= t0) & (rt.ts <= t1)
+        if not inside.any():
+            continue
+        mine = kernels & np.isin(gpu.correlation, rt.correlation[inside])
+        if not mine.any():
+            continue
+        name = trace.names[int(cpu.name[i])]
+        dims, types, concrete = trace.shapes[int(cpu.shape[i])]
+        stid = int(cpu.strides[i])
+        key = key_of(name, dims, types, concrete, trace.strides[stid] if stid >= 0 else None)
+        if key is None:
+            continue
+        entry = found.setdefault(tag(key), {**key, "device_ms": 0.0, "calls": 0})
+        entry["device_ms"] += float(gpu.dur[mine].sum()) / 1e3
+        entry["calls"] += 1
+    # the backward's cuDNN search follows the forward's (it records no flag of its own)
+    bench = any(e.get("benchmark") for e in found.values() if e["op"] == "conv")
+    for e in found.values():
+        if e["op"] == "conv_backward":
+            e["benchmark"] = bench
+    ranked = sorted(found.values(), key=lambda e: -e["device_ms"])[:MAX_KEYS]
+    for e in ranked:
+        e["device_ms"] = round(e["device_ms"], 4)
+    return ranked
+
+
+def _run(key: dict[str, Any], dtype, device: str):
+    """A function running the key's op once on tensors of `dtype` made here."""
+    import torch
+
+    fmt = torch.channels_last if key.get("channels_last") else torch.contiguous_format
+
+    def t(shape):
+        x = torch.randn(shape, device=device, dtype=dtype)
+        return x.contiguous(memory_format=fmt) if len(shape) == 4 else x
+
+    if key["op"] == "conv":
+        x, w = t(key["input"]), t(key["weight"])
+        return lambda: torch.ops.aten.convolution(
+            x, w, None, key["stride"], key["padding"], key["dilation"], False, [0, 0],
+            key["groups"],
+        )  # fmt: skip
+    if key["op"] == "conv_backward":
+        g, x, w = t(key["grad_output"]), t(key["input"]), t(key["weight"])
+        return lambda: torch.ops.aten.convolution_backward(
+            g, x, w, key["bias_sizes"], key["stride"], key["padding"], key["dilation"],
+            key["transposed"], key["output_padding"], key["groups"], key["output_mask"],
+        )  # fmt: skip
+    a, b = t(key["a"]), t(key["b"])
+    return (lambda: torch.bmm(a, b)) if key["op"] == "bmm" else (lambda: torch.mm(a, b))
+
+
+def _time(fn, device: str) -> float:
+    """The median ms of `fn` over `REPS` calls after `WARMUP`."""
+    import statistics
+    import time
+
+    import torch
+
+    times = []
+    for i in range(WARMUP + REPS):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ms = (time.perf_counter() - t0) * 1e3
+        if i >= WARMUP:
+            times.append(ms)
+    return statistics.median(times)
+
+
+def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
+    """{"ops": [key + {"fp32_ms", "bf16_ms"}], "device"}: the median time of each key's op
+    here in fp32 (TF32 as the key says for a convolution, on for a matmul: the calls
+    `tf32-matmul` counts ran on tensor cores) and in bf16."""
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device")
+    out = []
+    for key in keys:
+        conv = key["op"].startswith("conv")
+        torch.backends.cudnn.benchmark = bool(key.get("benchmark"))
+        torch.backends.cudnn.allow_tf32 = bool(key.get("allow_tf32", True))
+        torch.backends.cuda.matmul.allow_tf32 = True
+        row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            if device != "cuda" and conv and dtype is torch.bfloat16:
+                dtype = torch.float32  # a CPU run checks the plumbing, not bf16's speed
+            row[f"{name}_ms"] = round(_time(_run(key, dtype, device), device), 5)
+        out.append(row)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return {"ops": out, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+
+
+def ratios(meta: Any) -> dict[str, float]:
+    """{`tag(key)`: bf16 ms / fp32 ms} measured here, from a capture meta (`META_KEY`);
+    empty when not measured. A ratio above 1 (bf16 slower) is kept: a remedy can cost time."""
+    got = meta.get(META_KEY) if isinstance(meta, dict) else None
+    ops = got.get("ops") if isinstance(got, dict) else None
+    out: dict[str, float] = {}
+    for row in ops if isinstance(ops, list) else []:
+        if not isinstance(row, dict) or "op" not in row:
+            continue
+        try:
+            fp32, bf16 = float(row["fp32_ms"]), float(row["bf16_ms"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if fp32 > 0 and bf16 > 0:
+            out[tag({k: v for k, v in row.items() if k not in ("fp32_ms", "bf16_ms")})] = (
+                bf16 / fp32
+            )
+    return out
+
+
+def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
+    """Find the trace's fp32 convolutions and matmuls, time them in fp32 and bf16, and keep
+    the result in the capture meta at `meta_path` under `META_KEY`; returns one sentence
+    saying what happened."""
+    path = Path(meta_path)
+    where = ("ops_trace", "trace")
+    what = "no trace with op shapes"
+    meta, keys, said = meta_probe.read_beside(path, LABEL, META_KEY, where, what, keys_of)
+    if said is not None:
+        return said
+    if not keys:
+        return "no fp32 convolution or matmul with kernel time recorded: bf16 not measured."
+    wanted = [{k: v for k, v in key.items() if k not in ("device_ms", "calls")} for key in keys]
+    cmd = [sys.executable, "-m", "membound.trace.dtype_probe", "--keys", json.dumps(wanted)]
+    result, why = meta_probe.run_json(cmd, timeout, run)
+    if why is None and not (isinstance(result, dict) and isinstance(result.get("ops"), list)):
+        why = "the probe printed no list of ops"
+    if why is not None:
+        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why, keys=wanted)
+    total = sum(k["device_ms"] for k in keys)
+    result["trace_device_ms"] = round(total, 4)
+    meta_probe.keep(path, meta, META_KEY, result)
+    rows = [r for r in result["ops"] if isinstance(r, dict) and r.get("fp32_ms")]
+    fp32 = sum(float(r["fp32_ms"]) for r in rows)
+    bf16 = sum(float(r.get("bf16_ms") or 0.0) for r in rows)
+    return (
+        f"measured the trace's {len(rows)} fp32 convolution/matmul shapes of the most kernel "
+        f"time again in bf16 here: {fp32:.3g} ms a call each in fp32, {bf16:.3g} in bf16."
+    )
+
+
+def _valid(key: Any) -> bool:
+    """A key `measure` can run: a probed op and the shapes it needs."""
+    if not isinstance(key, dict) or key.get("op") not in set(OPS.values()):
+        return False
+    need = {
+        "conv": ("input", "weight", "stride", "padding", "dilation", "groups"),
+        "conv_backward": ("grad_output", "input", "weight", "stride", "padding", "dilation",
+                          "transposed", "output_padding", "groups", "output_mask"),
+        "mm": ("a", "b"),
+        "bmm": ("a", "b"),
+    }[key["op"]]  # fmt: skip
+    return all(k in key for k in need)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--keys", required=True, help="JSON list of keys (`keys_of`)")
+    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    a = p.parse_args(argv)
+    try:
+        keys = json.loads(a.keys)
+    except ValueError:
+        p.error("--keys is not JSON")
+    if not isinstance(keys, list) or not all(_valid(k) for k in keys):
+        p.error("--keys must be a JSON list of convolution or matmul keys (op, shapes)")
+    print(json.dumps(measure(keys, a.device)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""`trace.dtype_probe`: the trace's fp32 convolutions and matmuls timed again in bf16 after
+diagnose's script, and `tf32-matmul` predicting bf16 on TF32 tensor-core calls from that
+measurement (never from the ceilings' ratio)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from membound.analysis import analyze
+from membound.trace.capture_meta import timeline_in
+from membound.trace.dtype_probe import (
+    META_KEY,
+    _run,
+    key_of,
+    keys_of,
+    main,
+    measure,
+    probe,
+    ratios,
+    tag,
+)
+from membound.trace.load import load_trace
+from support.paths import FIXTURES
+from support.truth import truth_tally
+
+DDPM = FIXTURES / "h100_real_ddpm_unet_truth1"
+FWD, BWD = "aten::cudnn_convolution", "aten::convolution_backward"
+CONV_TYPES = ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar",
+              "Scalar", "Scalar"]  # fmt: skip
+BWD_TYPES = ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList",
+             "Scalar", "ScalarList", "Scalar", "ScalarList"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ddpm_keys():
+    return keys_of(load_trace(DDPM / "trace.ops.json.xz"))
+
+
+def test_the_unets_convolutions_most_kernel_time_first(ddpm_keys):
+    """The DDPM U-Net (H100 ops pass, 3 steps, fp32, cuDNN's TF32 default): its 3x3
+    convolutions' backward at 128 channels of 32 x 32 first (21 calls, 12.66 ms of kernels),
+    the attention's fp32 bmm among them; the outer `aten::convolution` calls, which hold
+    `cudnn_convolution`, are not keys."""
+    assert len(ddpm_keys) == 16
+    first = ddpm_keys[0]
+    assert first["op"] == "conv_backward" and first["calls"] == 21
+    assert first["input"] == [128, 128, 32, 32] and first["weight"] == [128, 128, 3, 3]
+    assert first["stride"] == [1, 1] and first["padding"] == [1, 1] and first["groups"] == 1
+    assert first["output_mask"] == [True, True, True] and first["bias_sizes"] == [128]
+    assert first["channels_last"] is False and first["benchmark"] is False
+    assert first["device_ms"] == pytest.approx(12.6645, abs=1e-3)
+    ops = [k["op"] for k in ddpm_keys]
+    assert ops.count("bmm") == 1 and "conv" in ops
+    times = [k["device_ms"] for k in ddpm_keys]
+    assert times == sorted(times, reverse=True)
+    assert all(k["allow_tf32"] for k in ddpm_keys if k["op"] == "conv")
+
+
+@pytest.mark.parametrize(
+    ("name", "dims", "types", "concrete"),
+    [
+        # bf16 already: autocast's inner call
+        (FWD, [[2, 8, 4, 4], [4, 8, 3, 3]], ["c10::BFloat16", "c10::BFloat16", *CONV_TYPES[2:]],
+         ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"]),
+        # the arguments not recorded
+        (FWD, [[2, 8, 4, 4], [4, 8, 3, 3]], CONV_TYPES, ["", ""]),
+        # a 1-D convolution
+        (FWD, [[2, 8, 4], [4, 8, 3]], CONV_TYPES,
+         ["", "", "[1]", "[1]", "[1]", "1", "False", "False", "True"]),
+        # a backward without its output mask
+        (BWD, [[2, 4, 4, 4], [2, 8, 4, 4], [4, 8, 3, 3]], BWD_TYPES,
+         ["", "", "", "[4]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"]),
+        # matmuls whose inner sizes disagree, an fp64 one
+        ("aten::mm", [[4, 8], [7, 3]], ["float", "float"], ["", ""]),
+        ("aten::mm", [[4, 8], [8, 3]], ["double", "double"], ["", ""]),
+        ("aten::linear", [[4, 8], [3, 8]], ["float", "float"], ["", ""]),
+    ],
+)  # fmt: skip
+def test_calls_the_probe_cannot_time_are_left_out(name, dims, types, concrete):
+    assert key_of(name, dims, types, concrete) is None
+
+
+def test_addmm_is_timed_as_its_product():
+    key = key_of("aten::addmm", [[3], [4, 8], [8, 3], [], []],
+                 ["float", "float", "float", "Scalar", "Scalar"], ["", "", "", "1", "1"])  # fmt: skip
+    assert key == {"op": "mm", "a": [4, 8], "b": [8, 3]}
+
+
+def _small(key):
+    """A key at batch 2 and 8 channels: the same op, CPU-sized."""
+    k = {a: b for a, b in key.items() if a not in ("device_ms", "calls")}
+    if k["op"] == "conv":
+        k["input"] = [2, 8, *k["input"][2:]]
+        k["weight"] = [4, 8 // k["groups"], *k["weight"][2:]]
+    return k
+
+
+def test_the_probe_runs_the_ops_the_trace_recorded():
+    """The forward key's op is F.conv2d; the backward key's (recorded as the trace writes it)
+    gives autograd's gradients of the input, the weight and the bias."""
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    w = torch.randn(4, 8, 3, 3, requires_grad=True)
+    b = torch.randn(4, requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w, b, stride=2, padding=1)
+    g = torch.randn_like(y)
+    y.backward(g)
+    fwd = key_of(
+        FWD, [[2, 8, 6, 6], [4, 8, 3, 3]], CONV_TYPES,
+        ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+        [[288, 36, 6, 1], [72, 9, 3, 1]],
+    )  # fmt: skip
+    bwd = key_of(
+        BWD, [list(y.shape), [2, 8, 6, 6], [4, 8, 3, 3]], BWD_TYPES,
+        ["", "", "", "[4]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1",
+         "[True, True, True]"],
+    )  # fmt: skip
+    assert fwd["stride"] == [2, 2] and fwd["padding"] == [1, 1]
+    torch.manual_seed(0)
+    run = _run(fwd, torch.float32, "cpu")
+    # the probe's tensors are its own: check the op on ours
+    got = torch.ops.aten.convolution(
+        x.detach(), w.detach(), None, fwd["stride"], fwd["padding"], fwd["dilation"], False,
+        [0, 0], fwd["groups"],
+    )  # fmt: skip
+    assert torch.allclose(got + b.detach()[:, None, None], y.detach(), atol=1e-5)
+    assert run().shape == y.shape
+    gi, gw, gb = torch.ops.aten.convolution_backward(
+        g, x.detach(), w.detach(), bwd["bias_sizes"], bwd["stride"], bwd["padding"],
+        bwd["dilation"], bwd["transposed"], bwd["output_padding"], bwd["groups"],
+        bwd["output_mask"],
+    )  # fmt: skip
+    assert torch.allclose(gi, x.grad, atol=1e-4) and torch.allclose(gw, w.grad, atol=1e-4)
+    assert torch.allclose(gb, b.grad, atol=1e-4)
+    out = _run(bwd, torch.float32, "cpu")()
+    assert [t.shape for t in out] == [x.shape, w.shape, b.shape]
+
+
+def test_every_key_of_the_trace_is_timed_in_both_dtypes(ddpm_keys):
+    keys = [_small(k) for k in ddpm_keys if k["op"] == "conv"][:2]
+    keys.append({"op": "bmm", "a": [2, 4, 8], "b": [2, 8, 3]})
+    got = measure(keys, "cpu")
+    assert got["device"] == "cpu" and len(got["ops"]) == 3
+    for row, key in zip(got["ops"], keys, strict=True):
+        assert tag(row | {"fp32_ms": None, "bf16_ms": None}) != tag(key)  # timings added
+        assert {k: row[k] for k in key} == key
+        assert row["fp32_ms"] > 0 and row["bf16_ms"] > 0
+
+
+def _line(keys, ratio):
+    ops = [{**{k: v for k, v in key.items() if k not in ("device_ms", "calls")},
+            "fp32_ms": 2.0, "bf16_ms": 2.0 * ratio} for key in keys]  # fmt: skip
+    return {"device": "NVIDIA H100 80GB HBM3", "ops": ops}
+
+
+def test_ratios_are_keyed_as_the_trace_keys_them(ddpm_keys):
+    got = ratios({META_KEY: _line(ddpm_keys, 0.6)})
+    assert set(got) == {tag(k) for k in ddpm_keys}
+    assert all(v == pytest.approx(0.6) for v in got.values())
+    assert ratios({META_KEY: {"error": "no CUDA"}}) == {}
+    assert ratios({}) == {} and ratios(None) == {}
+
+
+def _capture(tmp_path, extra=None):
+    for name in (timeline_in(DDPM).name, "trace.ops.json.xz", "capture.steps.jsonl"):
+        shutil.copy(DDPM / name, tmp_path / name)
+    shutil.copy(DDPM / "ceilings.json", tmp_path / "ceilings.json")
+    meta = json.loads((DDPM / "capture.json").read_text())
+    meta.pop(META_KEY, None)
+    meta.update(extra or {})
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps(meta))
+    return path
+
+
+def test_keeps_the_measurement_in_the_meta(tmp_path, ddpm_keys):
+    path = _capture(tmp_path)
+    seen = []
+    line = _line(ddpm_keys, 0.5)
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return SimpleNamespace(returncode=0, stdout="noise\n" + json.dumps(line), stderr="")
+
+    said = probe(path, run=run)
+    assert "16 fp32 convolution/matmul shapes" in said and "32 ms a call each in fp32" in said
+    keys = json.loads(seen[0][seen[0].index("--keys") + 1])
+    assert len(keys) == 16 and "device_ms" not in keys[0]
+    kept = json.loads(path.read_text())[META_KEY]
+    assert kept["ops"] == line["ops"]
+    assert kept["trace_device_ms"] == pytest.approx(sum(k["device_ms"] for k in ddpm_keys))
+
+
+@pytest.mark.parametrize(
+    ("outcome", "why"),
+    [
+        (subprocess.TimeoutExpired("x", 1), "took longer"),
+        (SimpleNamespace(returncode=1, stdout="", stderr="RuntimeError: no CUDA device"),
+         "no CUDA"),
+        (SimpleNamespace(returncode=0, stdout='{"ops": 3}', stderr=""), "no list of ops"),
+    ],
+)  # fmt: skip
+def test_a_failed_probe_is_a_note_not_an_error(tmp_path, outcome, why):
+    path = _capture(tmp_path)
+
+    def run(cmd, **kw):
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    said = probe(path, run=run)
+    assert said.startswith("bf16 convolutions not measured") and why in said
+    meta = json.loads(path.read_text())
+    assert why in meta[META_KEY]["error"] and said in meta["notes"]
+
+
+def test_the_command_line_refuses_what_it_cannot_time(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--keys", json.dumps([{"op": "conv", "input": [1, 2, 3, 3]}])])
+    assert e.value.code == 2
+    assert main(["--device", "cpu", "--keys", json.dumps([{"op": "mm", "a": [2, 3],
+                 "b": [3, 4]}])]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["ops"][0]["fp32_ms"] > 0
+
+
+# [the rule] ----------------------------------------------------------------------------
+def _report(tmp_path, ddpm_keys, ratio):
+    from membound.report.json_report import to_dict
+
+    extra = {} if ratio is None else {META_KEY: _line(ddpm_keys, ratio)}
+    _capture(tmp_path, extra)
+    c = truth_tally.ceilings_of(DDPM, None)
+    return to_dict(analyze([timeline_in(tmp_path)], c))
+
+
+def _finding(rep, code):
+    return next((f for f in rep["findings"] if f["code"] == code), None)
+
+
+def test_no_measurement_no_finding(tmp_path, ddpm_keys):
+    """The U-Net as recorded (no probe then): no `tf32-matmul`, the bf16 remedy as before
+    (6.22 ms/step from `fp32-storage` and `fp32-matmul`; measured 11.38)."""
+    rep = _report(tmp_path, ddpm_keys, None)
+    assert _finding(rep, "tf32-matmul") is None
+    bf16 = next(r for r in rep["remedies"] if r["remedy"] == "bf16")
+    assert bf16["saving_ms_per_step"] == pytest.approx(6.22, abs=0.01)
+
+
+def test_the_measured_ratio_prices_the_tf32_convolutions(tmp_path, ddpm_keys):
+    """With the probe's ratio, `tf32-matmul` removes (1 - ratio) of the TF32 calls' kernel
+    time: the 459 cuDNN convolution calls of 3 steps (30.82 ms/step), the probed keys' share
+    of them measured and the rest at the same ratio. The attention's bmm ran on CUDA cores
+    (`fp32-matmul`'s), so it is not counted twice. bf16's remedy takes it in, read through the
+    GPU what-if and capped by autocast's host work (8.45 ms/step; measured 11.38)."""
+    rep = _report(tmp_path, ddpm_keys, 0.6)
+    f = _finding(rep, "tf32-matmul")
+    ev = f["evidence"]
+    assert set(ev["ops"]) == {FWD, BWD}
+    assert ev["device_ms_per_step"] == pytest.approx(30.82, abs=0.01)
+    assert ev["kernel_ms_per_step"] == pytest.approx(0.4 * 30.82, abs=0.01)
+    assert ev["bf16_time_ratio_measured"] == pytest.approx(0.6)
+    assert 0.7 < ev["measured_share_of_time"] < 0.8
+    assert "1.67x as fast in bf16" in f["fix"]
+    bf16 = next(r for r in rep["remedies"] if r["remedy"] == "bf16")
+    assert "tf32-matmul" in bf16["codes"] and bf16["saving_ms_per_step"] > 6.22
+    assert "tf32-matmul" not in next(r for r in rep["remedies"] if r["remedy"] == "tf32")["codes"]
+
+
+def test_bf16_no_faster_here_is_no_finding(tmp_path, ddpm_keys):
+    rep = _report(tmp_path, ddpm_keys, 1.05)
+    assert _finding(rep, "tf32-matmul") is None
