@@ -65,8 +65,8 @@ def test_the_unets_convolutions_most_kernel_time_first(ddpm_keys):
 @pytest.mark.parametrize(
     ("name", "dims", "types", "concrete"),
     [
-        # bf16 already: autocast's inner call
-        (FWD, [[2, 8, 4, 4], [4, 8, 3, 3]], ["c10::BFloat16", "c10::BFloat16", *CONV_TYPES[2:]],
+        # two dtypes: the probe times one
+        (FWD, [[2, 8, 4, 4], [4, 8, 3, 3]], ["c10::BFloat16", "float", *CONV_TYPES[2:]],
          ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"]),
         # the arguments not recorded
         (FWD, [[2, 8, 4, 4], [4, 8, 3, 3]], CONV_TYPES, ["", ""]),
@@ -89,7 +89,31 @@ def test_calls_the_probe_cannot_time_are_left_out(name, dims, types, concrete):
 def test_addmm_is_timed_as_its_product():
     key = key_of("aten::addmm", [[3], [4, 8], [8, 3], [], []],
                  ["float", "float", "float", "Scalar", "Scalar"], ["", "", "", "1", "1"])  # fmt: skip
-    assert key == {"op": "mm", "a": [4, 8], "b": [8, 3]}
+    assert key == {"op": "mm", "dtype": "float32", "a": [4, 8], "b": [8, 3]}
+
+
+@pytest.mark.parametrize(
+    ("types", "strides", "want"),
+    [
+        # fp32 NCHW: as recorded, bf16, and both in channels_last
+        (["float", "float"], None, ["ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms"]),
+        # fp16 autocast's: the same four (bf16 in its place: the depthwise question)
+        (["c10::Half", "c10::Half"], None,
+         ["ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms"]),
+        # bf16 already: channels_last alone
+        (["c10::BFloat16", "c10::BFloat16"], None, ["ms", "channels_last_ms"]),
+        # channels_last already: bf16 alone
+        (["float", "float"], [[128, 1, 32, 8], [72, 1, 24, 8]], ["ms", "bf16_ms"]),
+    ],
+)  # fmt: skip
+def test_each_key_is_timed_in_the_variants_its_fixes_would_run(types, strides, want):
+    from membound.trace.dtype_probe import variants
+
+    key = key_of(FWD, [[2, 8, 4, 4], [4, 8, 3, 3]], [*types, *CONV_TYPES[2:]],
+                 ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"],
+                 strides)  # fmt: skip
+    assert [v[0] for v in variants(key)] == want
+    assert key["dtype"] == {"float": "float32", "c10::Half": "float16"}.get(types[0], "bfloat16")
 
 
 def _small(key):
@@ -143,24 +167,26 @@ def test_the_probe_runs_the_ops_the_trace_recorded():
 
 def test_every_key_of_the_trace_is_timed_in_both_dtypes(ddpm_keys):
     keys = [_small(k) for k in ddpm_keys if k["op"] == "conv"][:2]
-    keys.append({"op": "bmm", "a": [2, 4, 8], "b": [2, 8, 3]})
+    keys.append({"op": "bmm", "dtype": "float32", "a": [2, 4, 8], "b": [2, 8, 3]})
     got = measure(keys, "cpu")
     assert got["device"] == "cpu" and len(got["ops"]) == 3
     for row, key in zip(got["ops"], keys, strict=True):
-        assert tag(row | {"fp32_ms": None, "bf16_ms": None}) != tag(key)  # timings added
         assert {k: row[k] for k in key} == key
-        assert row["fp32_ms"] > 0 and row["bf16_ms"] > 0
+        assert row["ms"] > 0 and row["bf16_ms"] > 0
+    assert all(r["channels_last_ms"] > 0 and r["channels_last_bf16_ms"] > 0 for r in got["ops"][:2])
+    assert "channels_last_ms" not in got["ops"][2]
 
 
 def _line(keys, ratio):
     ops = [{**{k: v for k, v in key.items() if k not in ("device_ms", "calls")},
-            "fp32_ms": 2.0, "bf16_ms": 2.0 * ratio} for key in keys]  # fmt: skip
+            "ms": 2.0, "bf16_ms": 2.0 * ratio} for key in keys]  # fmt: skip
     return {"device": "NVIDIA H100 80GB HBM3", "ops": ops}
 
 
 def test_ratios_are_keyed_as_the_trace_keys_them(ddpm_keys):
     got = ratios({META_KEY: _line(ddpm_keys, 0.6)})
     assert set(got) == {tag(k) for k in ddpm_keys}
+    assert ratios({META_KEY: _line(ddpm_keys, 0.6)}, dtype="float16") == {}
     assert all(v == pytest.approx(0.6) for v in got.values())
     assert ratios({META_KEY: {"error": "no CUDA"}}) == {}
     assert ratios({}) == {} and ratios(None) == {}
@@ -188,7 +214,8 @@ def test_keeps_the_measurement_in_the_meta(tmp_path, ddpm_keys):
         return SimpleNamespace(returncode=0, stdout="noise\n" + json.dumps(line), stderr="")
 
     said = probe(path, run=run)
-    assert "16 fp32 convolution/matmul shapes" in said and "32 ms a call each in fp32" in said
+    assert "16 convolution/matmul shapes" in said
+    assert "took 32 ms a call each as recorded, 16 in bf16" in said
     keys = json.loads(seen[0][seen[0].index("--keys") + 1])
     assert len(keys) == 16 and "device_ms" not in keys[0]
     kept = json.loads(path.read_text())[META_KEY]
@@ -214,7 +241,7 @@ def test_a_failed_probe_is_a_note_not_an_error(tmp_path, outcome, why):
         return outcome
 
     said = probe(path, run=run)
-    assert said.startswith("bf16 convolutions not measured") and why in said
+    assert said.startswith("convolutions in bf16 not measured") and why in said
     meta = json.loads(path.read_text())
     assert why in meta[META_KEY]["error"] and said in meta["notes"]
 
@@ -225,7 +252,7 @@ def test_the_command_line_refuses_what_it_cannot_time(capsys):
     assert e.value.code == 2
     assert main(["--device", "cpu", "--keys", json.dumps([{"op": "mm", "a": [2, 3],
                  "b": [3, 4]}])]) == 0  # fmt: skip
-    assert json.loads(capsys.readouterr().out)["ops"][0]["fp32_ms"] > 0
+    assert json.loads(capsys.readouterr().out)["ops"][0]["ms"] > 0
 
 
 # [the rule] ----------------------------------------------------------------------------

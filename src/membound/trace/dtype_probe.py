@@ -1,23 +1,30 @@
-"""After `membound diagnose`'s script ends: time the trace's fp32 convolutions and matmuls
-again in bf16, here, and keep both in the capture meta.
+"""After `membound diagnose`'s script ends: time the trace's convolutions and matmuls again
+in bf16 (and NCHW convolutions in channels_last), here, and keep the times in the capture
+meta.
 
 What bf16 autocast saves on a convolution that already ran on TF32 tensor cores (cuDNN's
 default, `torch.backends.cudnn.allow_tf32`) is not the ratio of the two ceilings. On the H200
 (2026-12-02..05, `benchmarks/results/truth.csv`) AMP saved a channels-first ResNet-50 4.8-5.5
-ms/step, where its TF32 convolutions ran about 35 ms/step and the ceilings' ratio (bf16 twice
-TF32) would have predicted 16-17: cuDNN's 16-bit kernels on NCHW tensors transpose their
-operands, and channels_last with AMP saved 18-26. On an H100 the DDPM U-Net's TF32
+ms/step, where its TF32 convolutions ran about 26 ms/step and the ceilings' ratio (bf16 twice
+TF32) would have predicted 14-17, and channels_last with AMP saved 18-26 (cuDNN's 16-bit
+kernels favour NHWC; on NCHW tensors they may transpose, which was not measured here). On an H100 the DDPM U-Net's TF32
 convolutions (30.8 ms/step) gave bf16 11.4 ms/step in all, where the findings, which did not
 count them, predicted 6.2. How much faster a convolution runs in bf16 depends on its shape,
 its layout and the kernels cuDNN picks for them on this GPU, so it is measured.
 
-`keys_of(trace)` finds the fp32 calls of the ops below that launched kernels, one key per
-(op, shapes, arguments, layout), the most kernel time first (at most `MAX_KEYS`). `measure`
-times each key's op on random tensors of its shapes in fp32 (TF32 allowed as the trace's
-convolutions recorded, matmuls with TF32 on) and in bf16, in a process of its own after the
-script (it never takes time from the steps membound timed). `ratios(meta)` gives bf16's time
-over fp32's per key, which `tf32-matmul` (`analysis.rules.matmul`) reads. A failure is a note
-in the meta, never a failed diagnose.
+The same holds for the other changes that swap a convolution's kernels: fp16 autocast's
+depthwise convolutions leave cuDNN in bf16 (`analysis.depthwise`: timm's EfficientNet-B0 lost
+33 ms of a 149 ms step to bf16 on an H100), and channels_last, which inductor picks for the
+convolutions of a compiled conv net, made the DDPM U-Net's fp32 step 12.9 ms slower there.
+
+`keys_of(trace)` finds the calls of the ops below that launched kernels, one key per (op,
+dtype, shapes, arguments, layout), the most kernel time first (at most `MAX_KEYS`).
+`measure` times each key's op on random tensors of its shapes as recorded (TF32 allowed as
+the trace's convolutions recorded it, an fp32 matmul with TF32 on), in bf16, and an NCHW
+convolution in channels_last too, in a process of its own after the script (it never
+takes time from the steps membound timed). `ratios(meta, variant)` gives a variant's time over
+the recorded one per key; `tf32-matmul` (`analysis.rules.matmul`) reads bf16's over fp32's.
+A failure is a note in the meta, never a failed diagnose.
 
     python -m membound.trace.dtype_probe --keys '[{"op": ..., ...}]'
 """
@@ -31,12 +38,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from membound.dtypes import probed_float
 from membound.trace import meta_probe
 
 #: the meta key the measurement (or why there is none) is kept under
 META_KEY = "dtype_cost"
 #: how a note on a missing measurement begins
-LABEL = "bf16 convolutions not measured"
+LABEL = "convolutions in bf16 not measured"
 #: seconds the probe may take: CUDA start-up, cuDNN's choice of kernels, then a second or
 #: two of kernels
 TIMEOUT_S = 90.0
@@ -93,8 +101,8 @@ def _channels_last(dims: list[int], strides: Any) -> bool:
 
 def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None) -> dict | None:
     """The probe's key of one recorded call: {"op", the shapes and arguments it takes, and
-    "channels_last" for a convolution}; None when it is not an fp32 call of a probed op with
-    its shapes and arguments recorded."""
+    "channels_last" for a convolution}; None when it is not a call of a probed op in one
+    float dtype (fp32, fp16 or bf16) with its shapes and arguments recorded."""
     op = OPS.get(name)
     if op is None or not isinstance(dims, list) or not isinstance(types, list):
         return None
@@ -104,9 +112,12 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
     def arg(i: int, parse):
         return parse(concrete[i]) if len(concrete) > i else None
 
-    floats = [t for t, d in zip(types, dims, strict=False) if isinstance(d, list) and d]
-    if not floats or any(t != "float" for t in floats):
+    floats = {
+        probed_float(t) for t, d in zip(types, dims, strict=False) if isinstance(d, list) and d
+    }
+    if len(floats) != 1 or None in floats:
         return None
+    dtype = floats.pop()
     if op == "conv":
         x, w = (_shape(dims[i], 4) if len(dims) > i else None for i in (0, 1))
         padding, stride, dilation = arg(2, _ints), arg(3, _ints), arg(4, _ints)
@@ -114,7 +125,7 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
         if None in (x, w, padding, stride, dilation, groups) or groups < 1:
             return None
         return {
-            "op": op, "input": x, "weight": w, "stride": stride, "padding": padding,
+            "op": op, "dtype": dtype, "input": x, "weight": w, "stride": stride, "padding": padding,
             "dilation": dilation, "groups": groups,
             "channels_last": _channels_last(x, strides[0] if strides else None),
             "benchmark": bool(benchmark), "allow_tf32": allow_tf32 is not False,
@@ -131,7 +142,7 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
         if not (isinstance(mask, list) and len(mask) == 3 and all(type(m) is bool for m in mask)):
             return None
         return {
-            "op": op, "grad_output": g, "input": x, "weight": w, "bias_sizes": bias,
+            "op": op, "dtype": dtype, "grad_output": g, "input": x, "weight": w, "bias_sizes": bias,
             "stride": stride, "padding": padding, "dilation": dilation,
             "transposed": transposed, "output_padding": output_padding, "groups": groups,
             "output_mask": mask, "channels_last": _channels_last(x, strides[1] if len(strides) > 1 else None),
@@ -141,7 +152,7 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
     a, b = _shape(a, n), _shape(b, n)
     if a is None or b is None or a[-1] != b[-2]:
         return None
-    return {"op": op, "a": a, "b": b}
+    return {"op": op, "dtype": dtype, "a": a, "b": b}
 
 
 def tag(key: dict[str, Any]) -> str:
@@ -152,7 +163,7 @@ def tag(key: dict[str, Any]) -> str:
 
 
 def keys_of(trace) -> list[dict[str, Any]]:
-    """The probe's keys of `trace`'s fp32 calls that launched kernels, the most kernel time
+    """The probe's keys of `trace`'s calls that launched kernels, the most kernel time
     first (at most `MAX_KEYS`), each with its `device_ms` in the trace (the kernels launched
     inside its calls) and `calls`. The innermost of nested probed calls is the one taken."""
     import numpy as np
@@ -200,11 +211,13 @@ def keys_of(trace) -> list[dict[str, Any]]:
     return ranked
 
 
-def _run(key: dict[str, Any], dtype, device: str):
-    """A function running the key's op once on tensors of `dtype` made here."""
+def _run(key: dict[str, Any], dtype, device: str, channels_last: bool | None = None):
+    """A function running the key's op once on tensors of `dtype` made here, in the key's
+    layout (`channels_last` None) or the one given."""
     import torch
 
-    fmt = torch.channels_last if key.get("channels_last") else torch.contiguous_format
+    cl = key.get("channels_last") if channels_last is None else channels_last
+    fmt = torch.channels_last if cl else torch.contiguous_format
 
     def t(shape):
         x = torch.randn(shape, device=device, dtype=dtype)
@@ -251,54 +264,74 @@ def _time(fn, device: str) -> float:
     return statistics.median(times)
 
 
+def variants(key: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """(row field, dtype, layout: None as recorded, True channels_last) a key is timed in:
+    as recorded ("ms"); in bf16 unless it ran in bf16 ("bf16_ms"); and a 4-D NCHW
+    convolution of more than one channel also in channels_last, as recorded and in bf16
+    ("channels_last_ms", "channels_last_bf16_ms")."""
+    dtype = key.get("dtype", "float32")
+    out: list[tuple[str, str, bool | None]] = [("ms", dtype, None)]
+    if dtype != "bfloat16":
+        out.append(("bf16_ms", "bfloat16", None))
+    if key["op"].startswith("conv") and not key.get("channels_last") and key["input"][1] > 1:
+        out.append(("channels_last_ms", dtype, True))
+        if dtype != "bfloat16":
+            out.append(("channels_last_bf16_ms", "bfloat16", True))
+    return out
+
+
+#: the fields `measure` adds to a key
+TIMES = ("ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms")
+
+
 def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
-    """{"ops": [key + {"fp32_ms", "bf16_ms"}], "device"}: the median time of each key's op
-    here in fp32 (TF32 as the key says for a convolution, on for a matmul: the calls
-    `tf32-matmul` counts ran on tensor cores) and in bf16."""
+    """{"ops": [key + its `variants`' median ms], "device"}: each key's op timed here as
+    recorded (TF32 as the key says for a convolution, on for an fp32 matmul: the calls
+    `tf32-matmul` counts ran on tensor cores), in bf16, and an NCHW convolution in
+    channels_last too."""
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("no CUDA device")
     out = []
     for key in keys:
-        conv = key["op"].startswith("conv")
         torch.backends.cudnn.benchmark = bool(key.get("benchmark"))
         torch.backends.cudnn.allow_tf32 = bool(key.get("allow_tf32", True))
         torch.backends.cuda.matmul.allow_tf32 = True
         row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
-        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            if device != "cuda" and conv and dtype is torch.bfloat16:
-                dtype = torch.float32  # a CPU run checks the plumbing, not bf16's speed
-            row[f"{name}_ms"] = round(_time(_run(key, dtype, device), device), 5)
+        for field_, dtype, layout in variants(key):
+            fn = _run(key, getattr(torch, dtype), device, layout)
+            row[field_] = round(_time(fn, device), 5)
         out.append(row)
         if device == "cuda":
             torch.cuda.empty_cache()
     return {"ops": out, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
 
 
-def ratios(meta: Any) -> dict[str, float]:
-    """{`tag(key)`: bf16 ms / fp32 ms} measured here, from a capture meta (`META_KEY`);
-    empty when not measured. A ratio above 1 (bf16 slower) is kept: a remedy can cost time."""
+def ratios(meta: Any, variant: str = "bf16_ms", dtype: str | None = "float32") -> dict[str, float]:
+    """{`tag(key)`: the `variant`'s ms / the recorded ms} measured here for keys recorded in
+    `dtype` (None: any), from a capture meta (`META_KEY`); empty when not measured. A ratio
+    above 1 (the variant slower) is kept: a remedy can cost time."""
     got = meta.get(META_KEY) if isinstance(meta, dict) else None
     ops = got.get("ops") if isinstance(got, dict) else None
     out: dict[str, float] = {}
     for row in ops if isinstance(ops, list) else []:
         if not isinstance(row, dict) or "op" not in row:
             continue
+        if dtype is not None and row.get("dtype") != dtype:
+            continue
         try:
-            fp32, bf16 = float(row["fp32_ms"]), float(row["bf16_ms"])
+            base, other = float(row["ms"]), float(row[variant])
         except (KeyError, TypeError, ValueError):
             continue
-        if fp32 > 0 and bf16 > 0:
-            out[tag({k: v for k, v in row.items() if k not in ("fp32_ms", "bf16_ms")})] = (
-                bf16 / fp32
-            )
+        if base > 0 and other > 0:
+            out[tag({k: v for k, v in row.items() if k not in TIMES})] = other / base
     return out
 
 
 def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
-    """Find the trace's fp32 convolutions and matmuls, time them in fp32 and bf16, and keep
-    the result in the capture meta at `meta_path` under `META_KEY`; returns one sentence
+    """Find the trace's convolutions and matmuls, time them as recorded, in bf16 and in
+    channels_last (`variants`), and keep the result in the capture meta at `meta_path` under `META_KEY`; returns one sentence
     saying what happened."""
     path = Path(meta_path)
     where = ("ops_trace", "trace")
@@ -307,7 +340,7 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     if said is not None:
         return said
     if not keys:
-        return "no fp32 convolution or matmul with kernel time recorded: bf16 not measured."
+        return "no convolution or matmul with kernel time recorded: bf16 not measured."
     wanted = [{k: v for k, v in key.items() if k not in ("device_ms", "calls")} for key in keys]
     cmd = [sys.executable, "-m", "membound.trace.dtype_probe", "--keys", json.dumps(wanted)]
     result, why = meta_probe.run_json(cmd, timeout, run)
@@ -318,12 +351,13 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     total = sum(k["device_ms"] for k in keys)
     result["trace_device_ms"] = round(total, 4)
     meta_probe.keep(path, meta, META_KEY, result)
-    rows = [r for r in result["ops"] if isinstance(r, dict) and r.get("fp32_ms")]
-    fp32 = sum(float(r["fp32_ms"]) for r in rows)
-    bf16 = sum(float(r.get("bf16_ms") or 0.0) for r in rows)
+    rows = [r for r in result["ops"] if isinstance(r, dict) and r.get("ms") and r.get("bf16_ms")]
+    base = sum(float(r["ms"]) for r in rows)
+    bf16 = sum(float(r["bf16_ms"]) for r in rows)
     return (
-        f"measured the trace's {len(rows)} fp32 convolution/matmul shapes of the most kernel "
-        f"time again in bf16 here: {fp32:.3g} ms a call each in fp32, {bf16:.3g} in bf16."
+        f"measured the trace's {len(result['ops'])} convolution/matmul shapes of the most "
+        f"kernel time again here: those not in bf16 took {base:.3g} ms a call each as "
+        f"recorded, {bf16:.3g} in bf16."
     )
 
 

@@ -106,7 +106,7 @@ def tf32_matmul(ctx):
     lost per step = Σ device time × (1 − bf16 time ÷ fp32 time of its shape, timed here
     after the script) ÷ steps. A call whose shape was not among the probe's keys (those of
     the most kernel time) takes the probed calls' ratio, weighted by their kernel time. The
-    ceilings' ratio (bf16 twice TF32) is not used: on the H200 it predicted 16-17 ms/step for
+    ceilings' ratio (bf16 twice TF32) is not used: on the H200 it predicted 14-17 ms/step for
     a channels-first ResNet-50 whose AMP saved 4.8-5.5. No measurement, no finding.
 
     cuDNN's TF32 convolutions are PyTorch's default (`torch.backends.cudnn.allow_tf32`), so
