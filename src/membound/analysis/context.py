@@ -52,10 +52,10 @@ class AnalysedTrace:
     #: script ({(op, input dims, dtype): ratio}; the meta's `layout_cost`,
     #: `trace.layout_probe`), for `memory-bound-op`; empty when not measured
     layout_ratios: dict = field(default_factory=dict)
-    #: bf16's time over fp32's for the trace's fp32 convolutions and matmuls, measured after
-    #: the script ({`trace.dtype_probe.tag(key)`: ratio}; the meta's `dtype_cost`), for
-    #: `tf32-matmul`; empty when not measured
-    dtype_ratios: dict = field(default_factory=dict)
+    #: the trace's convolutions and matmuls timed again after the script as recorded, in bf16
+    #: and in channels_last (the meta's `dtype_cost`, `trace.dtype_probe`), for `tf32-matmul`
+    #: and `analysis.dtype_whatif`; None when not measured
+    dtype_cost: dict | None = None
     #: the trace the op calls came from (membound's ops pass, with CPU ops and shapes, or
     #: the timeline trace itself); None: the timeline trace
     op_trace: Any = None

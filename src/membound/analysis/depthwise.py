@@ -10,8 +10,9 @@ So in bf16 every NCHW depthwise convolution leaves cuDNN. timm's EfficientNet-B0
 of them on cuDNN) lost 33.06 ms of a 149 ms step with bf16, where 3.88 was predicted; a
 ConvNeXt-T recipe (18 7 x 7 depthwise convolutions a step, all on cuDNN in fp16) saved 12.87 and
 14.63 with bf16 where 9.20 and 10.49 were predicted. A trace of the fp16 run cannot say how its
-depthwise convolutions would run on PyTorch's own kernels, so membound says so beside the
-prediction instead of guessing.
+depthwise convolutions would run on PyTorch's own kernels, so where nothing measured them
+membound says so beside the prediction instead of guessing; where `trace.dtype_probe` timed
+them in bf16 after the script, `analysis.dtype_whatif` prices the change instead.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pathlib import Path
 from membound.analysis import (
     compile_whatif,
     depthwise,
+    dtype_whatif,
     gpu_whatif,
     loader_cpu,
     norm_whatif,
@@ -285,7 +286,7 @@ def analyze_trace(
         launch_host_us=profiler_cost.launch_us(meta),
         loader_release_moved_ms=loader_probe.release_moved_ms(meta),
         layout_ratios=layout_probe.ratios(meta),
-        dtype_ratios=dtype_probe.ratios(meta),
+        dtype_cost=dtype_probe.of(meta),
         loader_cpu=loader_cpu.of(meta, timing.unprofiled_phase) if timing is not None else None,
     )  # fmt: skip
     findings = run_rules(ctx) if trace.has_gpu and steps else []
@@ -315,6 +316,16 @@ def analyze_trace(
         notes.append(optimizer_whatif.note(fused))
         if fused.get("grad_scaler_sync") and fused.get("sync_ms"):
             findings = host_sync.priced_by_replay(findings, float(fused["sync_ms"]), step)
+    # fp16 autocast's convolutions and matmuls at the speed bf16 measured here, replayed
+    # (`analysis.dtype_whatif`); the bf16 remedy adds it, signed,
+    # and NCHW convolutions in channels_last: the channels_last remedy adds that one
+    bf16_kernels = None
+    for name in dtype_whatif.WHAT_IFS if trace.has_gpu and steps else ():
+        w = dtype_whatif.of(ctx, name)
+        if w is not None:
+            gpu_curve = {**(gpu_curve or {}), name: w}
+            notes.append(dtype_whatif.note(w))
+            bf16_kernels = w if name == "bf16_kernels" else bf16_kernels
     findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)
@@ -327,7 +338,9 @@ def analyze_trace(
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))
-    if any("bf16" in remedies.remedies_of(f.code, f.evidence) for f in findings):
+    if bf16_kernels is None and any(
+        "bf16" in remedies.remedies_of(f.code, f.evidence) for f in findings
+    ):
         caveat = depthwise.bf16_note(ctx)
         if caveat:
             notes.append(caveat)

@@ -248,6 +248,12 @@ def remedies(
             by_key[
                 "fused_optimizer"
             ].what = f"a fused optimizer: torch.optim.{cls}(..., fused=True)"
+    measured = {key: kernels_of(gpu_curve, key) for key in MEASURED_KERNELS}
+    for key, saving in measured.items():
+        if saving is not None and key not in by_key and saving > 0:
+            # no finding names it: the kernels timed after the script still predict it
+            by_key[key] = Remedy(key, REMEDIES[key], 0.0, 0.0)
+            place[key] = 0
     out = []
     for r in by_key.values():
         curve = gpu_curve if r.key in CURVE_REMEDIES else None
@@ -258,6 +264,8 @@ def remedies(
         replayed = norm_whatif_ms(findings, r.key, r.findings)
         if replayed is not None:  # the step replayed with the norm kernels' measured cost
             r.saving_ms_per_step = replayed
+        if measured.get(r.key) is not None:  # its kernels timed after the script, signed
+            r.saving_ms_per_step += measured[r.key]
         if step_ms and step_ms > 0:
             r.saving_ms_per_step = min(r.saving_ms_per_step, step_ms)
             r.share_of_step = r.saving_ms_per_step / step_ms
@@ -316,6 +324,11 @@ def combined(
         if float(f.time_lost_ms_per_step or 0.0) > 0.0
         and wanted.intersection(remedies_of(f.code, f.evidence))
     ]
+    both = kernels_of(gpu_curve, "bf16+channels_last") if BOTH <= wanted else None
+    if both is not None:
+        # the convolutions timed in bf16 and channels_last together replace what each part
+        # predicts of them alone (`tf32-matmul`, and the two what-ifs below)
+        mine = [i for i in mine if findings[i].code != "tf32-matmul"]
     # the fused optimizer's replay takes its findings (or bf16 the scaler's sync) once
     refit, mine = _fused(findings, mine, wanted, fused_of(gpu_curve))
     refit = refit or 0.0
@@ -346,7 +359,31 @@ def combined(
         )
         for idx, curve in parts
     )  # fmt: skip
+    if both is not None:
+        total += both
+    else:
+        total += sum(kernels_of(gpu_curve, k) or 0.0 for k in wanted & set(MEASURED_KERNELS))
     return min(total, step_ms) if step_ms and step_ms > 0 else total
+
+
+#: remedies whose convolutions and matmuls were timed after the script in the form the fix
+#: gives them (`analysis.dtype_whatif`): remedy -> the what-if's name in the GPU what-if
+MEASURED_KERNELS = {"bf16": "bf16_kernels", "channels_last": "channels_last_kernels"}
+#: bf16 autocast and channels_last applied together
+BOTH = frozenset({"bf16", "channels_last"})
+
+
+def kernels_of(gpu_curve: dict | None, remedy: str) -> float | None:
+    """What `remedy` saves of the convolutions and matmuls timed after the script in the form
+    it gives them (`MEASURED_KERNELS`, or "bf16+channels_last": NCHW convolutions in both;
+    signed: a loss is negative), or None where they were not measured."""
+    name = (
+        "bf16_channels_last_kernels"
+        if remedy == "bf16+channels_last"
+        else MEASURED_KERNELS.get(remedy)
+    )
+    w = gpu_curve.get(name) if name and isinstance(gpu_curve, dict) else None
+    return float(w["saving_ms"]) if isinstance(w, dict) and w.get("saving_ms") is not None else None
 
 
 def through_curve(findings: list, gpu_curve: dict, step_ms: float | None) -> list:

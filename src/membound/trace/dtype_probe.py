@@ -308,11 +308,23 @@ def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
     return {"ops": out, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
 
 
-def ratios(meta: Any, variant: str = "bf16_ms", dtype: str | None = "float32") -> dict[str, float]:
-    """{`tag(key)`: the `variant`'s ms / the recorded ms} measured here for keys recorded in
-    `dtype` (None: any), from a capture meta (`META_KEY`); empty when not measured. A ratio
-    above 1 (the variant slower) is kept: a remedy can cost time."""
+def of(meta: Any) -> dict | None:
+    """The measurement a capture meta keeps (`META_KEY`), or None (none, or a failure)."""
     got = meta.get(META_KEY) if isinstance(meta, dict) else None
+    return got if isinstance(got, dict) and isinstance(got.get("ops"), list) else None
+
+
+def ratios(meta: Any, variant: str = "bf16_ms", dtype: str | None = "float32") -> dict[str, float]:
+    """`ratios_of` the measurement a capture meta keeps (`META_KEY`)."""
+    return ratios_of(meta.get(META_KEY) if isinstance(meta, dict) else None, variant, dtype)
+
+
+def ratios_of(
+    got: Any, variant: str = "bf16_ms", dtype: str | None = "float32"
+) -> dict[str, float]:
+    """{`tag(key)`: the `variant`'s ms / the recorded ms} of a measurement (`measure`'s
+    result) for keys recorded in `dtype` (None: any); empty when not measured. A ratio above
+    1 (the variant slower) is kept: a remedy can cost time."""
     ops = got.get("ops") if isinstance(got, dict) else None
     out: dict[str, float] = {}
     for row in ops if isinstance(ops, list) else []:

@@ -113,7 +113,10 @@ def tf32_matmul(ctx):
     an fp32 conv net runs them unless told otherwise: `fp32-matmul` does not see them (they
     are on tensor cores already), and `fp32-storage` only the memory-bound ops around them.
     """
-    measured = getattr(ctx, "dtype_ratios", None) or {}
+    from membound.analysis.dtype_whatif import call_key, lookup
+    from membound.trace.dtype_probe import ratios_of
+
+    measured = ratios_of(getattr(ctx, "dtype_cost", None), "bf16_ms", "float32")
     trace = getattr(ctx, "op_trace", None) or getattr(ctx, "trace", None)
     if not measured or trace is None:
         return []
@@ -130,7 +133,8 @@ def tf32_matmul(ctx):
             continue
         if call.family and call.family not in MATMUL_FAMILIES:
             continue
-        ratio = _probed_ratio(trace, call, measured)
+        key = call_key(trace, call)
+        ratio = None if key is None else lookup(measured, key)
         if ratio is None:
             other_us += call.device_us
         else:
@@ -164,27 +168,3 @@ def tf32_matmul(ctx):
             ),
         )
     ]
-
-
-def _probed_ratio(trace, call, measured: dict) -> float | None:
-    """bf16's time over fp32's that `trace.dtype_probe` measured for `call`'s op, shapes and
-    arguments, or None where its key was not probed."""
-    from membound.trace.dtype_probe import key_of, tag
-
-    i = call.cpu_index
-    s = int(trace.cpu.shape[i]) if 0 <= i < len(trace.cpu) else -1
-    if s < 0:
-        return None
-    dims, types, concrete = trace.shapes[s]
-    st = int(trace.cpu.strides[i])
-    key = key_of(call.name, dims, types, concrete, trace.strides[st] if st >= 0 else None)
-    if key is None:
-        return None
-    if key["op"] == "conv_backward":
-        # the probe's key carries the forward's cuDNN search flag
-        for bench in (False, True):
-            found = measured.get(tag({**key, "benchmark": bench}))
-            if found is not None:
-                return found
-        return None
-    return measured.get(tag(key))
