@@ -7,6 +7,7 @@ import pytest
 
 from membound.analysis import analyze
 from membound.analysis.fixes import (
+    bf16_fix,
     chain_fix,
     memory_bound_fix,
     op_family,
@@ -85,6 +86,20 @@ def test_chain_fix():
 def test_pageable_fix_names_the_switch_in_use(frameworks, dataloader, expected):
     fix = pageable_fix(frameworks, dataloader)
     assert expected in fix and "membound.data.prefetch(loader)" in fix
+
+
+@pytest.mark.parametrize(
+    ("frameworks", "switch"),
+    [
+        (("transformers", "accelerate"), "TrainingArguments(bf16=True)"),
+        (("lightning",), "Trainer(precision='bf16-mixed')"),
+        (("timm",), "--amp-dtype bfloat16"),
+        ((), "torch.autocast('cuda', dtype=torch.bfloat16)"),
+    ],
+)
+def test_bf16_fix_names_the_switch_in_use_and_the_measured_speed(frameworks, switch):
+    text = bf16_fix(frameworks, 0.8)
+    assert switch in text and "1.25x as fast in bf16" in text
 
 
 def test_sync_fix_names_the_logging_knob_in_use():

@@ -292,7 +292,7 @@ def test_the_measured_ratio_prices_the_tf32_convolutions(tmp_path, ddpm_keys):
     assert ev["kernel_ms_per_step"] == pytest.approx(0.4 * 30.82, abs=0.01)
     assert ev["bf16_time_ratio_measured"] == pytest.approx(0.6)
     assert 0.7 < ev["measured_share_of_time"] < 0.8
-    assert "1.67x as fast in bf16" in f["fix"]
+    assert "1.67x as fast in bf16" in f["fix"] and "torch.autocast" in f["fix"]
     bf16 = next(r for r in rep["remedies"] if r["remedy"] == "bf16")
     assert "tf32-matmul" in bf16["codes"] and bf16["saving_ms_per_step"] > 6.22
     assert "tf32-matmul" not in next(r for r in rep["remedies"] if r["remedy"] == "tf32")["codes"]

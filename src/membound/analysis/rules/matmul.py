@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 
 from membound.analysis.findings import rule
+from membound.analysis.fixes import bf16_fix
 from membound.analysis.op_calls import call_column, value_codes
 
 MATMUL_FAMILIES = {"matmul", "conv", "convolution", "attention"}
@@ -161,10 +162,6 @@ def tf32_matmul(ctx):
                 "bf16_time_ratio_measured": round(ratio, 4),
                 "measured_share_of_time": round(matched_us / device_us, 4),
             },
-            fix=(
-                "Run the forward and loss under torch.autocast('cuda', dtype=torch.bfloat16) "
-                "(Lightning: precision='bf16-mixed'; HF Trainer: bf16=True): these ran "
-                f"{1 / ratio:.2f}x as fast in bf16 on this GPU (timed here after the script)."
-            ),
+            fix=bf16_fix(getattr(ctx, "frameworks", ()), ratio),
         )
     ]
