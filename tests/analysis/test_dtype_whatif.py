@@ -167,3 +167,50 @@ def test_bf16_with_channels_last_reads_the_two_timed_together(tmp_path):
     # bf16 alone keeps tf32-matmul and adds no channels_last
     alone = combined(a.findings, {"bf16"}, step, curve)
     assert alone > combined(rest, {"bf16"}, step, curve)
+
+
+def _with_layout(src, tmp_path, cl_ratio):
+    """A copy of fixture `src` whose NCHW convolution keys were timed `cl_ratio` x slower in
+    channels_last (and unchanged in bf16)."""
+    for f in src.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    meta = json.loads((src / "capture.json").read_text())
+    rows = []
+    for key in keys_of(load_trace(src / "trace.ops.json.xz")):
+        row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
+        row.update(ms=1.0, bf16_ms=1.0)
+        if key["op"].startswith("conv") and not key.get("channels_last"):
+            row["channels_last_ms"] = cl_ratio
+        rows.append(row)
+    meta[META_KEY] = {"ops": rows}
+    (tmp_path / "capture.json").write_text(json.dumps(meta))
+    return to_dict(analyze([timeline_in(tmp_path)], truth_tally.ceilings_of(src, None)))
+
+
+def _remedy(rep, key):
+    return next(r for r in rep["remedies"] if r["remedy"] == key)
+
+
+@pytest.mark.parametrize(
+    ("src", "picks"),
+    [
+        # 7 x 7 depthwise (one input channel a group) and widening convolutions: inductor
+        # lays them out channels_last when compiling the training graph
+        (CONVNEXT, True),
+        # a U-Net's decoder narrows 384 -> 128 channels with 3 x 3 kernels: it does not
+        (FIXTURES / "h100_real_ddpm_unet_truth1", False),
+    ],
+)
+def test_compile_takes_the_channels_last_convolutions_where_inductor_picks_them(
+    src, picks, tmp_path
+):
+    (tmp_path / "probed").mkdir()
+    plain = to_dict(analyze([timeline_in(src)], truth_tally.ceilings_of(src, None)))
+    rep = _with_layout(src, tmp_path / "probed", 1.25)
+    w = rep["gpu_whatif"]["channels_last_kernels"]
+    assert w["inductor_picks_it"] is picks and w["saving_ms"] < 0
+    change = (
+        _remedy(rep, "compile")["saving_ms_per_step"]
+        - _remedy(plain, "compile")["saving_ms_per_step"]
+    )
+    assert change == pytest.approx(w["saving_ms"] if picks else 0.0, abs=1e-3)

@@ -171,8 +171,44 @@ def of(ctx, name: str = "bf16_kernels") -> dict[str, Any] | None:
     else:
         # no trusted replay: the kernel time's change itself, the step paced by the GPU
         result["saving_ms"] = round(before - after, 4)
+    if name == "channels_last_kernels":
+        # torch.compile makes the same change where inductor picks channels_last
+        result["inductor_picks_it"] = inductor_picks_channels_last(ctx)
     cache[name] = result
     return result
+
+
+def inductor_picks_channels_last(ctx) -> bool | None:
+    """Whether torch.compile's inductor would lay this model's convolutions out channels_last
+    when training (`GraphLowering.decide_layout_opt` with `layout_optimization` on, its
+    default): there are NCHW convolutions, none grouped with more than one input channel a
+    group, none narrowing the channels with a kernel wider than 1 (out x 2 <= in: a U-Net's
+    decoder), and not all of them 64 channels or fewer. Its other conditions (a graph of at
+    least 300 nodes a convolution, dynamic shapes) are not seen here. None where the trace
+    has no forward convolution with its shapes."""
+    from membound.analysis.op_calls import call_column, value_codes
+    from membound.trace.dtype_probe import CONV_FWD
+
+    trace = getattr(ctx, "op_trace", None) or getattr(ctx, "trace", None)
+    if trace is None or not len(ctx.calls):
+        return None
+    codes, names = value_codes(call_column(ctx.calls, "name"))
+    fwd = np.array([n == CONV_FWD for n in names], dtype=bool)
+    weights, nchw = set(), False
+    for i in np.flatnonzero(fwd[codes]).tolist():
+        key = call_key(trace, ctx.calls[i])
+        if key is None:
+            continue
+        weights.add((tuple(key["weight"]), key["groups"]))
+        nchw = nchw or not key["channels_last"]
+    if not weights:
+        return None
+    if not nchw:
+        return False  # channels_last already: nothing for it to change
+    grouped = any(g > 1 and w[1] > 1 for w, g in weights)
+    narrowing = any(w[0] * 2 <= w[1] and w[2] > 1 for w, _ in weights)
+    small = all(w[0] <= 64 and w[1] <= 64 for w, _ in weights)
+    return not (grouped or narrowing or small)
 
 
 def note(w: dict[str, Any]) -> str:

@@ -266,6 +266,8 @@ def remedies(
             r.saving_ms_per_step = replayed
         if measured.get(r.key) is not None:  # its kernels timed after the script, signed
             r.saving_ms_per_step += measured[r.key]
+        if r.key == "compile":  # inductor's channels_last convolutions, where it picks them
+            r.saving_ms_per_step += compiled_layout_ms(gpu_curve) or 0.0
         if step_ms and step_ms > 0:
             r.saving_ms_per_step = min(r.saving_ms_per_step, step_ms)
             r.share_of_step = r.saving_ms_per_step / step_ms
@@ -363,12 +365,26 @@ def combined(
         total += both
     else:
         total += sum(kernels_of(gpu_curve, k) or 0.0 for k in wanted & set(MEASURED_KERNELS))
+    if "compile" in wanted and "channels_last" not in wanted:
+        total += compiled_layout_ms(gpu_curve) or 0.0
     return min(total, step_ms) if step_ms and step_ms > 0 else total
 
 
 #: remedies whose convolutions and matmuls were timed after the script in the form the fix
 #: gives them (`analysis.dtype_whatif`): remedy -> the what-if's name in the GPU what-if
 MEASURED_KERNELS = {"bf16": "bf16_kernels", "channels_last": "channels_last_kernels"}
+
+
+def compiled_layout_ms(gpu_curve: dict | None) -> float | None:
+    """What torch.compile's channels_last convolutions save (signed), where inductor would pick
+    that layout for them (`dtype_whatif.inductor_picks_channels_last`) and they were timed
+    so after the script; None otherwise."""
+    w = gpu_curve.get("channels_last_kernels") if isinstance(gpu_curve, dict) else None
+    if not isinstance(w, dict) or not w.get("inductor_picks_it"):
+        return None
+    return float(w["saving_ms"])
+
+
 #: bf16 autocast and channels_last applied together
 BOTH = frozenset({"bf16", "channels_last"})
 
