@@ -301,3 +301,25 @@ def test_the_measured_ratio_prices_the_tf32_convolutions(tmp_path, ddpm_keys):
 def test_bf16_no_faster_here_is_no_finding(tmp_path, ddpm_keys):
     rep = _report(tmp_path, ddpm_keys, 1.05)
     assert _finding(rep, "tf32-matmul") is None
+
+
+def test_pytorchs_own_depthwise_kernel_is_keyed_as_a_convolution():
+    """`aten::_conv_depthwise2d` (input, weight, kernel_size, bias, stride, padding,
+    dilation), where cuDNN does not take the depthwise shape: keyed like cuDNN's forward, one
+    group a channel, its search flag the cuDNN forwards' (EfficientNet-B0's 96-channel 3 x 3
+    at 112 x 112 runs there under fp16 autocast on an H100)."""
+    key = key_of(
+        "aten::_conv_depthwise2d", [[2, 8, 6, 6], [8, 1, 3, 3], [], [], [], [], []],
+        ["c10::Half", "c10::Half", "ScalarList", "", "ScalarList", "ScalarList", "ScalarList"],
+        ["", "", "[3, 3]", "", "[2, 2]", "[1, 1]", "[1, 1]"],
+    )  # fmt: skip
+    assert key["op"] == "conv" and key["groups"] == 8 and key["dtype"] == "float16"
+    assert key["stride"] == [2, 2] and key["benchmark"] is None
+    x, w = torch.randn(2, 8, 6, 6), torch.randn(8, 1, 3, 3)
+    want = torch.nn.functional.conv2d(x, w, stride=2, padding=1, groups=8)
+    got = torch.ops.aten.convolution(x, w, None, key["stride"], key["padding"], key["dilation"],
+                                     False, [0, 0], key["groups"])  # fmt: skip
+    assert torch.allclose(got, want, atol=1e-5)
+    keys = keys_of(load_trace(FIXTURES / "h100_real_efficientnet_amp_truth1" / "trace.ops.json.xz"))
+    mine = [k for k in keys if k["op"] == "conv" and k["input"] == [256, 96, 112, 112]]
+    assert len(mine) == 1 and mine[0]["groups"] == 96 and mine[0]["benchmark"] is False

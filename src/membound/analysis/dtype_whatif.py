@@ -60,11 +60,12 @@ def call_key(trace, call) -> dict[str, Any] | None:
 
 
 def lookup(measured: dict[str, float], key: dict[str, Any]) -> float | None:
-    """The measured ratio of `key` (`trace.dtype_probe.ratios_of`), or None: a backward's key
-    is stored with the forward's cuDNN search flag, which its call does not record."""
+    """The measured ratio of `key` (`trace.dtype_probe.ratios_of`), or None: a key whose call
+    records no cuDNN search flag (`"benchmark": None`: the backward, PyTorch's depthwise
+    kernel) is stored with the cuDNN forwards' flag."""
     from membound.trace.dtype_probe import tag
 
-    if key["op"] != "conv_backward":
+    if key.get("benchmark", False) is not None:
         return measured.get(tag(key))
     for bench in (False, True):
         found = measured.get(tag({**key, "benchmark": bench}))
@@ -187,13 +188,13 @@ def inductor_picks_channels_last(ctx) -> bool | None:
     least 300 nodes a convolution, dynamic shapes) are not seen here. None where the trace
     has no forward convolution with its shapes."""
     from membound.analysis.op_calls import call_column, value_codes
-    from membound.trace.dtype_probe import CONV_FWD
+    from membound.trace.dtype_probe import CONV_FWD, DEPTHWISE_FWD
 
     trace = getattr(ctx, "op_trace", None) or getattr(ctx, "trace", None)
     if trace is None or not len(ctx.calls):
         return None
     codes, names = value_codes(call_column(ctx.calls, "name"))
-    fwd = np.array([n == CONV_FWD for n in names], dtype=bool)
+    fwd = np.array([n in (CONV_FWD, DEPTHWISE_FWD) for n in names], dtype=bool)
     weights, nchw = set(), False
     for i in np.flatnonzero(fwd[codes]).tolist():
         key = call_key(trace, ctx.calls[i])

@@ -57,8 +57,10 @@ CONV_FWD = "aten::cudnn_convolution"
 CONV_BWD = "aten::convolution_backward"
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
 #: op name -> the key's "op"
-OPS = {CONV_FWD: "conv", CONV_BWD: "conv_backward", **{m: "mm" for m in MATMULS}}
-OPS["aten::bmm"] = "bmm"
+#: PyTorch's own depthwise kernel, where cuDNN does not take the shape or dtype
+DEPTHWISE_FWD = "aten::_conv_depthwise2d"
+OPS = {CONV_FWD: "conv", DEPTHWISE_FWD: "conv", CONV_BWD: "conv_backward"}
+OPS.update({m: "mm" for m in MATMULS}, **{"aten::bmm": "bmm"})
 
 
 def _ints(text: Any) -> list[int] | None:
@@ -118,6 +120,18 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
     if len(floats) != 1 or None in floats:
         return None
     dtype = floats.pop()
+    if name == DEPTHWISE_FWD:
+        # (input, weight, kernel_size, bias, stride, padding, dilation): one group a channel
+        x, w = (_shape(dims[i], 4) if len(dims) > i else None for i in (0, 1))
+        stride, padding, dilation = arg(4, _ints), arg(5, _ints), arg(6, _ints)
+        if None in (x, w, stride, padding, dilation):
+            return None
+        return {
+            "op": op, "dtype": dtype, "input": x, "weight": w, "stride": stride, "padding": padding,
+            "dilation": dilation, "groups": x[1],
+            "channels_last": _channels_last(x, strides[0] if strides else None),
+            "benchmark": None, "allow_tf32": True,
+        }  # fmt: skip
     if op == "conv":
         x, w = (_shape(dims[i], 4) if len(dims) > i else None for i in (0, 1))
         padding, stride, dilation = arg(2, _ints), arg(3, _ints), arg(4, _ints)
@@ -146,6 +160,7 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
             "stride": stride, "padding": padding, "dilation": dilation,
             "transposed": transposed, "output_padding": output_padding, "groups": groups,
             "output_mask": mask, "channels_last": _channels_last(x, strides[1] if len(strides) > 1 else None),
+            "benchmark": None,
         }  # fmt: skip
     a, b = (dims[1], dims[2]) if name == "aten::addmm" and len(dims) > 2 else dims[:2]
     n = 3 if op == "bmm" else 2
@@ -200,11 +215,18 @@ def keys_of(trace) -> list[dict[str, Any]]:
         entry = found.setdefault(tag(key), {**key, "device_ms": 0.0, "calls": 0})
         entry["device_ms"] += float(gpu.dur[mine].sum()) / 1e3
         entry["calls"] += 1
-    # the backward's cuDNN search follows the forward's (it records no flag of its own)
-    bench = any(e.get("benchmark") for e in found.values() if e["op"] == "conv")
+    # a call that records no cuDNN search flag (the backward, PyTorch's depthwise kernel)
+    # takes the cuDNN forwards' (`torch.backends.cudnn.benchmark`, one for the process)
+    bench = any(e.get("benchmark") for e in found.values())
+    merged: dict[str, dict[str, Any]] = {}
     for e in found.values():
-        if e["op"] == "conv_backward":
+        if e.get("benchmark") is None:
             e["benchmark"] = bench
+        got = merged.setdefault(tag(e), e)
+        if got is not e:  # the same key once its flag is known
+            got["device_ms"] += e["device_ms"]
+            got["calls"] += e["calls"]
+    found = merged
     ranked = sorted(found.values(), key=lambda e: -e["device_ms"])[:MAX_KEYS]
     for e in ranked:
         e["device_ms"] = round(e["device_ms"], 4)
