@@ -323,3 +323,23 @@ def test_pytorchs_own_depthwise_kernel_is_keyed_as_a_convolution():
     keys = keys_of(load_trace(FIXTURES / "h100_real_efficientnet_amp_truth1" / "trace.ops.json.xz"))
     mine = [k for k in keys if k["op"] == "conv" and k["input"] == [256, 96, 112, 112]]
     assert len(mine) == 1 and mine[0]["groups"] == 96 and mine[0]["benchmark"] is False
+
+
+def test_a_variant_the_device_refuses_is_an_error_of_its_own():
+    """A key whose op cannot run (here: a weight whose channels do not match the input's)
+    keeps why, variant by variant; the other keys are still timed."""
+    bad = {"op": "conv", "dtype": "float32", "input": [1, 8, 4, 4], "weight": [4, 3, 3, 3],
+           "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1], "groups": 1,
+           "channels_last": False, "benchmark": False, "allow_tf32": True}  # fmt: skip
+    good = {"op": "mm", "dtype": "float32", "a": [2, 3], "b": [3, 4]}
+    got = measure([bad, good], "cpu")["ops"]
+    assert "ms" not in got[0] and set(got[0]["errors"]) == {
+        "ms",
+        "bf16_ms",
+        "channels_last_ms",
+        "channels_last_bf16_ms",
+    }
+    assert got[1]["ms"] > 0 and "errors" not in got[1]
+    assert ratios({META_KEY: {"ops": got}}) == {
+        tag(good): pytest.approx(got[1]["bf16_ms"] / got[1]["ms"])
+    }

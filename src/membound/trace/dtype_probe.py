@@ -303,7 +303,7 @@ def variants(key: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
 
 
 #: the fields `measure` adds to a key
-TIMES = ("ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms")
+TIMES = ("ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms", "errors")
 
 
 def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
@@ -322,8 +322,11 @@ def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = True
         row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
         for field_, dtype, layout in variants(key):
-            fn = _run(key, getattr(torch, dtype), device, layout)
-            row[field_] = round(_time(fn, device), 5)
+            try:
+                fn = _run(key, getattr(torch, dtype), device, layout)
+                row[field_] = round(_time(fn, device), 5)
+            except (RuntimeError, ValueError) as exc:  # one shape or dtype the GPU refuses
+                row.setdefault("errors", {})[field_] = f"{type(exc).__name__}: {exc}"[:200]
         out.append(row)
         if device == "cuda":
             torch.cuda.empty_cache()
