@@ -8,6 +8,7 @@
 #    convolutions: bf16 11.38 measured, 6.22 predicted) and timm's EfficientNet-B0 under fp16
 #    autocast (bf16 lost 33.06, 3.88 predicted), each with bf16 and channels_last.
 # Every diagnose's dtype_cost (the probe's times) and the report's what-ifs are printed.
+# Short call: SKIP_CLS=1 (the conv nets alone), CONV_SCRIPTS, CONV_FIXES, SESSION_S.
 # Products (three files): truth_cls.csv, truth_conv.csv, dec14a.tgz (both calls' logs, traces
 # and bench.log, this script's own log).
 source "$(dirname "$0")/_session.sh"
@@ -37,6 +38,7 @@ for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
         print("  remedies: " + ", ".join(f"{r['remedy']} {r['saving_ms_per_step']:.2f}" for r in rj.get("remedies", [])[:8]))
 PY
 }
+if [ -z "$SKIP_CLS" ]; then  # SKIP_CLS=1: the conv nets alone (a short call)
 r0=$(date +%s)
 timeout 150 python examples/real/classification_tv.py --steps 4 --warmup-steps 3 > $W/smoke.log 2>&1
 echo "smoke rc=$? in $(( $(date +%s) - r0 )) s: $(grep -o 'MEMBOUND_TRUTH.*' $W/smoke.log | cut -c1-300)"
@@ -48,9 +50,10 @@ OUT=$W/truth_cls TRUTH_BUDGET_S=$left \
 echo "classification_tv rc=$? at $(( $(date +%s) - t0 )) s"
 grep -A20 "^== " $W/truth_cls.log | grep -v "^\[truth\]"
 probed /tmp/gpu_out/truth-work/traces
+fi
 left=$(( S - ($(date +%s) - t0) - 15 ))
-OUT=$W/truth_conv TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes bf16,channels-last --no-top-remedy" \
-  bash benchmarks/gpu/truth.sh ddpm_unet,efficientnet_amp > $W/truth_conv.log 2>&1
+OUT=$W/truth_conv TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes ${CONV_FIXES:-bf16,channels-last} --no-top-remedy" \
+  bash benchmarks/gpu/truth.sh ${CONV_SCRIPTS:-ddpm_unet,efficientnet_amp} > $W/truth_conv.log 2>&1
 echo "conv nets rc=$? at $(( $(date +%s) - t0 )) s"
 grep -A20 "^== " $W/truth_conv.log | grep -v "^\[truth\]"
 probed /tmp/gpu_out/truth-work/traces
