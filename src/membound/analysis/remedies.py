@@ -21,8 +21,10 @@ saving *is*, not by what the fix text mentions:
   on a norm that is already one ATen kernel, swap_norms alone fuses nothing); where the
   host has no headroom (the capture's overhead on the step >= 10%, `fixes.host_limited`),
   membound's norm kernels are no remedy of one ATen norm: they cost more host time per call;
-- `fp32-matmul`: bf16 or TF32; `launch-bound`: torch.compile or CUDA graphs (CUDA graphs
-  alone where the step is compiled code already: `rules.launch_bound.COMPILED_SHARE`);
+- `fp32-matmul`: bf16 or TF32; `tf32-matmul` (TF32 tensor-core time, priced by the bf16
+  speed-up measured after the script): bf16; `launch-bound`: torch.compile or CUDA graphs
+  (CUDA graphs alone where the step is compiled code already:
+  `rules.launch_bound.COMPILED_SHARE`);
 - `host-sync`: syncing less; `pageable-copy`, `blocking-copy`: pinned memory or
   membound.data.prefetch; `input-starved`: membound.data.prefetch (or more workers).
 
