@@ -81,3 +81,21 @@ def test_html_shows_fractions_as_percent_and_links_codes(pageable, tmp_path):
     page = html.render(pageable)
     assert "href='docs/findings/pageable-copy.md'" in page
     assert "e-0" not in page.split("<h2>Top ops</h2>")[1]  # no 7.63e-05 in the op table
+
+
+@pytest.mark.parametrize(
+    ("key", "saving", "said"),
+    [
+        ("fused_optimizer", 0.9, "no finding: the optimizer's own replay"),
+        ("channels_last", -4.2, "no finding: its convolutions and matmuls timed after the "
+         "script (predicted to lose time here)"),
+        ("bf16", 1.5, "no finding: its convolutions and matmuls timed after the script"),
+    ],
+)  # fmt: skip
+def test_a_remedy_no_finding_names_says_what_predicts_it(key, saving, said):
+    from types import SimpleNamespace
+
+    from membound.report.terminal import _recovers
+
+    r = SimpleNamespace(key=key, codes=[], findings=[], saving_ms_per_step=saving)
+    assert _recovers(SimpleNamespace(findings=[]), r) == said

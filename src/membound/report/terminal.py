@@ -195,7 +195,11 @@ def _recovers(a, r) -> str:
         parts.append(
             f"{code}{f' x{len(idx)}' if len(idx) > 1 else ''} ({', '.join(map(str, idx))})"
         )
-    said = ", ".join(parts) or "no finding: the optimizer's own replay"
+    said = ", ".join(parts) or (
+        "no finding: the optimizer's own replay"
+        if r.key == "fused_optimizer"
+        else "no finding: its convolutions and matmuls timed after the script"
+    )
     return f"{said} (predicted to lose time here)" if r.saving_ms_per_step < 0 else said
 
 
