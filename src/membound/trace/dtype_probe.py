@@ -31,7 +31,6 @@ A failure is a note in the meta, never a failed diagnose.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -261,31 +260,6 @@ def _run(key: dict[str, Any], dtype, device: str, channels_last: bool | None = N
     return (lambda: torch.bmm(a, b)) if key["op"] == "bmm" else (lambda: torch.mm(a, b))
 
 
-def _time(fn, device: str) -> float:
-    """The median ms of `fn` over `REPS` calls after `WARMUP`."""
-    import statistics
-    import time
-
-    import torch
-
-    times = []
-    for i in range(WARMUP + REPS):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            ms = (time.perf_counter() - t0) * 1e3
-        if i >= WARMUP:
-            times.append(ms)
-    return statistics.median(times)
-
-
 def variants(key: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """(row field, dtype, layout: None as recorded, True channels_last) a key is timed in:
     as recorded ("ms"); in bf16 unless it ran in bf16 ("bf16_ms"); and a 4-D NCHW
@@ -324,7 +298,7 @@ def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
         for field_, dtype, layout in variants(key):
             try:
                 fn = _run(key, getattr(torch, dtype), device, layout)
-                row[field_] = round(_time(fn, device), 5)
+                row[field_] = round(meta_probe.median_ms(fn, device, WARMUP, REPS), 5)
             except (RuntimeError, ValueError) as exc:  # one shape or dtype the GPU refuses
                 row.setdefault("errors", {})[field_] = f"{type(exc).__name__}: {exc}"[:200]
         out.append(row)
@@ -413,18 +387,10 @@ def _valid(key: Any) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--keys", required=True, help="JSON list of keys (`keys_of`)")
-    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    a = p.parse_args(argv)
-    try:
-        keys = json.loads(a.keys)
-    except ValueError:
-        p.error("--keys is not JSON")
-    if not isinstance(keys, list) or not all(_valid(k) for k in keys):
-        p.error("--keys must be a JSON list of convolution or matmul keys (op, shapes)")
-    print(json.dumps(measure(keys, a.device)), flush=True)
-    return 0
+    return meta_probe.keys_main(
+        argv, __doc__.split("\n\n")[0], _valid, measure,
+        "convolution or matmul keys (op, shapes)",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ never a failed diagnose.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -170,8 +169,6 @@ def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
     """{"ops": [key + {"nchw_ms", "channels_last_ms", "max_abs_diff"}]}: the median time of
     each key's op on a contiguous (NCHW) and a channels_last input here, and how far apart
     their results are (the same op either way)."""
-    import statistics
-    import time
 
     import torch
 
@@ -189,26 +186,13 @@ def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
             (torch.channels_last, "channels_last"),
         ):
             t = x.contiguous(memory_format=fmt)
-            times = []
-            for i in range(WARMUP + REPS):
-                if device == "cuda":
-                    start, end = (
-                        torch.cuda.Event(enable_timing=True),
-                        torch.cuda.Event(enable_timing=True),
-                    )
-                    start.record()
-                    y = op(t, *args)
-                    end.record()
-                    end.synchronize()
-                    ms = start.elapsed_time(end)
-                else:
-                    t0 = time.perf_counter()
-                    y = op(t, *args)
-                    ms = (time.perf_counter() - t0) * 1e3
-                if i >= WARMUP:
-                    times.append(ms)
-            row[f"{name}_ms"] = round(statistics.median(times), 5)
-            results[name] = y.float()
+            last: dict[str, Any] = {}
+
+            def run(t=t, last=last, op=op, args=args):
+                last["y"] = op(t, *args)
+
+            row[f"{name}_ms"] = round(meta_probe.median_ms(run, device, WARMUP, REPS), 5)
+            results[name] = last["y"].float()
         row["max_abs_diff"] = float((results["nchw"] - results["channels_last"]).abs().max())
         out.append(row)
         del x, results
@@ -275,18 +259,10 @@ def _valid(key: Any) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--keys", required=True, help="JSON list of keys (`keys_of`)")
-    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    a = p.parse_args(argv)
-    try:
-        keys = json.loads(a.keys)
-    except ValueError:
-        p.error("--keys is not JSON")
-    if not isinstance(keys, list) or not all(_valid(k) for k in keys):
-        p.error("--keys must be a JSON list of interpolation keys (name, dims, dtype, sizes)")
-    print(json.dumps(measure(keys, a.device)), flush=True)
-    return 0
+    return meta_probe.keys_main(
+        argv, __doc__.split("\n\n")[0], _valid, measure,
+        "interpolation keys (name, dims, dtype, sizes)",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -89,3 +89,49 @@ def keep_failure(path: Path, meta: dict, key: str, label: str, why: str, **extra
     except OSError:
         pass
     return note
+
+
+def median_ms(fn, device: str, warmup: int, reps: int) -> float:
+    """The median time (ms) of `fn()` over `reps` calls after `warmup` more: CUDA events
+    around each call on a GPU, the wall clock on the CPU. What a probe times its ops with."""
+    import statistics
+    import time
+
+    import torch
+
+    times = []
+    for i in range(warmup + reps):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ms = (time.perf_counter() - t0) * 1e3
+        if i >= warmup:
+            times.append(ms)
+    return statistics.median(times)
+
+
+def keys_main(argv, description: str, valid, measure, what: str) -> int:
+    """A probe's command line: `--keys` (a JSON list, each `valid`), `--device`; prints
+    `measure(keys, device)` as one line of JSON (what `run_json` reads). `what` names the
+    keys in the error a bad list gets (exit code 2)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--keys", required=True, help="JSON list of keys (`keys_of`)")
+    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    a = p.parse_args(argv)
+    try:
+        keys = json.loads(a.keys)
+    except ValueError:
+        p.error("--keys is not JSON")
+    if not isinstance(keys, list) or not all(valid(k) for k in keys):
+        p.error(f"--keys must be a JSON list of {what}")
+    print(json.dumps(measure(keys, a.device)), flush=True)
+    return 0
