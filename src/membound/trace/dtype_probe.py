@@ -342,26 +342,17 @@ def ratios_of(
 
 def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
     """Find the trace's convolutions and matmuls, time them as recorded, in bf16 and in
-    channels_last (`variants`), and keep the result in the capture meta at `meta_path` under `META_KEY`; returns one sentence
-    saying what happened."""
-    path = Path(meta_path)
-    where = ("ops_trace", "trace")
-    what = "no trace with op shapes"
-    meta, keys, said = meta_probe.read_beside(path, LABEL, META_KEY, where, what, keys_of)
+    channels_last (`variants`), and keep the result in the capture meta at `meta_path` under
+    `META_KEY`; returns one sentence saying what happened."""
+    nothing = "no convolution or matmul with kernel time recorded: bf16 not measured."
+    meta, keys, result, said = meta_probe.measure_keys(
+        meta_path, LABEL, META_KEY, keys_of, "membound.trace.dtype_probe", nothing, timeout, run
+    )
     if said is not None:
         return said
-    if not keys:
-        return "no convolution or matmul with kernel time recorded: bf16 not measured."
-    wanted = [{k: v for k, v in key.items() if k not in ("device_ms", "calls")} for key in keys]
-    cmd = [sys.executable, "-m", "membound.trace.dtype_probe", "--keys", json.dumps(wanted)]
-    result, why = meta_probe.run_json(cmd, timeout, run)
-    if why is None and not (isinstance(result, dict) and isinstance(result.get("ops"), list)):
-        why = "the probe printed no list of ops"
-    if why is not None:
-        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why, keys=wanted)
     total = sum(k["device_ms"] for k in keys)
     result["trace_device_ms"] = round(total, 4)
-    meta_probe.keep(path, meta, META_KEY, result)
+    meta_probe.keep(Path(meta_path), meta, META_KEY, result)
     rows = [r for r in result["ops"] if isinstance(r, dict) and r.get("ms") and r.get("bf16_ms")]
     base = sum(float(r["ms"]) for r in rows)
     bf16 = sum(float(r["bf16_ms"]) for r in rows)

@@ -221,22 +221,13 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     """Find the trace's NCHW interpolations, time them in both layouts, and keep the result
     in the capture meta at `meta_path` under `META_KEY`; returns one sentence saying what
     happened."""
-    path = Path(meta_path)
-    where = ("ops_trace", "trace")
-    what = "no trace with op shapes"
-    meta, keys, said = meta_probe.read_beside(path, LABEL, META_KEY, where, what, keys_of)
+    nothing = "no NCHW interpolation with kernel time recorded: channels_last not measured."
+    meta, _, result, said = meta_probe.measure_keys(
+        meta_path, LABEL, META_KEY, keys_of, "membound.trace.layout_probe", nothing, timeout, run
+    )
     if said is not None:
         return said
-    if not keys:
-        return "no NCHW interpolation with kernel time recorded: channels_last not measured."
-    wanted = [{k: v for k, v in key.items() if k not in ("device_ms", "calls")} for key in keys]
-    cmd = [sys.executable, "-m", "membound.trace.layout_probe", "--keys", json.dumps(wanted)]
-    result, why = meta_probe.run_json(cmd, timeout, run)
-    if why is None and not (isinstance(result, dict) and isinstance(result.get("ops"), list)):
-        why = "the probe printed no list of ops"
-    if why is not None:
-        return meta_probe.keep_failure(path, meta, META_KEY, LABEL, why, keys=wanted)
-    meta_probe.keep(path, meta, META_KEY, result)
+    meta_probe.keep(Path(meta_path), meta, META_KEY, result)
     parts = [
         f"{row['name'].removeprefix('aten::')} {'x'.join(map(str, row['dims']))} "
         f"{row['nchw_ms']:.3g} -> {row['channels_last_ms']:.3g} ms"

@@ -135,3 +135,31 @@ def keys_main(argv, description: str, valid, measure, what: str) -> int:
         p.error(f"--keys must be a JSON list of {what}")
     print(json.dumps(measure(keys, a.device)), flush=True)
     return 0
+
+
+def measure_keys(
+    meta_path, label: str, key: str, keys_of, module: str, nothing: str, timeout: float, run
+) -> tuple[dict | None, list | None, Any, str | None]:
+    """The shared half of a probe after the script: read the capture meta at `meta_path` and
+    the trace beside it (the ops pass, else the timeline), find its `keys_of`, and run
+    `python -m <module> --keys ...` on them. Returns (meta, keys, the JSON result, None), or
+    (meta or None, keys or None, None, the sentence to say): `nothing` where there are no
+    keys, the failure (kept in the meta under `key`, as a note) where the run failed or
+    printed no list of ops."""
+    import sys
+
+    path = Path(meta_path)
+    where, what = ("ops_trace", "trace"), "no trace with op shapes"
+    meta, keys, said = read_beside(path, label, key, where, what, keys_of)
+    if said is not None:
+        return meta, None, None, said
+    if not keys:
+        return meta, keys, None, nothing
+    wanted = [{k: v for k, v in k_.items() if k not in ("device_ms", "calls")} for k_ in keys]
+    cmd = [sys.executable, "-m", module, "--keys", json.dumps(wanted)]
+    result, why = run_json(cmd, timeout, run)
+    if why is None and not (isinstance(result, dict) and isinstance(result.get("ops"), list)):
+        why = "the probe printed no list of ops"
+    if why is not None:
+        return meta, keys, None, keep_failure(path, meta, key, label, why, keys=wanted)
+    return meta, keys, result, None
