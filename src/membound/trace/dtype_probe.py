@@ -180,39 +180,13 @@ def keys_of(trace) -> list[dict[str, Any]]:
     """The probe's keys of `trace`'s calls that launched kernels, the most kernel time
     first (at most `MAX_KEYS`), each with its `device_ms` in the trace (the kernels launched
     inside its calls) and `calls`. The innermost of nested probed calls is the one taken."""
-    import numpy as np
-
-    from membound.trace.model import KERNEL, LAUNCH_CALLS
-
-    cpu, rt, gpu = trace.cpu, trace.runtime, trace.gpu
-    ids = [i for i, n in enumerate(trace.names) if n in OPS]
-    if not len(cpu) or not len(rt) or not len(gpu) or not ids:
-        return []
-    ops = np.flatnonzero(np.isin(cpu.name, ids) & (cpu.shape >= 0))
-    launch = np.isin(rt.call, LAUNCH_CALLS)
-    kernels = gpu.kind == KERNEL
     found: dict[str, dict[str, Any]] = {}
-    ts, ends, tids = cpu.ts[ops], cpu.ts[ops] + cpu.dur[ops], cpu.tid[ops]
-    for j, i in enumerate(ops.tolist()):
-        t0, t1, tid = float(ts[j]), float(ends[j]), tids[j]
-        nested = (tids == tid) & (ts >= t0) & (ts <= t1)
-        nested[j] = False
-        if nested.any():
-            continue  # an outer call: the inner one launches
-        inside = launch & (rt.tid == tid) & (rt.ts >= t0) & (rt.ts <= t1)
-        if not inside.any():
-            continue
-        mine = kernels & np.isin(gpu.correlation, rt.correlation[inside])
-        if not mine.any():
-            continue
-        name = trace.names[int(cpu.name[i])]
-        dims, types, concrete = trace.shapes[int(cpu.shape[i])]
-        stid = int(cpu.strides[i])
-        key = key_of(name, dims, types, concrete, trace.strides[stid] if stid >= 0 else None)
+    for name, dims, types, concrete, strides, kernel_ms in meta_probe.innermost_calls(trace, OPS):
+        key = key_of(name, dims, types, concrete, strides)
         if key is None:
             continue
         entry = found.setdefault(tag(key), {**key, "device_ms": 0.0, "calls": 0})
-        entry["device_ms"] += float(gpu.dur[mine].sum()) / 1e3
+        entry["device_ms"] += kernel_ms
         entry["calls"] += 1
     # a call that records no cuDNN search flag (the backward, PyTorch's depthwise kernel)
     # takes the cuDNN forwards' (`torch.backends.cudnn.benchmark`, one for the process)

@@ -111,39 +111,16 @@ def keys_of(trace) -> list[dict[str, Any]]:
     """The interpolation keys of `trace`'s op calls that launched kernels, the most kernel
     time first (at most `MAX_KEYS`), each with its `device_ms` in the trace (the kernels
     launched inside its calls) and `calls`."""
-    import numpy as np
-
-    from membound.trace.model import KERNEL, LAUNCH_CALLS
-
-    cpu, rt, gpu = trace.cpu, trace.runtime, trace.gpu
-    ids = [i for i, n in enumerate(trace.names) if n in UPSAMPLE_2D]
-    if not len(cpu) or not len(rt) or not len(gpu) or not ids:
-        return []
-    ops = np.flatnonzero(np.isin(cpu.name, ids) & (cpu.shape >= 0))
-    launch = np.isin(rt.call, LAUNCH_CALLS)
-    kernels = gpu.kind == KERNEL
     found: dict[str, dict[str, Any]] = {}
-    for i in ops.tolist():
-        t0, t1, tid = float(cpu.ts[i]), float(cpu.ts[i] + cpu.dur[i]), cpu.tid[i]
-        nested = (cpu.tid[ops] == tid) & (cpu.ts[ops] >= t0) & (cpu.ts[ops] <= t1) & (ops != i)
-        if nested.any():
-            continue  # an outer call (autocast's cast, then the op again): the inner one runs
-        inside = launch & (rt.tid == tid) & (rt.ts >= t0) & (rt.ts <= t1)
-        if not inside.any():
-            continue
-        mine = kernels & np.isin(gpu.correlation, rt.correlation[inside])
-        if not mine.any():
-            continue
-        name = trace.names[int(cpu.name[i])]
-        dims, types, concrete = trace.shapes[int(cpu.shape[i])]
-        stid = int(cpu.strides[i])
-        strides = trace.strides[stid] if stid >= 0 else None
+    for name, dims, types, concrete, strides, kernel_ms in meta_probe.innermost_calls(
+        trace, UPSAMPLE_2D
+    ):
         key = key_of(name, dims, types, concrete, strides)
         if key is None:
             continue
         tag = json.dumps(key, sort_keys=True)
         entry = found.setdefault(tag, {**key, "device_ms": 0.0, "calls": 0})
-        entry["device_ms"] += float(gpu.dur[mine].sum()) / 1e3
+        entry["device_ms"] += kernel_ms
         entry["calls"] += 1
     ranked = sorted(found.values(), key=lambda e: -e["device_ms"])[:MAX_KEYS]
     for e in ranked:

@@ -163,3 +163,39 @@ def measure_keys(
     if why is not None:
         return meta, keys, None, keep_failure(path, meta, key, label, why, keys=wanted)
     return meta, keys, result, None
+
+
+def innermost_calls(trace, names):
+    """(op name, recorded dims, types, concrete inputs, strides, kernel ms) of each CPU op of
+    `trace` named in `names` that recorded its shapes and launched kernels itself: of nested
+    calls of those names (autocast's outer call, `aten::convolution` around
+    `cudnn_convolution`), the innermost. What a probe's `keys_of` reads."""
+    import numpy as np
+
+    from membound.trace.model import KERNEL, LAUNCH_CALLS
+
+    cpu, rt, gpu = trace.cpu, trace.runtime, trace.gpu
+    ids = [i for i, n in enumerate(trace.names) if n in names]
+    if not len(cpu) or not len(rt) or not len(gpu) or not ids:
+        return
+    ops = np.flatnonzero(np.isin(cpu.name, ids) & (cpu.shape >= 0))
+    launch = np.isin(rt.call, LAUNCH_CALLS)
+    kernels = gpu.kind == KERNEL
+    ts, ends, tids = cpu.ts[ops], cpu.ts[ops] + cpu.dur[ops], cpu.tid[ops]
+    for j, i in enumerate(ops.tolist()):
+        t0, t1, tid = float(ts[j]), float(ends[j]), tids[j]
+        nested = (tids == tid) & (ts >= t0) & (ts <= t1)
+        nested[j] = False
+        if nested.any():
+            continue  # an outer call: the inner one launches
+        inside = launch & (rt.tid == tid) & (rt.ts >= t0) & (rt.ts <= t1)
+        if not inside.any():
+            continue
+        mine = kernels & np.isin(gpu.correlation, rt.correlation[inside])
+        if not mine.any():
+            continue
+        dims, types, concrete = trace.shapes[int(cpu.shape[i])]
+        stid = int(cpu.strides[i])
+        strides = trace.strides[stid] if stid >= 0 else None
+        kernel_ms = float(gpu.dur[mine].sum()) / 1e3
+        yield trace.names[int(cpu.name[i])], dims, types, concrete, strides, kernel_ms
