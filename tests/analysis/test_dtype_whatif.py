@@ -23,23 +23,36 @@ EFFNET = FIXTURES / "h100_real_efficientnet_amp_truth1"
 CONVNEXT = FIXTURES / "h100_real_convnext_amp_truth1"
 
 
-def _report(src, tmp_path, ratio_of=None):
-    """Today's report of a copy of fixture `src` whose meta holds the probe's measurement of
-    its keys at `ratio_of(key)` (None: no measurement)."""
+DDPM = FIXTURES / "h100_real_ddpm_unet_truth1"
+
+
+def _probed(src, tmp_path, times_of=None):
+    """A copy of fixture `src` in `tmp_path` whose meta holds the probe's measurement of its
+    keys, each timed at 1.0 ms as recorded and `times_of(key)` (a dict of variant -> ms) in
+    the others (None: no measurement); returns the folder."""
     for f in src.iterdir():
         shutil.copy(f, tmp_path / f.name)
     meta = json.loads((src / "capture.json").read_text())
-    if ratio_of is not None:
-        keys = keys_of(load_trace(src / "trace.ops.json.xz"))
-        meta[META_KEY] = {
-            "ops": [
-                {**{k: v for k, v in key.items() if k not in ("device_ms", "calls")},
-                 "ms": 1.0, "bf16_ms": ratio_of(key)}
-                for key in keys
-            ]
-        }  # fmt: skip
+    if times_of is not None:
+        rows = []
+        for key in keys_of(load_trace(src / "trace.ops.json.xz")):
+            row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
+            rows.append({**row, "ms": 1.0, **times_of(key)})
+        meta[META_KEY] = {"ops": rows}
     (tmp_path / "capture.json").write_text(json.dumps(meta))
-    return to_dict(analyze([timeline_in(tmp_path)], truth_tally.ceilings_of(src, None)))
+    return tmp_path
+
+
+def _analysis(src, tmp_path, times_of=None):
+    folder = _probed(src, tmp_path, times_of)
+    return analyze([timeline_in(folder)], truth_tally.ceilings_of(src, None))
+
+
+def _report(src, tmp_path, ratio_of=None):
+    """Today's report of a copy of fixture `src` whose keys were timed `ratio_of(key)` x in
+    bf16 (None: no measurement)."""
+    times = None if ratio_of is None else (lambda k: {"bf16_ms": ratio_of(k)})
+    return to_dict(_analysis(src, tmp_path, times))
 
 
 def _bf16(rep):
@@ -113,21 +126,7 @@ def test_nchw_convolutions_in_channels_last_price_that_remedy(tmp_path):
     channels_last (the eager fix measured -12.93 ms/step there, with no prediction): the
     channels_last remedy now predicts a loss of the replayed step; bf16 of fp32 calls is
     `tf32-matmul`'s, not this what-if's."""
-    src = FIXTURES / "h100_real_ddpm_unet_truth1"
-    for f in src.iterdir():
-        shutil.copy(f, tmp_path / f.name)
-    meta = json.loads((src / "capture.json").read_text())
-    keys = keys_of(load_trace(src / "trace.ops.json.xz"))
-    rows = []
-    for key in keys:
-        row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
-        row.update(ms=1.0, bf16_ms=1.0)
-        if key["op"].startswith("conv"):
-            row["channels_last_ms"] = 1.3
-        rows.append(row)
-    meta[META_KEY] = {"ops": rows}
-    (tmp_path / "capture.json").write_text(json.dumps(meta))
-    rep = to_dict(analyze([timeline_in(tmp_path)], truth_tally.ceilings_of(src, None)))
+    rep = to_dict(_analysis(DDPM, tmp_path, lambda k: _conv(k, bf16_ms=1.0, channels_last_ms=1.3)))
     w = rep["gpu_whatif"]["channels_last_kernels"]
     assert w["kernel_ms_after"] == pytest.approx(1.3 * w["kernel_ms_before"], abs=1e-3)
     assert w["saving_ms"] < 0 and "bf16_kernels" not in rep["gpu_whatif"]
@@ -144,20 +143,10 @@ def test_bf16_with_channels_last_reads_the_two_timed_together(tmp_path):
     are counted as before."""
     from membound.analysis.remedies import combined
 
-    src = FIXTURES / "h100_real_ddpm_unet_truth1"
-    for f in src.iterdir():
-        shutil.copy(f, tmp_path / f.name)
-    meta = json.loads((src / "capture.json").read_text())
-    rows = []
-    for key in keys_of(load_trace(src / "trace.ops.json.xz")):
-        row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
-        row.update(ms=1.0, bf16_ms=0.7)
-        if key["op"].startswith("conv"):
-            row.update(channels_last_ms=1.3, channels_last_bf16_ms=0.5)
-        rows.append(row)
-    meta[META_KEY] = {"ops": rows}
-    (tmp_path / "capture.json").write_text(json.dumps(meta))
-    a = analyze([timeline_in(tmp_path)], truth_tally.ceilings_of(src, None))
+    a = _analysis(
+        DDPM, tmp_path,
+        lambda k: _conv(k, bf16_ms=0.7, channels_last_ms=1.3, channels_last_bf16_ms=0.5),
+    )  # fmt: skip
     curve = a.gpu_whatif
     step = a.timing.unprofiled_median_ms
     both = curve["bf16_channels_last_kernels"]
@@ -171,22 +160,16 @@ def test_bf16_with_channels_last_reads_the_two_timed_together(tmp_path):
     assert alone > combined(rest, {"bf16"}, step, curve)
 
 
+def _conv(key, bf16_ms, **conv_times):
+    """A key's times: `bf16_ms`, and `conv_times` where it is an NCHW convolution."""
+    nchw = key["op"].startswith("conv") and not key.get("channels_last")
+    return {"bf16_ms": bf16_ms, **(conv_times if nchw else {})}
+
+
 def _with_layout(src, tmp_path, cl_ratio):
     """A copy of fixture `src` whose NCHW convolution keys were timed `cl_ratio` x slower in
     channels_last (and unchanged in bf16)."""
-    for f in src.iterdir():
-        shutil.copy(f, tmp_path / f.name)
-    meta = json.loads((src / "capture.json").read_text())
-    rows = []
-    for key in keys_of(load_trace(src / "trace.ops.json.xz")):
-        row = {k: v for k, v in key.items() if k not in ("device_ms", "calls")}
-        row.update(ms=1.0, bf16_ms=1.0)
-        if key["op"].startswith("conv") and not key.get("channels_last"):
-            row["channels_last_ms"] = cl_ratio
-        rows.append(row)
-    meta[META_KEY] = {"ops": rows}
-    (tmp_path / "capture.json").write_text(json.dumps(meta))
-    return to_dict(analyze([timeline_in(tmp_path)], truth_tally.ceilings_of(src, None)))
+    return to_dict(_analysis(src, tmp_path, lambda k: _conv(k, 1.0, channels_last_ms=cl_ratio)))
 
 
 def _remedy(rep, key):
@@ -200,7 +183,7 @@ def _remedy(rep, key):
         # lays them out channels_last when compiling the training graph
         (CONVNEXT, True),
         # a U-Net's decoder narrows 384 -> 128 channels with 3 x 3 kernels: it does not
-        (FIXTURES / "h100_real_ddpm_unet_truth1", False),
+        (DDPM, False),
     ],
 )
 def test_compile_takes_the_channels_last_convolutions_where_inductor_picks_them(
