@@ -21,8 +21,9 @@ from membound.trace.dtype_probe import (
     keys_of,
     main,
     measure,
+    of,
     probe,
-    ratios,
+    ratios_of,
     tag,
 )
 from membound.trace.load import load_trace
@@ -183,13 +184,18 @@ def _line(keys, ratio):
     return {"device": "NVIDIA H100 80GB HBM3", "ops": ops}
 
 
+def _ratios(meta, **kw):
+    """The ratios a capture meta's measurement gives (`ratios_of(of(meta))`)."""
+    return ratios_of(of(meta), **kw)
+
+
 def test_ratios_are_keyed_as_the_trace_keys_them(ddpm_keys):
-    got = ratios({META_KEY: _line(ddpm_keys, 0.6)})
+    got = _ratios({META_KEY: _line(ddpm_keys, 0.6)})
     assert set(got) == {tag(k) for k in ddpm_keys}
-    assert ratios({META_KEY: _line(ddpm_keys, 0.6)}, dtype="float16") == {}
+    assert _ratios({META_KEY: _line(ddpm_keys, 0.6)}, dtype="float16") == {}
     assert all(v == pytest.approx(0.6) for v in got.values())
-    assert ratios({META_KEY: {"error": "no CUDA"}}) == {}
-    assert ratios({}) == {} and ratios(None) == {}
+    assert _ratios({META_KEY: {"error": "no CUDA"}}) == {}
+    assert _ratios({}) == {} and _ratios(None) == {}
 
 
 def _capture(tmp_path, extra=None):
@@ -340,6 +346,6 @@ def test_a_variant_the_device_refuses_is_an_error_of_its_own():
         "channels_last_bf16_ms",
     }
     assert got[1]["ms"] > 0 and "errors" not in got[1]
-    assert ratios({META_KEY: {"ops": got}}) == {
+    assert _ratios({META_KEY: {"ops": got}}) == {
         tag(good): pytest.approx(got[1]["bf16_ms"] / got[1]["ms"])
     }

@@ -319,13 +319,11 @@ def analyze_trace(
     # fp16 autocast's convolutions and matmuls at the speed bf16 measured here, replayed
     # (`analysis.dtype_whatif`); the bf16 remedy adds it, signed,
     # and NCHW convolutions in channels_last: the channels_last remedy adds that one
-    bf16_kernels = None
     for name in dtype_whatif.WHAT_IFS if trace.has_gpu and steps else ():
         w = dtype_whatif.of(ctx, name)
         if w is not None:
             gpu_curve = {**(gpu_curve or {}), name: w}
             notes.append(dtype_whatif.note(w))
-            bf16_kernels = w if name == "bf16_kernels" else bf16_kernels
     findings, paced = pacing.behind_loader(findings, step)
     if paced:
         notes.append(paced)
@@ -338,7 +336,7 @@ def analyze_trace(
     replayed = norm_whatif.of(ctx) if findings else None
     if replayed is not None:
         notes.append(norm_whatif.note(replayed))
-    if bf16_kernels is None and any(
+    if remedies.kernels_of(gpu_curve, "bf16") is None and any(
         "bf16" in remedies.remedies_of(f.code, f.evidence) for f in findings
     ):
         caveat = depthwise.bf16_note(ctx)

@@ -336,7 +336,7 @@ def combined(
         if float(f.time_lost_ms_per_step or 0.0) > 0.0
         and wanted.intersection(remedies_of(f.code, f.evidence))
     ]
-    both = kernels_of(gpu_curve, "bf16+channels_last") if BOTH <= wanted else None
+    both = what_if_ms(gpu_curve, "bf16_channels_last_kernels") if BOTH <= wanted else None
     if both is not None:
         # the convolutions timed in bf16 and channels_last together replace what each part
         # predicts of them alone (`tf32-matmul`, and the two what-ifs below)
@@ -392,7 +392,7 @@ def compiled_layout_ms(gpu_curve: dict | None) -> float | None:
     w = gpu_curve.get("channels_last_kernels") if isinstance(gpu_curve, dict) else None
     if not isinstance(w, dict) or not w.get("inductor_picks_it"):
         return None
-    return float(w["saving_ms"])
+    return what_if_ms(gpu_curve, "channels_last_kernels")
 
 
 #: bf16 autocast and channels_last applied together
@@ -401,13 +401,14 @@ BOTH = frozenset({"bf16", "channels_last"})
 
 def kernels_of(gpu_curve: dict | None, remedy: str) -> float | None:
     """What `remedy` saves of the convolutions and matmuls timed after the script in the form
-    it gives them (`MEASURED_KERNELS`, or "bf16+channels_last": NCHW convolutions in both;
-    signed: a loss is negative), or None where they were not measured."""
-    name = (
-        "bf16_channels_last_kernels"
-        if remedy == "bf16+channels_last"
-        else MEASURED_KERNELS.get(remedy)
-    )
+    it gives them (`MEASURED_KERNELS`; signed: a loss is negative), or None where they were
+    not measured."""
+    return what_if_ms(gpu_curve, MEASURED_KERNELS.get(remedy))
+
+
+def what_if_ms(gpu_curve: dict | None, name: str | None) -> float | None:
+    """The saving (ms/step, signed) of the measured what-if `name` the GPU what-if keeps
+    (`analysis.dtype_whatif.WHAT_IFS`), or None where there is none."""
     w = gpu_curve.get(name) if name and isinstance(gpu_curve, dict) else None
     return float(w["saving_ms"]) if isinstance(w, dict) and w.get("saving_ms") is not None else None
 

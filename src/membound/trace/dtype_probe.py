@@ -22,8 +22,8 @@ dtype, shapes, arguments, layout), the most kernel time first (at most `MAX_KEYS
 `measure` times each key's op on random tensors of its shapes as recorded (TF32 allowed as
 the trace's convolutions recorded it, an fp32 matmul with TF32 on), in bf16, and an NCHW
 convolution in channels_last too, in a process of its own after the script (it never
-takes time from the steps membound timed). `ratios(meta, variant)` gives a variant's time over
-the recorded one per key; `tf32-matmul` (`analysis.rules.matmul`) reads bf16's over fp32's.
+takes time from the steps membound timed). `ratios_of(of(meta), variant)` gives a variant's
+time over the recorded one per key; `tf32-matmul` (`analysis.rules.matmul`) reads bf16's over fp32's.
 A failure is a note in the meta, never a failed diagnose.
 
     python -m membound.trace.dtype_probe --keys '[{"op": ..., ...}]'
@@ -40,6 +40,8 @@ from typing import Any
 from membound.dtypes import probed_float
 from membound.trace import meta_probe
 
+_ints = meta_probe.int_list
+
 #: the meta key the measurement (or why there is none) is kept under
 META_KEY = "dtype_cost"
 #: how a note on a missing measurement begins
@@ -53,24 +55,14 @@ MAX_KEYS = 16
 REPS, WARMUP = 7, 3
 
 CONV_FWD = "aten::cudnn_convolution"
-CONV_BWD = "aten::convolution_backward"
-MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
-#: op name -> the key's "op"
 #: PyTorch's own depthwise kernel, where cuDNN does not take the shape or dtype
 DEPTHWISE_FWD = "aten::_conv_depthwise2d"
-OPS = {CONV_FWD: "conv", DEPTHWISE_FWD: "conv", CONV_BWD: "conv_backward"}
-OPS.update({m: "mm" for m in MATMULS}, **{"aten::bmm": "bmm"})
-
-
-def _ints(text: Any) -> list[int] | None:
-    """'[1, 1]' -> [1, 1]; None for anything else."""
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    if isinstance(value, list) and all(type(v) is int for v in value):
-        return value
-    return None
+CONV_BWD = "aten::convolution_backward"
+#: op name -> the key's "op"
+OPS = {
+    CONV_FWD: "conv", DEPTHWISE_FWD: "conv", CONV_BWD: "conv_backward",
+    "aten::mm": "mm", "aten::addmm": "mm", "aten::bmm": "bmm",
+}  # fmt: skip
 
 
 def _int(text: Any) -> int | None:
@@ -285,11 +277,6 @@ def of(meta: Any) -> dict | None:
     """The measurement a capture meta keeps (`META_KEY`), or None (none, or a failure)."""
     got = meta.get(META_KEY) if isinstance(meta, dict) else None
     return got if isinstance(got, dict) and isinstance(got.get("ops"), list) else None
-
-
-def ratios(meta: Any, variant: str = "bf16_ms", dtype: str | None = "float32") -> dict[str, float]:
-    """`ratios_of` the measurement a capture meta keeps (`META_KEY`)."""
-    return ratios_of(meta.get(META_KEY) if isinstance(meta, dict) else None, variant, dtype)
 
 
 def ratios_of(

@@ -56,17 +56,6 @@ UPSAMPLE_2D = {
 REPS, WARMUP = 9, 3
 
 
-def _ints(text: Any) -> list[int] | None:
-    """'[480, 480]' -> [480, 480]; None for anything else."""
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    if isinstance(value, list) and value and all(type(v) is int and v > 0 for v in value):
-        return value
-    return None
-
-
 def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None) -> dict | None:
     """The probe's key of one recorded interpolation call: {name, dims, dtype, output_size,
     input_size (backward), align_corners (bilinear, bicubic)}; None when it is not a 2-D
@@ -88,13 +77,13 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
             return None
     dtype = probed_float(types[0] if isinstance(types, list) and types else None)
     concrete = concrete if isinstance(concrete, list) else []
-    out = _ints(concrete[1]) if len(concrete) > 1 else None
+    out = meta_probe.int_list(concrete[1], positive=True) if len(concrete) > 1 else None
     if dtype is None or out is None or len(out) != 2:
         return None
     key: dict[str, Any] = {"name": name, "dims": shape, "dtype": dtype, "output_size": out}
     at = 2
     if backward:
-        size = _ints(concrete[2]) if len(concrete) > 2 else None
+        size = meta_probe.int_list(concrete[2], positive=True) if len(concrete) > 2 else None
         if size is None or len(size) != 4 or size[:2] != [n, c] or [h, w] != out:
             return None
         key["input_size"] = size
@@ -146,7 +135,6 @@ def measure(keys: list[dict[str, Any]], device: str = "cuda") -> dict[str, Any]:
     """{"ops": [key + {"nchw_ms", "channels_last_ms", "max_abs_diff"}]}: the median time of
     each key's op on a contiguous (NCHW) and a channels_last input here, and how far apart
     their results are (the same op either way)."""
-
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,20 @@ def run_json(cmd: list[str], timeout: float, run=subprocess.run) -> tuple[Any, s
         return json.loads((done.stdout or "").strip().splitlines()[-1]), None
     except (ValueError, IndexError):
         return None, "the probe printed no JSON"
+
+
+def int_list(text: Any, positive: bool = False) -> list[int] | None:
+    """A recorded concrete input such as '[1, 1]' -> [1, 1] (`positive`: only a non-empty
+    list of positive ints); None for anything else."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(type(v) is int for v in value):
+        return None
+    if positive and not (value and all(v > 0 for v in value)):
+        return None
+    return value
 
 
 def keep(path: Path, meta: dict, key: str, value: Any) -> None:
@@ -146,8 +161,6 @@ def measure_keys(
     (meta or None, keys or None, None, the sentence to say): `nothing` where there are no
     keys, the failure (kept in the meta under `key`, as a note) where the run failed or
     printed no list of ops."""
-    import sys
-
     path = Path(meta_path)
     where, what = ("ops_trace", "trace"), "no trace with op shapes"
     meta, keys, said = read_beside(path, label, key, where, what, keys_of)
@@ -155,7 +168,7 @@ def measure_keys(
         return meta, None, None, said
     if not keys:
         return meta, keys, None, nothing
-    wanted = [{k: v for k, v in k_.items() if k not in ("device_ms", "calls")} for k_ in keys]
+    wanted = [{k: v for k, v in found.items() if k not in ("device_ms", "calls")} for found in keys]
     cmd = [sys.executable, "-m", module, "--keys", json.dumps(wanted)]
     result, why = run_json(cmd, timeout, run)
     if why is None and not (isinstance(result, dict) and isinstance(result.get("ops"), list)):
