@@ -158,3 +158,16 @@ def test_a_predicted_loss_of_the_norm_what_if_is_not_a_negative_time():
     w = {"swap_norms_ms_per_step": -19.1, "fused_add_norm_ms_per_step": -2.2, "step_ms": -1.0}
     r["findings"][0]["evidence"]["norm_whatif"] = w
     assert check_report(r) == ["findings[0].evidence.norm_whatif.step_ms: a negative time (-1.0)"]
+
+
+def test_what_ifs_of_timed_kernels_may_predict_a_loss():
+    """A what-if of kernels timed in another dtype or layout is signed (the DDPM U-Net's
+    GroupNorms make channels_last a loss); a saving elsewhere is not."""
+    r = copy.deepcopy(SANE)
+    r["gpu_whatif"] = {
+        "channels_last_kernels": {"saving_ms": -8.12, "convolutions_saving_ms": 4.18},
+        "bf16_kernels": {"saving_ms": -28.5},
+    }
+    assert check_report(r) == []
+    r["gpu_whatif"]["fused_optimizer"] = {"saving_ms": -1.0}
+    assert check_report(r) == ["gpu_whatif.fused_optimizer.saving_ms: a negative time (-1.0)"]

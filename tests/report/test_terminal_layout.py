@@ -87,9 +87,9 @@ def test_html_shows_fractions_as_percent_and_links_codes(pageable, tmp_path):
     ("key", "saving", "said"),
     [
         ("fused_optimizer", 0.9, "no finding: the optimizer's own replay"),
-        ("channels_last", -4.2, "no finding: its convolutions and matmuls timed after the "
+        ("channels_last", -4.2, "no finding: its convolutions, matmuls and norms timed after the "
          "script (predicted to lose time here)"),
-        ("bf16", 1.5, "no finding: its convolutions and matmuls timed after the script"),
+        ("bf16", 1.5, "no finding: its convolutions, matmuls and norms timed after the script"),
     ],
 )  # fmt: skip
 def test_a_remedy_no_finding_names_says_what_predicts_it(key, saving, said):

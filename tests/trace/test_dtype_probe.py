@@ -47,8 +47,18 @@ def test_the_unets_convolutions_most_kernel_time_first(ddpm_keys):
     """The DDPM U-Net (H100 ops pass, 3 steps, fp32, cuDNN's TF32 default): its 3x3
     convolutions' backward at 128 channels of 32 x 32 first (21 calls, 12.66 ms of kernels),
     the attention's fp32 bmm among them; the outer `aten::convolution` calls, which hold
-    `cudnn_convolution`, are not keys."""
-    assert len(ddpm_keys) == 16
+    `cudnn_convolution`, are not keys. Its GroupNorms follow, in a quota of their own:
+    the backward at 128 channels of 32 x 32 first (24 calls, 4.71 ms)."""
+    assert len(ddpm_keys) == 16 + 12
+    norms = ddpm_keys[16:]
+    assert {k["op"] for k in norms} == {"gn", "gn_backward"}
+    assert norms[0] == {
+        "op": "gn_backward", "dtype": "float32", "input": [128, 128, 32, 32],
+        "params": "float32", "groups": 32, "channels_last": False, "device_ms": 4.7098,
+        "calls": 24,
+    }  # fmt: skip
+    assert [k["device_ms"] for k in norms] == sorted((k["device_ms"] for k in norms), reverse=True)
+    ddpm_keys = ddpm_keys[:16]
     first = ddpm_keys[0]
     assert first["op"] == "conv_backward" and first["calls"] == 21
     assert first["input"] == [128, 128, 32, 32] and first["weight"] == [128, 128, 3, 3]
@@ -220,10 +230,10 @@ def test_keeps_the_measurement_in_the_meta(tmp_path, ddpm_keys):
         return SimpleNamespace(returncode=0, stdout="noise\n" + json.dumps(line), stderr="")
 
     said = probe(path, run=run)
-    assert "16 convolution/matmul shapes" in said
-    assert "took 32 ms a call each as recorded, 16 in bf16" in said
+    assert "28 convolution/matmul/norm shapes" in said
+    assert "took 56 ms in all as recorded, 28 in bf16" in said
     keys = json.loads(seen[0][seen[0].index("--keys") + 1])
-    assert len(keys) == 16 and "device_ms" not in keys[0]
+    assert len(keys) == 28 and "device_ms" not in keys[0]
     kept = json.loads(path.read_text())[META_KEY]
     assert kept["ops"] == line["ops"]
     assert kept["trace_device_ms"] == pytest.approx(sum(k["device_ms"] for k in ddpm_keys))
@@ -286,7 +296,8 @@ def test_no_measurement_no_finding(tmp_path, ddpm_keys):
 
 def test_the_measured_ratio_prices_the_tf32_convolutions(tmp_path, ddpm_keys):
     """With the probe's ratio, `tf32-matmul` removes (1 - ratio) of the TF32 calls' kernel
-    time: the 459 cuDNN convolution calls of 3 steps (30.82 ms/step), the probed keys' share
+    time: the cuDNN convolution calls of 3 steps (30.90 ms/step: those on TF32 tensor cores,
+    30.82, and 0.08 that cuDNN ran on CUDA cores with TF32 allowed), the probed keys' share
     of them measured and the rest at the same ratio. The attention's bmm ran on CUDA cores
     (`fp32-matmul`'s), so it is not counted twice. bf16's remedy takes it in, read through the
     GPU what-if and capped by autocast's host work (8.45 ms/step; measured 11.38)."""
@@ -294,8 +305,8 @@ def test_the_measured_ratio_prices_the_tf32_convolutions(tmp_path, ddpm_keys):
     f = _finding(rep, "tf32-matmul")
     ev = f["evidence"]
     assert set(ev["ops"]) == {FWD, BWD}
-    assert ev["device_ms_per_step"] == pytest.approx(30.82, abs=0.01)
-    assert ev["kernel_ms_per_step"] == pytest.approx(0.4 * 30.82, abs=0.01)
+    assert ev["device_ms_per_step"] == pytest.approx(30.90, abs=0.01)
+    assert ev["kernel_ms_per_step"] == pytest.approx(0.4 * 30.90, abs=0.01)
     assert ev["bf16_time_ratio_measured"] == pytest.approx(0.6)
     assert 0.7 < ev["measured_share_of_time"] < 0.8
     assert "1.67x as fast in bf16" in f["fix"] and "torch.autocast" in f["fix"]
@@ -349,3 +360,164 @@ def test_a_variant_the_device_refuses_is_an_error_of_its_own():
     assert _ratios({META_KEY: {"ops": got}}) == {
         tag(good): pytest.approx(got[1]["bf16_ms"] / got[1]["ms"])
     }
+
+
+# the norms' recorded calls, as an H100 trace wrote them (2026-12-07: classification_tv's
+# cuDNN BatchNorm in fp32, the DDPM U-Net's GroupNorm, EfficientNet-B0's BatchNorm in bf16)
+BN_FWD = ("aten::cudnn_batch_norm", [[128, 64, 88, 88], [64], [64], [64], [64], [], [], []],
+          ["float", "float", "float", "float", "float", "Scalar", "Scalar", "Scalar"],
+          ["", "", "", "", "", "True", "0.10000000000000001", "1.0000000000000001e-05"],
+          [[495616, 7744, 88, 1], [1], [1], [1], [1], [], [], []])  # fmt: skip
+BN_BWD = ("aten::cudnn_batch_norm_backward",
+          [[128, 2048, 6, 6], [128, 2048, 6, 6], [2048], [2048], [2048], [2048], [2048], [], [0]],
+          ["float"] * 7 + ["Scalar", "unsigned char"], [""] * 7 + ["1e-05", ""],
+          [[73728, 36, 6, 1], [73728, 36, 6, 1], [1], [1], [1], [1], [1], [], [1]])  # fmt: skip
+NATIVE_BN_BWD = ("aten::native_batch_norm_backward",
+                 [[256, 1280, 7, 7], [256, 1280, 7, 7], [1280], [1280], [1280], [1280], [1280],
+                  [], [], []],
+                 ["c10::BFloat16", "c10::BFloat16", "float", "float", "float", "float", "float",
+                  "Scalar", "Scalar", "ScalarList"],
+                 [""] * 7 + ["True", "1e-05", "[True, True, True]"],
+                 [[62720, 49, 7, 1], [62720, 49, 7, 1], [1], [1], [1], [1], [1], [], [], []])  # fmt: skip
+GN_FWD = ("aten::native_group_norm", [[128, 128, 32, 32], [128], [128], [], [], [], [], []],
+          ["float", "float", "float", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"],
+          ["", "", "", "128", "128", "1024", "32", "1e-05"],
+          [[131072, 1024, 32, 1], [1], [1], [], [], [], [], []])  # fmt: skip
+GN_BWD = ("aten::native_group_norm_backward",
+          [[128, 128, 32, 32], [128, 128, 32, 32], [128, 32], [128, 32], [128], [], [], [], [], []],
+          ["float"] * 5 + ["Scalar"] * 4 + ["ScalarList"],
+          [""] * 5 + ["128", "128", "1024", "32", "[True, True, True]"],
+          [[131072, 1024, 32, 1], [131072, 1024, 32, 1], [32, 1], [32, 1], [1], [], [], [], [], []])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("call", "want"),
+    [
+        (BN_FWD, {"op": "bn", "dtype": "float32", "input": [128, 64, 88, 88],
+                  "params": "float32", "training": True, "channels_last": False}),
+        (BN_BWD, {"op": "bn_backward", "dtype": "float32", "input": [128, 2048, 6, 6],
+                  "params": "float32", "training": True, "channels_last": False}),
+        # autocast's: a bf16 input, fp32 parameters
+        (NATIVE_BN_BWD, {"op": "bn_backward", "dtype": "bfloat16", "input": [256, 1280, 7, 7],
+                         "params": "float32", "training": True, "channels_last": False}),
+        (GN_FWD, {"op": "gn", "dtype": "float32", "input": [128, 128, 32, 32],
+                  "params": "float32", "groups": 32, "channels_last": False}),
+        (GN_BWD, {"op": "gn_backward", "dtype": "float32", "input": [128, 128, 32, 32],
+                  "params": "float32", "groups": 32, "channels_last": False}),
+    ],
+)  # fmt: skip
+def test_the_norms_between_the_convolutions_are_keys(call, want):
+    from membound.trace.dtype_probe import variants
+
+    key = key_of(*call)
+    assert key == want
+    fields = [v[0] for v in variants(key)]
+    if want["dtype"] == "bfloat16":
+        assert fields == ["ms", "channels_last_ms"]
+    else:
+        assert fields == ["ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # eval-mode flag not recorded
+        (BN_FWD[0], BN_FWD[1], BN_FWD[2], ["", "", "", "", ""], BN_FWD[4]),
+        # fp16 parameters with a bf16 input: no dtype autocast gives
+        (NATIVE_BN_BWD[0], NATIVE_BN_BWD[1], ["c10::BFloat16", "c10::BFloat16", "c10::Half",
+         *NATIVE_BN_BWD[2][3:]], NATIVE_BN_BWD[3], NATIVE_BN_BWD[4]),
+        # groups that do not divide the channels
+        (GN_FWD[0], GN_FWD[1], GN_FWD[2], ["", "", "", "128", "128", "1024", "3", "1e-05"], GN_FWD[4]),
+        # a 2-D input (BatchNorm1d's): no channel plane
+        (BN_FWD[0], [[128, 64], [64], [64], [64], [64], [], [], []], *BN_FWD[2:]),
+    ],
+)  # fmt: skip
+def test_norm_calls_the_probe_cannot_time_are_left_out(call):
+    assert key_of(*call) is None
+
+
+def test_a_norm_key_runs_its_forward_and_backward():
+    """The forward is PyTorch's own (F.batch_norm / F.group_norm, which choose the kernels as
+    the model's call did); the backward is autograd's of one forward: it returns the input's
+    gradient. In channels_last a GroupNorm's output and input gradient come back in
+    channels_last (the copies the next convolution makes)."""
+    small = {"input": [2, 8, 5, 5], "params": "float32", "channels_last": False}
+    bn = {"op": "bn", "dtype": "float32", "training": True, **small}
+    torch.manual_seed(2)
+    y = _run({**bn, "dtype": "float64", "params": "float64"}, torch.float64, "cpu")()
+    torch.manual_seed(2)  # the probe's draws, in its order: input, weight, bias
+    x = torch.randn(2, 8, 5, 5, dtype=torch.float64)
+    w = torch.rand(8, dtype=torch.float64).add_(0.5)
+    b = torch.randn(8, dtype=torch.float64)
+    mean, var = x.mean((0, 2, 3), keepdim=True), x.var((0, 2, 3), unbiased=False, keepdim=True)
+    ref = (x - mean) / (var + 1e-5).sqrt() * w[:, None, None] + b[:, None, None]
+    assert torch.allclose(y, ref, atol=1e-10)  # normalised by the batch's statistics
+    gn = {"op": "gn", "dtype": "float32", "groups": 4, **small}
+    assert _run(gn, torch.float32, "cpu")().is_contiguous()
+    out = _run(gn, torch.float32, "cpu", channels_last=True)()
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    back = {**gn, "op": "gn_backward"}
+    dx = _run(back, torch.float32, "cpu", channels_last=True)()
+    assert dx.shape == (2, 8, 5, 5) and dx.is_contiguous(memory_format=torch.channels_last)
+    assert _run({**bn, "op": "bn_backward"}, torch.bfloat16, "cpu")().dtype == torch.bfloat16
+    # bf16 under autocast, the fix it stands for: a BatchNorm takes the bf16 input as it is,
+    # a GroupNorm runs in fp32 (the H100 refused GroupNorm with a bf16 input and fp32
+    # parameters outside autocast: "expected scalar type BFloat16 but found Float")
+    assert _run(bn, torch.bfloat16, "cpu")().dtype == torch.bfloat16
+    seen = []
+    real = torch.nn.functional.group_norm
+
+    def spy(*args, **kw):
+        seen.append((args[0].dtype, torch.is_autocast_enabled("cpu")))
+        return real(*args, **kw)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(torch.nn.functional, "group_norm", spy)
+        _run(gn, torch.bfloat16, "cpu")()
+        _run(gn, torch.float32, "cpu")()
+        _run({**gn, "params": "bfloat16"}, torch.bfloat16, "cpu")()  # a bf16 model: no autocast
+    assert seen == [(torch.bfloat16, True), (torch.float32, False), (torch.bfloat16, False)]
+    assert _run(back, torch.bfloat16, "cpu")().dtype == torch.bfloat16  # the input's gradient
+
+
+def test_the_group_norm_run_matches_the_module():
+    """The probe's GroupNorm forward and backward compute nn.GroupNorm's output and input
+    gradient (checked against float64), in both layouts."""
+    torch.manual_seed(3)
+    from membound.trace import dtype_probe
+
+    key = {"op": "gn_backward", "dtype": "float64", "input": [3, 6, 4, 5], "params": "float64",
+           "groups": 3, "channels_last": False}  # fmt: skip
+    f64 = {"dtype": torch.float64}
+    for cl in (None, torch.channels_last):
+        torch.manual_seed(5)
+        fn = dtype_probe._norm_run(key, torch.float64, "cpu", cl)
+        torch.manual_seed(5)  # the probe's draws, in its order
+        x = torch.randn(3, 6, 4, 5, **f64).requires_grad_()
+        w = torch.rand(6, **f64).add_(0.5).requires_grad_()
+        b = torch.randn(6, **f64).requires_grad_()
+        like = torch.empty(3, 6, 4, 5, **f64)
+        g = torch.randn_like(like if cl is None else like.contiguous(memory_format=cl))
+        mean = x.reshape(3, 3, -1).mean(-1, keepdim=True)
+        var = x.reshape(3, 3, -1).var(-1, unbiased=False, keepdim=True)
+        y = ((x.reshape(3, 3, -1) - mean) / (var + 1e-5).sqrt()).reshape(3, 6, 4, 5)
+        ref = y * w[:, None, None] + b[:, None, None]  # GroupNorm written out
+        (dx_ref,) = torch.autograd.grad(ref, (x,), g)
+        dx = fn()
+        assert torch.allclose(dx, dx_ref, atol=1e-10)
+        assert cl is None or dx.is_contiguous(memory_format=cl)
+
+
+def test_norm_keys_are_timed_in_every_variant_here():
+    keys = [
+        {"op": "bn", "dtype": "float16", "input": [2, 8, 5, 5], "params": "float32",
+         "training": True, "channels_last": False},
+        {"op": "gn_backward", "dtype": "float32", "input": [2, 8, 5, 5], "params": "float32",
+         "groups": 4, "channels_last": False},
+    ]  # fmt: skip
+    got = measure(keys, "cpu")
+    for row in got["ops"]:
+        assert "errors" not in row, row.get("errors")
+        assert all(
+            row[f] > 0 for f in ("ms", "bf16_ms", "channels_last_ms", "channels_last_bf16_ms")
+        )

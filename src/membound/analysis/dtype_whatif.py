@@ -1,6 +1,6 @@
-"""What bf16 changes of an fp16-autocast loop's convolutions and matmuls: the loop's timeline
-replayed with each call's kernels at the speed `trace.dtype_probe` measured for its shape in
-bf16, here, after the script.
+"""What bf16 changes of an fp16-autocast loop's convolutions, matmuls and norms: the loop's
+timeline replayed with each call's kernels at the speed `trace.dtype_probe` measured for its
+shape in bf16, here, after the script (and likewise channels_last, `WHAT_IFS`).
 
 bf16 in place of fp16 autocast was predicted from what it removes (the GradScaler's sync,
 `host-sync`): the same kernels at the same speed otherwise. Convolutions break that. PyTorch
@@ -75,13 +75,15 @@ def lookup(measured: dict[str, float], key: dict[str, Any]) -> float | None:
 
 
 def call_ratios(
-    ctx, variant: str = "bf16_ms", dtype: str | None = FROM
-) -> tuple[dict[int, float], float] | None:
+    ctx, variant: str = "bf16_ms", dtype: str | None = FROM, ops=None, split: bool = False
+) -> tuple[dict[int, float], Any] | None:
     """({index into ctx.calls: the variant's time over the recorded one}, the share of
     their kernel time whose own shape was timed) for the calls recorded in `dtype` (None:
-    any) whose op the probe takes, or None where the probe timed none of them. Keys the probe
-    timed give their own ratio; the rest the time-weighted ratio of their kind's timed calls
-    (`kind_of`); a kind with none timed is left out (kept as it ran)."""
+    any) whose op the probe takes (`ops`: of those, the op names given), or None where the
+    probe timed none of them. Keys the probe timed give their own ratio; the rest the
+    time-weighted ratio of their kind's timed calls (`kind_of`); a kind with none timed is
+    left out (kept as it ran). `split`: ({timed calls' own ratios}, {the others' borrowed
+    ones}) instead."""
     from membound.analysis.op_calls import call_column, value_codes
     from membound.trace.dtype_probe import OPS, ratios_of, variants
 
@@ -90,7 +92,7 @@ def call_ratios(
     if not measured or trace is None or not len(ctx.calls):
         return None
     codes, names = value_codes(call_column(ctx.calls, "name"))
-    probed = np.array([n in OPS for n in names], dtype=bool)
+    probed = np.array([n in OPS and (ops is None or n in ops) for n in names], dtype=bool)
     own: dict[int, float] = {}
     untimed: dict[int, str] = {}
     by_kind: dict[str, list[float]] = {}
@@ -115,7 +117,10 @@ def call_ratios(
         return None
     timed_us = sum(w[0] for w in by_kind.values())
     mean = {k: w[1] / w[0] for k, w in by_kind.items() if w[0] > 0}
-    own.update({i: mean[k] for i, k in untimed.items() if k in mean})
+    borrowed = {i: mean[k] for i, k in untimed.items() if k in mean}
+    if split:
+        return own, borrowed
+    own.update(borrowed)
     total_us = sum(ctx.calls[i].device_us for i in own)
     return own, timed_us / total_us if total_us > 0 else 0.0
 
@@ -143,18 +148,37 @@ def of(ctx, name: str = "bf16_kernels") -> dict[str, Any] | None:
     if not found:
         return None
     ratio, timed = found
+    result: dict[str, Any] = {"what": what, **_moved(ctx, ratio), "timed_share": round(timed, 4)}
+    result["ops"] = sorted({ctx.calls[i].name for i in ratio})
+    if name == "channels_last_kernels":
+        # torch.compile makes the same change where inductor picks channels_last: of its
+        # convolutions (inductor writes the norms' kernels itself, in the layout it picked)
+        result["inductor_picks_it"] = inductor_picks_channels_last(ctx)
+        from membound.trace.dtype_probe import MATMULS
+
+        convs = {i: v for i, v in ratio.items() if ctx.calls[i].name in MATMULS}
+        if convs and len(convs) < len(ratio):
+            result["convolutions_saving_ms"] = _moved(ctx, convs)["saving_ms"]
+    cache[name] = result
+    return result
+
+
+def _moved(ctx, ratio: dict[int, float]) -> dict[str, Any]:
+    """{"kernel_ms_before", "kernel_ms_after", "calls_per_step", "replayed", "saving_ms"}
+    of the calls `ratio` names (index into ctx.calls: their kernels' time scale), the step
+    replayed with their kernels so scaled where the replay is trusted, else the kernel
+    time's change itself (the step paced by the GPU). Signed."""
     idx = np.fromiter(ratio, dtype=np.int64)
     scale = np.fromiter(ratio.values(), dtype=np.float64)
     device = np.array([ctx.calls[int(i)].device_us for i in idx.tolist()])
     before = ctx.per_op_step(float(device.sum()) / 1e3)
     after = ctx.per_op_step(float((device * scale).sum()) / 1e3)
     result: dict[str, Any] = {
-        "what": what,
         "kernel_ms_before": round(before, 4),
         "kernel_ms_after": round(after, 4),
         "calls_per_step": round(ctx.per_op_step(len(idx)), 1),
-        "timed_share": round(timed, 4),
         "replayed": False,
+        "saving_ms": round(before - after, 4),
     }
     r = gpu_whatif.calibrated_replay(ctx)
     mapped = kernel_map.timeline_calls(ctx) if r is not None else None
@@ -169,13 +193,6 @@ def of(ctx, name: str = "bf16_kernels") -> dict[str, Any] | None:
         if floor is not None and replayed < base:
             replayed = max(replayed, floor)
         result.update(saving_ms=round(base - replayed, 4), replayed=True)
-    else:
-        # no trusted replay: the kernel time's change itself, the step paced by the GPU
-        result["saving_ms"] = round(before - after, 4)
-    if name == "channels_last_kernels":
-        # torch.compile makes the same change where inductor picks channels_last
-        result["inductor_picks_it"] = inductor_picks_channels_last(ctx)
-    cache[name] = result
     return result
 
 
@@ -218,7 +235,7 @@ def note(w: dict[str, Any]) -> str:
     change = w["saving_ms"]
     said = f"saves {change:.2f}" if change >= 0 else f"costs {-change:.2f}"
     return (
-        f"{w['what']}, timed here after the script: the convolutions and matmuls it changes "
+        f"{w['what']}, timed here after the script: the convolutions, matmuls and norms it changes "
         f"({w['calls_per_step']:.0f} calls a step, {w['timed_share']:.0%} of their time timed "
         f"at their own shapes) took {w['kernel_ms_before']:.2f} ms/step of kernels and would "
         f"take {w['kernel_ms_after']:.2f}; with {how}, that {said} ms/step (in the remedy's "

@@ -40,9 +40,16 @@ TIMESTAMPS = frozenset(
 SIGNED = frozenset({"swap_norms_ms_per_step", "fused_add_norm_ms_per_step"})
 #: (dict, key) of the other signed predictions: a remedy's saving and share (compile's replay
 #: predicts a loss where fusion does not pay its runtime's cost: `analysis.compile_whatif`),
-#: and that replay's own curve
+#: that replay's own curve, and the what-ifs of kernels timed after the script in another
+#: dtype or layout (`analysis.dtype_whatif`: the DDPM U-Net's channels_last, EfficientNet's
+#: bf16 lose time)
 SIGNED_IN = frozenset(
     {("remedies", "saving_ms_per_step"), ("remedies", "share_of_step"), ("compile", "saving_ms")}
+    | {
+        (name, key)
+        for name in ("bf16_kernels", "channels_last_kernels", "bf16_channels_last_kernels")
+        for key in ("saving_ms", "convolutions_saving_ms")
+    }
 )
 COUNTS = frozenset({"count", "calls", "kernels", "steps", "world_size", "matched_steps"})
 #: figures a report must carry as numbers (path patterns: `[]` any list index)

@@ -441,8 +441,8 @@ def _probe_after_script(capture) -> None:
     """Measure membound's norm kernels at the trace's norm shape (`trace.norm_probe`), the
     timeline profiler's host cost per CUDA call (`trace.profiler_cost`) and what a worker
     batch costs the training thread (`trace.loader_probe`), and the trace's NCHW
-    interpolations in channels_last (`trace.layout_probe`), and its convolutions and matmuls
-    as recorded, in bf16 and in channels_last (`trace.dtype_probe`) into the capture meta;
+    interpolations in channels_last (`trace.layout_probe`), and its convolutions, matmuls and
+    norms as recorded, in bf16 and in channels_last (`trace.dtype_probe`) into the capture meta;
     any failure is one line (and a note in the meta), never diagnose's."""
     from membound.trace import dtype_probe, layout_probe, loader_probe, norm_probe, profiler_cost
 

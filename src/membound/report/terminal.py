@@ -198,7 +198,7 @@ def _recovers(a, r) -> str:
     said = ", ".join(parts) or (
         "no finding: the optimizer's own replay"
         if r.key == "fused_optimizer"
-        else "no finding: its convolutions and matmuls timed after the script"
+        else "no finding: its convolutions, matmuls and norms timed after the script"
     )
     return f"{said} (predicted to lose time here)" if r.saving_ms_per_step < 0 else said
 

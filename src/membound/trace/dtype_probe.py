@@ -17,8 +17,13 @@ depthwise convolutions leave cuDNN in bf16 (`analysis.depthwise`: timm's Efficie
 33 ms of a 149 ms step to bf16 on an H100), and channels_last, which inductor picks for the
 convolutions of a compiled conv net, made the DDPM U-Net's fp32 step 12.9 ms slower there.
 
+The norms between a conv net's convolutions change with them (`NORMS`): a bf16 BatchNorm
+leaves cuDNN, and a GroupNorm in channels_last is copied to NCHW and back. They are timed
+too, forward and backward, a GroupNorm in channels_last with those copies.
+
 `keys_of(trace)` finds the calls of the ops below that launched kernels, one key per (op,
-dtype, shapes, arguments, layout), the most kernel time first (at most `MAX_KEYS`).
+dtype, shapes, arguments, layout), the most kernel time first (at most `MAX_KEYS`
+convolutions and matmuls, and `MAX_NORM_KEYS` norms).
 `measure` times each key's op on random tensors of its shapes as recorded (TF32 allowed as
 the trace's convolutions recorded it, an fp32 matmul with TF32 on), in bf16, and an NCHW
 convolution in channels_last too, in a process of its own after the script (it never
@@ -58,11 +63,27 @@ CONV_FWD = "aten::cudnn_convolution"
 #: PyTorch's own depthwise kernel, where cuDNN does not take the shape or dtype
 DEPTHWISE_FWD = "aten::_conv_depthwise2d"
 CONV_BWD = "aten::convolution_backward"
-#: op name -> the key's "op"
-OPS = {
+#: op name -> the key's "op": the convolutions and matmuls
+MATMULS = {
     CONV_FWD: "conv", DEPTHWISE_FWD: "conv", CONV_BWD: "conv_backward",
     "aten::mm": "mm", "aten::addmm": "mm", "aten::bmm": "bmm",
 }  # fmt: skip
+#: the norms a conv net runs between its convolutions, whose kernels the same changes swap:
+#: PyTorch sends a bf16 BatchNorm to its own kernels, not cuDNN's (timm's EfficientNet-B0
+#: under bf16 on an H100, 2026-12-07: its BatchNorms went from 45.7 to 64.4 ms/step), and
+#: CUDA's GroupNorm has no channels_last kernel (its input is copied to NCHW and its output
+#: back by the next convolution: the DDPM U-Net in channels_last ran 248 more copies a step,
+#: 16.4 ms, and lost 13.07 ms/step where its convolutions alone predicted a 4.52 saving)
+NORMS = {
+    "aten::cudnn_batch_norm": "bn", "aten::native_batch_norm": "bn",
+    "aten::cudnn_batch_norm_backward": "bn_backward",
+    "aten::native_batch_norm_backward": "bn_backward",
+    "aten::native_group_norm": "gn", "aten::native_group_norm_backward": "gn_backward",
+}  # fmt: skip
+#: op name -> the key's "op", every op the probe takes
+OPS = {**MATMULS, **NORMS}
+#: norm keys timed beside the `MAX_KEYS` convolution and matmul keys
+MAX_NORM_KEYS = 12
 
 
 def _int(text: Any) -> int | None:
@@ -104,6 +125,9 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
 
     def arg(i: int, parse):
         return parse(concrete[i]) if len(concrete) > i else None
+
+    if name in NORMS:
+        return _norm_key(name, op, dims, types, concrete, strides)
 
     floats = {
         probed_float(t) for t, d in zip(types, dims, strict=False) if isinstance(d, list) and d
@@ -161,6 +185,40 @@ def key_of(name: str, dims: Any, types: Any, concrete: Any, strides: Any = None)
     return {"op": op, "dtype": dtype, "a": a, "b": b}
 
 
+def _norm_key(name: str, op: str, dims: list, types: list, concrete: list, strides: list):
+    """A BatchNorm or GroupNorm call's key: {"op", "dtype" (the input's), "input" (its
+    shape: a channel dimension and more), "params" (the weight's dtype: fp32 under
+    autocast), "training" (BatchNorm), "groups" (GroupNorm), "channels_last"}; None
+    without them."""
+    # where the input is: native BatchNorm's backward takes the gradient first
+    at = (
+        1 if name in ("aten::native_batch_norm_backward", "aten::native_group_norm_backward") else 0
+    )
+    x = _shape(dims[at]) if len(dims) > at else None
+    dtype = probed_float(types[at]) if len(types) > at else None
+    # the weight: after the input (forward), after input, grad, (mean, rstd) (backward)
+    w_at = {"bn": 1, "gn": 1, "bn_backward": 2, "gn_backward": 4}[op]
+    params = probed_float(types[w_at]) if len(types) > w_at and _shape(dims[w_at], 1) else None
+    if x is None or len(x) < 3 or dtype is None or params not in (dtype, "float32"):
+        return None
+    key: dict[str, Any] = {"op": op, "dtype": dtype, "input": x, "params": params}
+    if op == "bn":
+        training = _bool(concrete[5]) if len(concrete) > 5 else None
+        if training is None:
+            return None
+        key["training"] = training
+    elif op == "bn_backward":
+        key["training"] = True  # the backward of a BatchNorm that normalised by the batch's
+    else:
+        g_at = 6 if op == "gn" else 8  # (input, weight, bias, N, C, HxW, group, eps)
+        groups = _int(concrete[g_at]) if len(concrete) > g_at else None
+        if groups is None or groups < 1 or x[1] % groups:
+            return None
+        key["groups"] = groups
+    key["channels_last"] = _channels_last(x, strides[at] if len(strides) > at else None)
+    return key
+
+
 def tag(key: dict[str, Any]) -> str:
     """A key's identity (its JSON, sorted), without what the trace adds to it."""
     return json.dumps(
@@ -185,14 +243,18 @@ def keys_of(trace) -> list[dict[str, Any]]:
     bench = any(e.get("benchmark") for e in found.values())
     merged: dict[str, dict[str, Any]] = {}
     for e in found.values():
-        if e.get("benchmark") is None:
+        if e["op"].startswith("conv") and e.get("benchmark") is None:
             e["benchmark"] = bench
         got = merged.setdefault(tag(e), e)
         if got is not e:  # the same key once its flag is known
             got["device_ms"] += e["device_ms"]
             got["calls"] += e["calls"]
     found = merged
-    ranked = sorted(found.values(), key=lambda e: -e["device_ms"])[:MAX_KEYS]
+    ranked = sorted(found.values(), key=lambda e: -e["device_ms"])
+    norms = {k for k in NORMS.values()}
+    ranked = [e for e in ranked if e["op"] not in norms][:MAX_KEYS] + [
+        e for e in ranked if e["op"] in norms
+    ][:MAX_NORM_KEYS]
     for e in ranked:
         e["device_ms"] = round(e["device_ms"], 4)
     return ranked
@@ -210,6 +272,8 @@ def _run(key: dict[str, Any], dtype, device: str, channels_last: bool | None = N
         x = torch.randn(shape, device=device, dtype=dtype)
         return x.contiguous(memory_format=fmt) if len(shape) == 4 else x
 
+    if key["op"] in NORMS.values():
+        return _norm_run(key, dtype, device, fmt if cl else None)
     if key["op"] == "conv":
         x, w = t(key["input"]), t(key["weight"])
         return lambda: torch.ops.aten.convolution(
@@ -226,6 +290,71 @@ def _run(key: dict[str, Any], dtype, device: str, channels_last: bool | None = N
     return (lambda: torch.bmm(a, b)) if key["op"] == "bmm" else (lambda: torch.mm(a, b))
 
 
+def _norm_run(key: dict[str, Any], dtype, device: str, channels_last):
+    """A function running a norm key once: the forward (`F.batch_norm`/`F.group_norm`, which
+    pick cuDNN's kernels or PyTorch's for the dtype and layout as the model's call did), or
+    its backward (`torch.autograd.grad` of one recorded forward). The parameters are fp32
+    where the recorded ones were (autocast leaves them so), else of `dtype`; with fp32
+    parameters and a 16-bit input the forward runs under autocast in that dtype, which
+    leaves a BatchNorm's input as it is and runs a GroupNorm in fp32 (the input cast up).
+    In channels_last (`channels_last`: that memory format), a GroupNorm's output, and its
+    backward's input gradient and an NCHW tensor of its size (the next convolution's saved
+    input), are copied back to channels_last, as the next convolution does with them."""
+    import torch
+    import torch.nn.functional as F
+
+    shape, c = key["input"], key["input"][1]
+    params = torch.float32 if key.get("params") == "float32" else dtype
+    backward = key["op"].endswith("_backward")
+    mixed = params != dtype and dtype in (torch.float16, torch.bfloat16)
+
+    def t(dims, grad=False):
+        x = torch.randn(dims, device=device, dtype=dtype)
+        x = x.contiguous(memory_format=channels_last) if channels_last is not None else x
+        return x.requires_grad_(grad)
+
+    x = t(shape, backward)
+    w = torch.rand(c, device=device, dtype=params).add_(0.5).requires_grad_(backward)
+    b = torch.randn(c, device=device, dtype=params).requires_grad_(backward)
+    if key["op"].startswith("bn"):
+        mean = torch.zeros(c, device=device, dtype=params)
+        var = torch.ones(c, device=device, dtype=params)
+
+        def fwd():
+            return F.batch_norm(x, mean, var, w, b, training=key["training"], eps=1e-5)
+    else:
+
+        def fwd():
+            y = F.group_norm(x, key["groups"], w, b, eps=1e-5)
+            return y if channels_last is None else y.contiguous(memory_format=channels_last)
+
+    if mixed:
+        plain = fwd
+
+        def fwd():
+            with torch.autocast(torch.device(device).type, dtype=dtype):
+                return plain()
+
+    if not backward:
+        return fwd
+    y = fwd()
+    g = torch.randn_like(y)  # of the output's dtype (fp32 from autocast's GroupNorm), layout
+    copied = key["op"] == "gn_backward" and channels_last is not None
+    saved = torch.randn(shape, device=device, dtype=y.dtype) if copied else None
+
+    def bwd():
+        dx = torch.autograd.grad(y, (x, w, b), g, retain_graph=True)[0]
+        if copied:
+            # the next convolution's backward copies the gradient it gets, and the NCHW
+            # input it saved, to channels_last (the DDPM U-Net's trace: about two copies in
+            # each convolution backward after a GroupNorm)
+            dx = dx.contiguous(memory_format=channels_last)
+            saved.contiguous(memory_format=channels_last)
+        return dx
+
+    return bwd
+
+
 def variants(key: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """(row field, dtype, layout: None as recorded, True channels_last) a key is timed in:
     as recorded ("ms"); in bf16 unless it ran in bf16 ("bf16_ms"); and a 4-D NCHW
@@ -235,7 +364,9 @@ def variants(key: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     out: list[tuple[str, str, bool | None]] = [("ms", dtype, None)]
     if dtype != "bfloat16":
         out.append(("bf16_ms", "bfloat16", None))
-    if key["op"].startswith("conv") and not key.get("channels_last") and key["input"][1] > 1:
+    layout = key["op"].startswith("conv") or key["op"] in NORMS.values()
+    x = key.get("input") or []
+    if layout and len(x) == 4 and not key.get("channels_last") and x[1] > 1:
         out.append(("channels_last_ms", dtype, True))
         if dtype != "bfloat16":
             out.append(("channels_last_bf16_ms", "bfloat16", True))
@@ -305,7 +436,7 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     """Find the trace's convolutions and matmuls, time them as recorded, in bf16 and in
     channels_last (`variants`), and keep the result in the capture meta at `meta_path` under
     `META_KEY`; returns one sentence saying what happened."""
-    nothing = "no convolution or matmul with kernel time recorded: bf16 not measured."
+    nothing = "no convolution, matmul or norm with kernel time recorded: bf16 not measured."
     meta, keys, result, said = meta_probe.measure_keys(
         meta_path, LABEL, META_KEY, keys_of, "membound.trace.dtype_probe", nothing, timeout, run
     )
@@ -318,8 +449,8 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     base = sum(float(r["ms"]) for r in rows)
     bf16 = sum(float(r["bf16_ms"]) for r in rows)
     return (
-        f"measured the trace's {len(result['ops'])} convolution/matmul shapes of the most "
-        f"kernel time again here: those not in bf16 took {base:.3g} ms a call each as "
+        f"measured the trace's {len(result['ops'])} convolution/matmul/norm shapes of the most "
+        f"kernel time again here: one call of each not in bf16 took {base:.3g} ms in all as "
         f"recorded, {bf16:.3g} in bf16."
     )
 
@@ -334,6 +465,8 @@ def _valid(key: Any) -> bool:
                           "transposed", "output_padding", "groups", "output_mask"),
         "mm": ("a", "b"),
         "bmm": ("a", "b"),
+        "bn": ("input", "training"), "bn_backward": ("input", "training"),
+        "gn": ("input", "groups"), "gn_backward": ("input", "groups"),
     }[key["op"]]  # fmt: skip
     return all(k in key for k in need)
 

@@ -19,6 +19,16 @@ def _group(call) -> str:
     return "conv" if call.family.startswith("conv") or "conv" in call.name else "matmul"
 
 
+def _tf32_groups(calls) -> set[str]:
+    """The library groups (`_group`) with an fp32 call on tensor cores: TF32 is allowed there
+    (cuDNN's convolutions by default)."""
+    return {
+        _group(call)
+        for call in calls
+        if call.tensor_cores and call.storage_dtype == "float" and call.family in MATMUL_FAMILIES
+    }
+
+
 @rule("fp32-matmul")
 def fp32_matmul(ctx):
     """Compute-bound matmul/conv on fp32 running at the fp32 (CUDA-core) rate.
@@ -49,11 +59,7 @@ def fp32_matmul(ctx):
     codes, families = value_codes(call_column(ctx.calls, "family"))
     wanted = np.array([not f or f in MATMUL_FAMILIES for f in families], dtype=bool)
     calls = [ctx.calls[i] for i in np.flatnonzero(wanted[codes]).tolist()] if len(codes) else []
-    tf32_on = {
-        _group(call)
-        for call in calls
-        if call.tensor_cores and call.storage_dtype == "float" and call.family in MATMUL_FAMILIES
-    }
+    tf32_on = _tf32_groups(calls)
     lost_us = 0.0
     flops = 0.0
     device_us = 0.0
@@ -99,61 +105,65 @@ def fp32_matmul(ctx):
 
 @rule("tf32-matmul")
 def tf32_matmul(ctx):
-    """Compute-bound fp32 matmul/conv that ran on tensor cores at the TF32 rate, where bf16
-    autocast runs it faster by what this GPU measured (`trace.dtype_probe`).
+    """fp32 matmuls/convolutions where TF32 is allowed, which bf16 autocast runs faster by
+    what this GPU measured (`trace.dtype_probe`).
 
-    For calls whose compute key is "tf32" (a tensor-core kernel name on fp32 storage, or an
-    fp32 matmul with TF32 allowed; `analysis.ops`) and whose op row is compute-bound: time
-    lost per step = Σ device time × (1 − bf16 time ÷ fp32 time of its shape, timed here
-    after the script) ÷ steps. A call whose shape was not among the probe's keys (those of
-    the most kernel time) takes the probed calls' ratio, weighted by their kernel time. The
-    ceilings' ratio (bf16 twice TF32) is not used: on the H200 it predicted 14-17 ms/step for
-    a channels-first ResNet-50 whose AMP saved 4.8-5.5. No measurement, no finding.
+    For the calls whose compute key is "tf32" (a tensor-core kernel name on fp32 storage, or
+    an fp32 matmul with TF32 allowed; `analysis.ops`), and the fp32 calls cuDNN or cuBLAS
+    ran on CUDA cores where TF32 is allowed (the library's choice for their shapes, which
+    `fp32-matmul` leaves: bf16 changes their kernels too): time lost per step = Σ device time
+    × (1 − bf16 time ÷ fp32 time of its shape, timed here after the script) ÷ steps. A call
+    whose shape was not among the probe's keys (those of the most kernel time) takes the
+    time-weighted ratio of its kind's timed calls (`dtype_whatif.call_ratios`, as the bf16
+    and channels_last what-ifs do). Whatever the op row's bound: classification_tv's
+    convolution backward sat below the TF32 ridge (125 FLOP/B) on an H100 (2026-12-07) and
+    ran 1.4-2x faster in bf16 there; its fp16 autocast saved 14.30 ms/step where bf16 was
+    predicted 6.44 with the compute-bound calls alone. The ceilings' ratio (bf16 twice TF32)
+    is not used: on the H200 it predicted 14-17 ms/step for a channels-first ResNet-50 whose
+    AMP saved 4.8-5.5. No measurement, no finding.
 
     cuDNN's TF32 convolutions are PyTorch's default (`torch.backends.cudnn.allow_tf32`), so
     an fp32 conv net runs them unless told otherwise: `fp32-matmul` does not see them (they
     are on tensor cores already), and `fp32-storage` only the memory-bound ops around them.
     """
-    from membound.analysis.dtype_whatif import call_key, lookup
-    from membound.trace.dtype_probe import ratios_of
+    from membound.analysis.dtype_whatif import call_ratios
+    from membound.trace.dtype_probe import MATMULS
 
-    measured = ratios_of(getattr(ctx, "dtype_cost", None), "bf16_ms", "float32")
-    trace = getattr(ctx, "op_trace", None) or getattr(ctx, "trace", None)
-    if not measured or trace is None:
+    found = call_ratios(ctx, "bf16_ms", "float32", ops=MATMULS, split=True)
+    if not found:
         return []
-    rows = {r.name: r for r in ctx.rows}
-    codes, computes = value_codes(call_column(ctx.calls, "compute"))
-    wanted = np.array([k == "tf32" for k in computes], dtype=bool)
-    idx = np.flatnonzero(wanted[codes]).tolist() if len(codes) else []
-    matched_us = matched_bf16_us = other_us = flops = 0.0
+    own, borrowed = found
+    calls = [ctx.calls[i] for i in (*own, *borrowed)]
+    tf32_on = _tf32_groups(calls)
+    matched_us = matched_bf16_us = other_us = other_bf16_us = flops = 0.0
     ops: Counter = Counter()
-    for i in idx:
+    for i, ratio in (*own.items(), *borrowed.items()):
         call = ctx.calls[i]
-        r = rows.get(call.name)
-        if r is None or r.bound != "compute" or call.device_us <= 0:
+        if call.compute not in ("tf32", "fp32") or call.device_us <= 0:
             continue
-        if call.family and call.family not in MATMUL_FAMILIES:
+        # an fp32 call on CUDA cores where TF32 is allowed: the library's choice for its
+        # shape (not `fp32-matmul`'s); bf16 changes it too
+        if call.compute == "fp32" and (call.tensor_cores or _group(call) not in tf32_on):
             continue
-        key = call_key(trace, call)
-        ratio = None if key is None else lookup(measured, key)
-        if ratio is None:
-            other_us += call.device_us
-        else:
+        if i in own:
             matched_us += call.device_us
             matched_bf16_us += call.device_us * ratio
+        else:
+            other_us += call.device_us
+            other_bf16_us += call.device_us * ratio
         flops += call.flops
         ops[call.name] += 1
     if not matched_us > 0:
         return []
-    ratio = matched_bf16_us / matched_us  # the probed calls' own, weighted by kernel time
     device_us = matched_us + other_us
-    lost_us = (matched_us - matched_bf16_us) + other_us * (1.0 - ratio)
+    ratio = (matched_bf16_us + other_bf16_us) / device_us  # weighted by kernel time
+    lost_us = device_us - matched_bf16_us - other_bf16_us
     if not lost_us > 0:
         return []
     return [
         ctx.finding(
             code="tf32-matmul",
-            title="fp32 matmuls/convolutions run at the TF32 rate; bf16 runs them faster here",
+            title="fp32 matmuls/convolutions (TF32 allowed); bf16 runs them faster here",
             lost_ms=ctx.per_op_step(lost_us / 1e3),
             evidence={
                 "ops": dict(ops),
