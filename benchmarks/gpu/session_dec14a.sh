@@ -22,12 +22,12 @@ import json, pathlib, sys
 for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
     meta = json.loads(cap.read_text()); got = meta.get("dtype_cost") or {}
     print(f"== {cap.parent.name}: dtype_cost {'error: ' + got['error'] if 'error' in got else ''}")
-    for r in got.get("ops", [])[:16]:
+    for r in got.get("ops", [])[:40]:
         shape = "x".join(map(str, r.get("input") or r.get("a") or []))
         w = "x".join(map(str, r.get("weight") or r.get("b") or []))
         print(f"  {r['op']:13s} {r.get('dtype')} {shape} * {w} cl={r.get('channels_last')} "
               + " ".join(f"{k}={r[k]:.3f}" for k in ("ms", "bf16_ms", "channels_last_ms",
-                                                      "channels_last_bf16_ms") if k in r))
+                                                      "channels_last_bf16_ms") if k in r) + (" errors=" + json.dumps(r["errors"])[:160] if "errors" in r else ""))
     rep = cap.parent / "report.json"
     if rep.is_file():
         rj = json.loads(rep.read_text()); g = rj.get("gpu_whatif") or {}
