@@ -143,9 +143,11 @@ def test_exposed_allreduce_example_runs_on_cpu(tmp_path):
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
         str(EXPOSED), "--steps", "3", "--width", "64", "--layers", "2", "--batch", "2",
     ]  # fmt: skip
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    if p.returncode != 0 and "terminate called without an active exception" in p.stderr:
-        # gloo on CPU now and then aborts a rank while tearing its threads down, after the
-        # run (about 1 in 4 here, torch 2.13 CPU); one retry tells that apart from a failure
+    for _ in range(3):
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        if p.returncode == 0 or "terminate called without an active exception" not in p.stderr:
+            break
+        # gloo on CPU now and then aborts a rank while tearing its threads down, after the
+        # run (about 1 in 4 here, torch 2.13 CPU; a clean clone's CI run on 2026-12-07 met it
+        # twice in a row): retries tell that apart from a failure
     assert p.returncode == 0, p.stderr[-3000:]
