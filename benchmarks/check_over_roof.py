@@ -30,13 +30,23 @@ def main() -> int:
         default="h200_*/trace.json.*",
         help="the traces under --fixtures to check (default h200_*/trace.json.*)",
     )
+    p.add_argument("--progress", action="store_true", help="a line for each trace as it is checked")
     a = p.parse_args()
     c = Ceilings.load(a.ceilings)
     rows = []
     for trace in sorted(Path(a.fixtures).glob(a.glob)):
+        mine = []
         for r in analyze(trace, c).ops:
             f = max(r.achieved_bandwidth_fraction or 0.0, r.achieved_flops_fraction or 0.0)
-            rows.append((f, trace.parent.name, r))
+            mine.append((f, trace.parent.name, r))
+        rows += mine
+        if a.progress:  # a line a trace, as it goes (a call cut short keeps what was checked)
+            top = max((m[0] for m in mine), default=0.0)
+            n = sum(m[0] > 1.0 for m in mine)
+            print(
+                f"{trace.parent.name}: {n} op(s) above their roof, the nearest at {top:.2%}",
+                flush=True,
+            )
     line = "{:34} {:48} {:>6} {:7.2%} {:8.2f} ms"
     over = [row for row in rows if row[0] > 1.0]
     for f, name, r in over:
