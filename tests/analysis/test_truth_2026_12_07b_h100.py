@@ -157,3 +157,20 @@ def test_the_top_remedy_of_the_recipe_is_its_best_fix():
     rows, _, _ = _load("h100_real_classification_tv_oos2")
     assert _report("h100_real_classification_tv_oos2")["remedies"][0]["remedy"] == "compile"
     assert max(rows, key=lambda k: rows[k]["measured_ms"]) == "compile"
+
+
+def test_the_report_says_why_channels_last_loses():
+    """The channels_last note splits the what-if (the convolutions save, the norms cost) and
+    names the GroupNorm's missing channels_last kernel; where both parts go one way
+    (EfficientNet's BatchNorms gain too) it says the whole alone."""
+    ddpm = next(
+        n for n in _report("h100_real_ddpm_unet_truth5")["notes"] if n.startswith("channels_last,")
+    )
+    assert "the convolutions save 4.18, the norms cost 12.30" in ddpm
+    assert "GroupNorm has no channels_last kernel" in ddpm
+    eff = next(
+        n
+        for n in _report("h100_real_efficientnet_amp_truth3")["notes"]
+        if n.startswith("channels_last,")
+    )
+    assert "saves 51.97 ms/step" in eff and "the norms" not in eff

@@ -229,15 +229,31 @@ def inductor_picks_channels_last(ctx) -> bool | None:
     return not (grouped or narrowing or small)
 
 
+def _said(ms: float, plural: bool = False) -> str:
+    verb = ("save", "cost") if plural else ("saves", "costs")
+    return f"{verb[0]} {ms:.2f}" if ms >= 0 else f"{verb[1]} {-ms:.2f}"
+
+
 def note(w: dict[str, Any]) -> str:
-    """The report's line on a what-if."""
+    """The report's line on a what-if; where the norms' part differs in sign from the
+    convolutions' (`convolutions_saving_ms`), each part, and why a GroupNorm loses in
+    channels_last."""
     how = "the step replayed" if w.get("replayed") else "kernel time alone (no trusted replay)"
     change = w["saving_ms"]
-    said = f"saves {change:.2f}" if change >= 0 else f"costs {-change:.2f}"
-    return (
-        f"{w['what']}, timed here after the script: the convolutions, matmuls and norms it changes "
-        f"({w['calls_per_step']:.0f} calls a step, {w['timed_share']:.0%} of their time timed "
-        f"at their own shapes) took {w['kernel_ms_before']:.2f} ms/step of kernels and would "
-        f"take {w['kernel_ms_after']:.2f}; with {how}, that {said} ms/step (in the remedy's "
-        "figure)"
+    line = (
+        f"{w['what']}, timed here after the script: the convolutions, matmuls and norms it "
+        f"changes ({w['calls_per_step']:.0f} calls a step, {w['timed_share']:.0%} of their "
+        f"time timed at their own shapes) took {w['kernel_ms_before']:.2f} ms/step of kernels "
+        f"and would take {w['kernel_ms_after']:.2f}; with {how}, that {_said(change)} ms/step "
+        "(in the remedy's figure)"
     )
+    convs = w.get("convolutions_saving_ms")
+    if convs is None or (convs >= 0) == (change - convs >= 0):
+        return line
+    line += f": the convolutions {_said(convs, True)}, the norms {_said(change - convs, True)}"
+    if change - convs < 0 and any("group_norm" in op for op in w.get("ops") or ()):
+        line += (
+            " (CUDA's GroupNorm has no channels_last kernel: its input is copied to NCHW, "
+            "and its output and gradient back to channels_last by the convolutions after it)"
+        )
+    return line
