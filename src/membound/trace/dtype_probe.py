@@ -80,6 +80,8 @@ NORMS = {
     "aten::native_batch_norm_backward": "bn_backward",
     "aten::native_group_norm": "gn", "aten::native_group_norm_backward": "gn_backward",
 }  # fmt: skip
+#: the norms' key "op"s
+NORM_OPS = frozenset(NORMS.values())
 #: op name -> the key's "op", every op the probe takes
 OPS = {**MATMULS, **NORMS}
 #: norm keys timed beside the `MAX_KEYS` convolution and matmul keys
@@ -228,8 +230,9 @@ def tag(key: dict[str, Any]) -> str:
 
 def keys_of(trace) -> list[dict[str, Any]]:
     """The probe's keys of `trace`'s calls that launched kernels, the most kernel time
-    first (at most `MAX_KEYS`), each with its `device_ms` in the trace (the kernels launched
-    inside its calls) and `calls`. The innermost of nested probed calls is the one taken."""
+    first (at most `MAX_KEYS` convolutions and matmuls, then `MAX_NORM_KEYS` norms), each
+    with its `device_ms` in the trace (the kernels launched inside its calls) and `calls`.
+    The innermost of nested probed calls is the one taken."""
     found: dict[str, dict[str, Any]] = {}
     for name, dims, types, concrete, strides, kernel_ms in meta_probe.innermost_calls(trace, OPS):
         key = key_of(name, dims, types, concrete, strides)
@@ -251,9 +254,8 @@ def keys_of(trace) -> list[dict[str, Any]]:
             got["calls"] += e["calls"]
     found = merged
     ranked = sorted(found.values(), key=lambda e: -e["device_ms"])
-    norms = {k for k in NORMS.values()}
-    ranked = [e for e in ranked if e["op"] not in norms][:MAX_KEYS] + [
-        e for e in ranked if e["op"] in norms
+    ranked = [e for e in ranked if e["op"] not in NORM_OPS][:MAX_KEYS] + [
+        e for e in ranked if e["op"] in NORM_OPS
     ][:MAX_NORM_KEYS]
     for e in ranked:
         e["device_ms"] = round(e["device_ms"], 4)
@@ -272,7 +274,7 @@ def _run(key: dict[str, Any], dtype, device: str, channels_last: bool | None = N
         x = torch.randn(shape, device=device, dtype=dtype)
         return x.contiguous(memory_format=fmt) if len(shape) == 4 else x
 
-    if key["op"] in NORMS.values():
+    if key["op"] in NORM_OPS:
         return _norm_run(key, dtype, device, fmt if cl else None)
     if key["op"] == "conv":
         x, w = t(key["input"]), t(key["weight"])
@@ -364,7 +366,7 @@ def variants(key: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     out: list[tuple[str, str, bool | None]] = [("ms", dtype, None)]
     if dtype != "bfloat16":
         out.append(("bf16_ms", "bfloat16", None))
-    layout = key["op"].startswith("conv") or key["op"] in NORMS.values()
+    layout = key["op"].startswith("conv") or key["op"] in NORM_OPS
     x = key.get("input") or []
     if layout and len(x) == 4 and not key.get("channels_last") and x[1] > 1:
         out.append(("channels_last_ms", dtype, True))
@@ -433,7 +435,7 @@ def ratios_of(
 
 
 def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
-    """Find the trace's convolutions and matmuls, time them as recorded, in bf16 and in
+    """Find the trace's convolutions, matmuls and norms, time them as recorded, in bf16 and in
     channels_last (`variants`), and keep the result in the capture meta at `meta_path` under
     `META_KEY`; returns one sentence saying what happened."""
     nothing = "no convolution, matmul or norm with kernel time recorded: bf16 not measured."
