@@ -171,3 +171,12 @@ def test_what_ifs_of_timed_kernels_may_predict_a_loss():
     assert check_report(r) == []
     r["gpu_whatif"]["fused_optimizer"] = {"saving_ms": -1.0}
     assert check_report(r) == ["gpu_whatif.fused_optimizer.saving_ms: a negative time (-1.0)"]
+
+
+def test_every_dtype_what_if_is_signed():
+    """sanity writes the what-ifs' names out (it imports no analysis): each of
+    `dtype_whatif.WHAT_IFS` is among them."""
+    from membound.analysis.dtype_whatif import WHAT_IFS
+    from membound.analysis.sanity import SIGNED_IN
+
+    assert set(WHAT_IFS) <= {name for name, key in SIGNED_IN if key == "saving_ms"}

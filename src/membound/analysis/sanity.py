@@ -25,8 +25,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from membound.analysis.dtype_whatif import WHAT_IFS
-
 #: rates measured against a ceiling: above 1 means faster than the roof (L2-resident data)
 CEILING_RATIOS = frozenset(
     {"achieved_bandwidth_fraction", "achieved_flops_fraction", "fraction_of_attainable"}
@@ -47,7 +45,12 @@ SIGNED = frozenset({"swap_norms_ms_per_step", "fused_add_norm_ms_per_step"})
 #: bf16 lose time)
 SIGNED_IN = frozenset(
     {("remedies", "saving_ms_per_step"), ("remedies", "share_of_step"), ("compile", "saving_ms")}
-    | {(name, key) for name in WHAT_IFS for key in ("saving_ms", "convolutions_saving_ms")}
+    | {
+        (name, key)
+        # `dtype_whatif.WHAT_IFS`'s names (written out: this module imports no analysis)
+        for name in ("bf16_kernels", "channels_last_kernels", "bf16_channels_last_kernels")
+        for key in ("saving_ms", "convolutions_saving_ms")
+    }
 )
 COUNTS = frozenset({"count", "calls", "kernels", "steps", "world_size", "matched_steps"})
 #: figures a report must carry as numbers (path patterns: `[]` any list index)
