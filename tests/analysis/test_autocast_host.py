@@ -36,3 +36,22 @@ def test_the_bf16_remedy_pays_autocasts_host_work_and_tf32_does_not():
     assert combined(findings, ["bf16"], 80.0, curve) == pytest.approx(8.0)
     del curve["autocast_host_ms"]  # not measured: as before
     assert combined(findings, ["bf16"], 80.0, curve) == pytest.approx(12.0)
+
+
+def test_a_measured_factor_replaces_the_constant():
+    """Where the machine measured autocast's host work per kernel, that figure prices it."""
+    assert gpu_whatif.autocast_host_ms(1000, 10.0, 0.9) == pytest.approx(9.0)
+    assert gpu_whatif.autocast_host_ms(1000, 10.0, None) == pytest.approx(
+        gpu_whatif.AUTOCAST_LAUNCHES_PER_KERNEL * 10
+    )
+    assert gpu_whatif.autocast_host_ms(1000, None, 0.9) is None
+
+
+def test_the_note_says_where_the_factor_was_measured():
+    curve = {"kernel_ms_per_step": 20.0, "removed_ms": [0.0, 20.0], "saving_ms": [0.0, 12.0],
+             "autocast_host_ms": 4.0}  # fmt: skip
+    assert "as measured here" not in gpu_whatif.note(curve)
+    curve["autocast_launches_per_kernel_measured"] = 0.85
+    line = gpu_whatif.note(curve)
+    assert "adds about 4.00 ms/step of host work" in line
+    assert "0.85 launches' host time a kernel as measured here" in line

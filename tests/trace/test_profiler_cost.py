@@ -101,3 +101,45 @@ def test_measures_as_the_capture_recorded(tmp_path):
     probe(_meta(tmp_path, {"trace": "t", "api_records": failed}), run=run)
     assert seen[0][-1] == "launches"
     assert [c[-1] for c in seen[1:]] == ["membound.trace.profiler_cost"] * 3
+
+
+def test_autocasts_added_host_work_in_launches_per_kernel():
+    """(autocast's step - the plain step) over (the plain step's kernels x a plain launch):
+    2.0 ms more over 400 kernels of 5 us each is one launch a kernel; never below 0."""
+    from membound.trace.profiler_cost import launches_per_kernel
+
+    assert launches_per_kernel(4.0, 6.0, 400, 5.0) == pytest.approx(1.0)
+    assert launches_per_kernel(4.0, 4.5, 400, 5.0) == pytest.approx(0.25)
+    assert launches_per_kernel(4.0, 3.5, 400, 5.0) == 0.0
+    assert launches_per_kernel(4.0, 6.0, 0, 5.0) is None
+    assert launches_per_kernel(4.0, 6.0, 400, 0.0) is None
+
+
+def test_reads_the_autocast_factor_and_says_it(tmp_path):
+    from membound.trace.profiler_cost import autocast_factor
+
+    line = {"us_per_call": 0.4, "plain_us": 5.1, "profiled_us": 5.5,
+            "autocast_launches_per_kernel": 0.62}  # fmt: skip
+    said = probe(
+        _meta(tmp_path),
+        run=lambda cmd, **kw: SimpleNamespace(returncode=0, stdout=json.dumps(line), stderr=""),
+    )
+    assert "autocast added 0.62 launches' host time a kernel" in said
+    assert autocast_factor(json.loads((tmp_path / "capture.json").read_text())) == 0.62
+    assert autocast_factor({META_KEY: {"us_per_call": 0.4}}) is None
+    assert autocast_factor({META_KEY: {"autocast_launches_per_kernel": -1}}) is None
+
+
+@pytest.mark.gpu
+def test_autocast_cost_on_a_gpu():
+    """On a GPU the block launches kernels, and autocast's step costs the host more."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from membound.trace.profiler_cost import autocast_cost
+
+    r = autocast_cost(5.0, rounds=2, steps=10)
+    assert r["autocast_kernels"] > 50
+    assert r["autocast_ms"] > r["autocast_plain_ms"] > 0
+    assert r["autocast_launches_per_kernel"] > 0

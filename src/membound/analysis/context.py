@@ -44,6 +44,10 @@ class AnalysedTrace:
     #: the host time of one plain launch measured with it (µs, `trace.profiler_cost.launch_us`),
     #: the unit of autocast's added host work in `analysis.gpu_whatif`; None when not measured
     launch_host_us: float | None = None
+    #: the host work bf16 autocast added per kernel, in those launches, measured with it
+    #: (`trace.profiler_cost.autocast_factor`), for `analysis.gpu_whatif`; None when not
+    #: measured (its `AUTOCAST_LAUNCHES_PER_KERNEL` then)
+    autocast_factor: float | None = None
     #: what pinning moves off the training thread when it drops a worker batch, measured
     #: after the script (ms per batch; the meta's `loader_host_cost`, `trace.loader_probe`),
     #: for `pageable-copy`; None when not measured

@@ -71,7 +71,10 @@ GPU_WORK = frozenset(
 #: 0.89 and 1.14 on H100s; the HF BERT 0.92 and 2.4 on the H200 (2026-12-04/05,
 #: benchmarks/results/truth.csv). The value is near the low end, so that on
 #: none of them is bf16's saving predicted below what it measured by more than the truth bench's
-#: tolerance; where the host pace differed 3x between machines, no one value fits.
+#: tolerance; where the host pace differed 3x between machines, no one value fits. Where
+#: `membound diagnose` measured it on the machine after the script (a small block's step with
+#: and without autocast, `trace.profiler_cost.autocast_cost`), that figure is used instead;
+#: this one serves traces without it.
 AUTOCAST_LAUNCHES_PER_KERNEL = 0.4
 
 #: shares of the kernel time removed at which the step is replayed
@@ -112,8 +115,12 @@ def curve(ctx) -> dict[str, Any] | None:
         "profiler_cost_per_call_us": round(r.cost_per_call, 3),
         "host_cpu_floor_ms": None if floor is None else round(floor, 4),
         "kernels_per_step": round(kernels, 1),
-        "autocast_host_ms": autocast_host_ms(kernels, getattr(ctx, "launch_host_us", None)),
+        "autocast_host_ms": autocast_host_ms(
+            kernels, getattr(ctx, "launch_host_us", None), getattr(ctx, "autocast_factor", None)
+        ),
     }
+    if getattr(ctx, "autocast_factor", None) is not None:
+        ctx._gpu_whatif["autocast_launches_per_kernel_measured"] = ctx.autocast_factor
     return ctx._gpu_whatif
 
 
@@ -138,13 +145,17 @@ def calibrated_replay(ctx) -> Replay | None:
     return r
 
 
-def autocast_host_ms(kernels_per_step: float, launch_us: float | None) -> float | None:
-    """The host work bf16 autocast adds a step (ms): `AUTOCAST_LAUNCHES_PER_KERNEL` plain
-    launches' host time (`launch_us`, measured on the machine) per kernel the step launches;
-    None where the launch was not measured."""
+def autocast_host_ms(
+    kernels_per_step: float, launch_us: float | None, factor: float | None = None
+) -> float | None:
+    """The host work bf16 autocast adds a step (ms): `factor` plain launches' host time
+    (`launch_us`, measured on the machine) per kernel the step launches, `factor` as measured
+    on the machine with it (`trace.profiler_cost.autocast_cost`), else
+    `AUTOCAST_LAUNCHES_PER_KERNEL`; None where the launch was not measured."""
     if not launch_us or kernels_per_step <= 0:
         return None
-    return round(AUTOCAST_LAUNCHES_PER_KERNEL * kernels_per_step * launch_us / 1e3, 4)
+    per_kernel = AUTOCAST_LAUNCHES_PER_KERNEL if factor is None else factor
+    return round(per_kernel * kernels_per_step * launch_us / 1e3, 4)
 
 
 def autocast_cap(c: dict[str, Any] | None) -> float | None:
@@ -186,9 +197,15 @@ def note(c: dict[str, Any]) -> str:
     floor = c.get("host_cpu_floor_ms")
     measured = f"; the host's CPU time puts it at {floor:.2f} ms/step at least" if floor else ""
     autocast = c.get("autocast_host_ms")
+    factor = c.get("autocast_launches_per_kernel_measured")
+    how = (
+        f", {factor:.2f} launches' host time a kernel as measured here"
+        if factor is not None
+        else ""
+    )
     priced = (
         f"; bf16 autocast adds about {autocast:.2f} ms/step of host work (its casts and "
-        "dispatch), which its saving pays"
+        f"dispatch{how}), which its saving pays"
         if autocast
         else ""
     )

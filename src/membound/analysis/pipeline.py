@@ -284,6 +284,7 @@ def analyze_trace(
         norm_host_cost=norm_cost if isinstance(norm_cost, dict) else None,
         profiler_cost_us=profiler_cost.of(meta), op_trace=op_source,
         launch_host_us=profiler_cost.launch_us(meta),
+        autocast_factor=profiler_cost.autocast_factor(meta),
         loader_release_moved_ms=loader_probe.release_moved_ms(meta),
         layout_ratios=layout_probe.ratios(meta),
         dtype_cost=dtype_probe.of(meta),

@@ -71,7 +71,7 @@ def measure(calls: int = CALLS, rounds: int = ROUNDS, api_records: str = "all") 
                 keep_launches()
             profiled.append(run())
     p, q = statistics.median(plain), statistics.median(profiled)
-    return {
+    result = {
         "us_per_call": round(max(q - p, 0.0), 3),
         "plain_us": round(p, 3),
         "profiled_us": round(q, 3),
@@ -79,6 +79,98 @@ def measure(calls: int = CALLS, rounds: int = ROUNDS, api_records: str = "all") 
         "rounds": rounds,
         "api_records": api_records,
     }
+    try:  # a failure here loses only this part
+        result.update(autocast_cost(p))
+    except Exception as e:  # noqa: BLE001 - any failure is a note
+        result["autocast_error"] = f"{type(e).__name__}: {e}"[:300]
+    return result
+
+
+#: the transformer-like block whose host time the autocast measurement compares: `LAYERS`
+#: layers of LayerNorm -> Linear -> GELU -> Linear + residual on a (`BATCH`, `DIM`) input,
+#: small enough that the host paces it; `STEPS` forward-backward steps a timed run
+LAYERS, DIM, BATCH, STEPS = 6, 128, 32, 40
+
+
+def autocast_cost(plain_us: float, rounds: int = ROUNDS, steps: int = STEPS) -> dict[str, Any]:
+    """{"autocast_plain_ms", "autocast_ms", "autocast_kernels", "autocast_launches_per_kernel"}:
+    a small block's forward (and loss) with and without bf16 autocast, backward after it as a
+    training loop runs it, host-paced: the median host time of a step each way, the kernels a
+    plain step launches (counted by a CUDA-only profiler), and the host time autocast adds
+    over that count of plain launches (`plain_us`): what `analysis.gpu_whatif.autocast_host_ms`
+    charges a step per kernel, measured on this machine instead of assumed. On H100 hosts the
+    paired TF32 and bf16 runs of one T5 (`h100_real_t5_seq2seq_truth3`, `_truth4`) read about 0.9
+    and at least 0.4 launches a kernel, where the plain launch's cost differed 1.7x: autocast's
+    host work is not a fixed multiple of a launch."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def param(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g) * 0.05).cuda().requires_grad_()
+
+    layers = [
+        (param(DIM), param(DIM), param(4 * DIM, DIM), param(4 * DIM), param(DIM, 4 * DIM),
+         param(DIM))
+        for _ in range(LAYERS)
+    ]  # fmt: skip
+    params = [t for layer in layers for t in layer]
+    x = torch.randn(BATCH, DIM, generator=g).cuda()
+
+    def step(autocast: bool) -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            h = x
+            for ln_w, ln_b, w1, b1, w2, b2 in layers:
+                y = F.linear(F.gelu(F.linear(F.layer_norm(h, (DIM,), ln_w, ln_b), w1, b1)), w2, b2)
+                h = h + y
+            loss = h.float().square().mean()
+        loss.backward()
+        for t in params:
+            t.grad = None
+
+    def run(autocast: bool) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(autocast)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / steps * 1e3
+
+    run(False), run(True)  # warm-up: allocator, autocast's first casts
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step(False)
+        torch.cuda.synchronize()
+    kernels = sum(1 for e in prof.events() if _on_device(e))
+    plain, cast = [], []
+    for _ in range(rounds):
+        plain.append(run(False))
+        cast.append(run(True))
+    a, b = statistics.median(plain), statistics.median(cast)
+    return {
+        "autocast_plain_ms": round(a, 4),
+        "autocast_ms": round(b, 4),
+        "autocast_kernels": kernels,
+        "autocast_launches_per_kernel": launches_per_kernel(a, b, kernels, plain_us),
+    }
+
+
+def _on_device(event: Any) -> bool:
+    """Whether a profiler event ran on the GPU (a kernel, memset or copy)."""
+    kind = getattr(event, "device_type", None)
+    return getattr(kind, "name", str(kind)).upper().endswith("CUDA")
+
+
+def launches_per_kernel(
+    plain_ms: float, autocast_ms: float, kernels: int, plain_us: float
+) -> float | None:
+    """The host time autocast adds a step (`autocast_ms` - `plain_ms`, not below 0) in plain
+    launches' time (`plain_us`) per kernel the plain step launches; None where either count
+    is not positive."""
+    if kernels <= 0 or plain_us <= 0:
+        return None
+    return round(max(autocast_ms - plain_ms, 0.0) * 1e3 / (kernels * plain_us), 4)
 
 
 def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run) -> str:
@@ -99,9 +191,16 @@ def probe(meta_path: str | Path, timeout: float = TIMEOUT_S, run=subprocess.run)
     except (KeyError, TypeError, ValueError):
         return meta_probe.keep_failure(path, meta, META_KEY, LABEL, "the probe printed no JSON")
     meta_probe.keep(path, meta, META_KEY, result)
+    factor = autocast_factor({META_KEY: result})
+    autocast = (
+        f"; bf16 autocast added {factor:.2f} launches' host time a kernel"
+        if factor is not None
+        else ""
+    )
     return (
         f"measured the timeline profiler's host cost here: {cost:.1f} us per CUDA call "
-        f"({result['plain_us']:.1f} us a launch without it, {result['profiled_us']:.1f} with)."
+        f"({result['plain_us']:.1f} us a launch without it, {result['profiled_us']:.1f} with)"
+        f"{autocast}."
     )
 
 
@@ -114,6 +213,12 @@ def launch_us(meta: Any) -> float | None:
     """The host time of one plain launch measured beside the profiler's cost (µs, the meta's
     `plain_us`: a Python-level op, dispatch and launch), or None."""
     return _measured(meta, "plain_us", lambda v: v > 0)
+
+
+def autocast_factor(meta: Any) -> float | None:
+    """The host work bf16 autocast added per kernel, in plain launches, measured on the
+    machine (the meta's `autocast_launches_per_kernel`, `autocast_cost`), or None."""
+    return _measured(meta, "autocast_launches_per_kernel", lambda v: v >= 0)
 
 
 def _measured(meta: Any, key: str, valid) -> float | None:
