@@ -126,7 +126,7 @@ def test_terminal_report(pipeline):
     text = buf.getvalue()
     # 5 ms steps: 2 ms of kernels, a 0.1 ms copy alone, 2.9 ms idle
     headline = (
-        "2 steps · step 5.00 ms · computing 40% · copying 2% · idle 58% · top: input-starved "
+        "2 steps · step 5.00 ms · computing 40% · copying 2% · idle 58% · top fix: workers "
         "1.00 ms/step (20%) to gain"
     )
     assert headline in text
