@@ -124,6 +124,36 @@ USAGE_FIELDS = ("cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
                 "involuntary_switches")  # fmt: skip
 
 
+def tf32_flag(legacy, backend) -> bool | None:
+    """A TF32 flag read through torch's legacy API (`legacy()`), or where that raises
+    (torch 2.9 on, once a framework set it through the newer per-backend API: "a mix of the
+    legacy and new APIs") from `backend.fp32_precision`; None where neither gives it."""
+    try:
+        return bool(legacy())
+    except RuntimeError:
+        got = getattr(backend, "fp32_precision", None)
+        return None if got is None else got == "tf32"
+
+
+def matmul_precision() -> dict[str, Any]:
+    """The fp32 matmul precision in effect: TF32 for cuBLAS and cuDNN (`tf32_flag`: HF's
+    tf32=True sets it through the newer API on transformers 5, and the legacy read then
+    raised on an H100, 2026-12-07), and `torch.get_float32_matmul_precision()`."""
+    try:
+        precision = torch.get_float32_matmul_precision()
+    except RuntimeError:
+        precision = None
+    return {
+        "allow_tf32": tf32_flag(
+            lambda: torch.backends.cuda.matmul.allow_tf32, torch.backends.cuda.matmul
+        ),
+        "cudnn_allow_tf32": tf32_flag(
+            lambda: torch.backends.cudnn.allow_tf32, torch.backends.cudnn
+        ),
+        "float32_precision": precision,
+    }
+
+
 def usage_delta(a: tuple, b: tuple, steps: int) -> dict:
     """`USAGE_FIELDS` per step between two snapshots of one kind ({} where one is empty)."""
     if not a or not b or steps <= 0:
@@ -216,11 +246,7 @@ class StepTimer:
         # the fp32 matmul precision in effect when the window closed: a framework may change
         # it on its own (HF's torch_compile=True turns TF32 on where tf32 is unset), and a
         # fix's saving means something else when it did
-        out["matmul"] = {
-            "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "float32_precision": torch.get_float32_matmul_precision(),
-        }
+        out["matmul"] = matmul_precision()
         # what the process (all threads) and the training thread did per timed step (CPU
         # time, page faults, context switches): runs of one call whose step times differ
         # say here whether one was more contended

@@ -746,3 +746,23 @@ def test_prefetch_knobs_reach_the_prefetcher(script, in_process, monkeypatch, ca
 
     (choices,) = [a.choices for a in p._actions if a.dest == "prefetch_producer"]
     assert tuple(choices) == PRODUCERS
+
+
+def test_tf32_flags_read_where_the_legacy_api_refuses(in_process):
+    """The truth line's TF32 flags: the legacy read where it answers; where torch refuses it
+    (a framework set TF32 through the per-backend API: the T5's --tf32 run failed so on an
+    H100, 2026-12-07), the backend's `fp32_precision`; None where neither says."""
+    from types import SimpleNamespace
+
+    import _common
+
+    def refuses():
+        raise RuntimeError("you have used mix of the legacy and new APIs")
+
+    assert _common.tf32_flag(lambda: 1, SimpleNamespace()) is True
+    assert _common.tf32_flag(refuses, SimpleNamespace(fp32_precision="tf32")) is True
+    assert _common.tf32_flag(refuses, SimpleNamespace(fp32_precision="ieee")) is False
+    assert _common.tf32_flag(refuses, SimpleNamespace()) is None
+    got = _common.matmul_precision()
+    assert set(got) == {"allow_tf32", "cudnn_allow_tf32", "float32_precision"}
+    assert got["float32_precision"] in ("highest", "high", "medium")
