@@ -68,9 +68,7 @@ CALL = {
 
 @pytest.mark.parametrize("name", sorted(CALL))
 def test_out_of_sample_fixes_as_predicted_in_the_call(name):
-    rows, report, _ = _load(name)
-    for fix, (measured, predicted, within) in CALL[name].items():
-        truth.check_row(rows[fix], measured, predicted, within)
+    truth.check_rows(name, CALL[name])
 
 
 def test_the_top_remedies():

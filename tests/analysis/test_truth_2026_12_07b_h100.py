@@ -81,9 +81,7 @@ CALL = {
 
 @pytest.mark.parametrize("name", sorted(CALL))
 def test_fixes_as_predicted(name):
-    rows, _, _ = _load(name)
-    for fix, (measured, predicted, within) in CALL[name].items():
-        truth.check_row(rows[fix], measured, predicted, within)
+    truth.check_rows(name, CALL[name])
 
 
 def _remedy(report, key):

@@ -65,3 +65,11 @@ def check_row(row: dict, measured: float, predicted: float | None, within: bool,
     assert row["within"] is within, fix
     if by is not None:
         assert row["predicted_by"] == by, fix
+
+
+def check_rows(name: str, fixes: dict) -> None:
+    """Fixture `name`'s tally rows say, for each fix of `fixes` ({fix: (measured, predicted
+    or None, within)}), what `check_row` checks."""
+    rows, _, _ = own(name)
+    for fix, (measured, predicted, within) in fixes.items():
+        check_row(rows[fix], measured, predicted, within)
