@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepared 2026-12-07 (twenty-third session) for the next one, one call of ~9 min on any
+# card: bf16's prediction on the loops whose host paces it, now that `membound diagnose`
+# measures autocast's host work on the machine (trace.profiler_cost.autocast_cost, where a
+# constant 0.4 launches a kernel stood): the HF T5 with tf32 and bf16 (its --tf32 run died on
+# torch 2.11 reading the legacy TF32 flag until examples/real/_common.py's tf32_flag), and the
+# DDPM U-Net with bf16 (11.38, 12.52, 8.82 and 2.23 ms/step saved on four H100 hosts).
+# Products: truth.csv, dec17a.tgz (logs, traces, the probe lines).
+source "$(dirname "$0")/_session.sh"
+W=/tmp/dec17a; mkdir -p $W
+S=${SESSION_S:-560}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
+timeout 60 python -m membound.trace.profiler_cost launches 2>/dev/null | tee -a $W/probe.txt
+left=$(( S - ($(date +%s) - t0) - 15 ))
+OUT=$W/truth TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes ${FIXES:-tf32,bf16} --no-top-remedy" \
+  bash benchmarks/gpu/truth.sh ${SCRIPTS:-t5_seq2seq,ddpm_unet} > $W/truth.log 2>&1
+echo "truth rc=$? at $(( $(date +%s) - t0 )) s"
+grep -A20 "^== " $W/truth.log | grep -v "^\[truth\]"
+python - /tmp/gpu_out/truth-work/traces <<'PY'
+import json, pathlib, sys
+for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
+    m = json.loads(cap.read_text()); print(cap.parent.name, json.dumps(m.get("profiler_host_cost")))
+    rep = cap.parent / "report.json"
+    if rep.is_file():
+        g = json.loads(rep.read_text()).get("gpu_whatif") or {}
+        print("  curve", g.get("saving_ms"), "autocast_host_ms", g.get("autocast_host_ms"),
+              "floor", g.get("host_cpu_floor_ms"), "kernels", g.get("kernels_per_step"))
+PY
+cp $W/truth/truth.csv "$DEST/truth.csv" 2>/dev/null
+tar czf "$DEST/dec17a.tgz" -C /tmp dec17a /tmp/gpu_out/truth-work/traces 2>/dev/null
+echo "session done in $(( $(date +%s) - t0 )) s"
