@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -139,10 +140,12 @@ def autocast_cost(plain_us: float, rounds: int = ROUNDS, steps: int = STEPS) -> 
         return (time.perf_counter() - t0) / steps * 1e3
 
     run(False), run(True)  # warm-up: allocator, autocast's first casts
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step(False)
-        torch.cuda.synchronize()
-    kernels = sum(1 for e in prof.events() if _on_device(e))
+    with warnings.catch_warnings():  # torch's note that a profiler cycle clears its events
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step(False)
+            torch.cuda.synchronize()
+        kernels = sum(1 for e in prof.events() if _on_device(e))
     plain, cast = [], []
     for _ in range(rounds):
         plain.append(run(False))
