@@ -86,6 +86,23 @@ def test_html_is_self_contained(memory, tmp_path):
     )
 
 
+def test_html_lists_the_fixes_its_headline_names(tmp_path):
+    """The headline names the top fix; the page lists the fixes, as the terminal does, where
+    one recovers two findings or more (the pageable-copy demo: pinning recovers the pageable
+    and the blocking copy)."""
+    from membound.demos import recorded_trace
+
+    a = analyze(recorded_trace("pageable-copy"))
+    emit(a, ReportOptions(quiet=True, html_path=tmp_path / "p.html"))
+    text = (tmp_path / "p.html").read_text()
+    top = a.remedies[0]
+    assert f"top fix: {top.key} " in text and "<h2>Fixes</h2>" in text
+    assert len(top.findings) >= 2
+    row = text[text.index("<h2>Fixes</h2>") :]
+    assert f"<td>{top.key}</td><td class='num'>{top.saving_ms_per_step:.3f}</td>" in row
+    assert "pageable-copy (1)" in row and "membound compare" in row
+
+
 def test_html_for_cpu_only_trace(tmp_path):
     a = analyze([DATA / "cpu_only" / "trace.json.gz"])
     emit(a, ReportOptions(quiet=True, html_path=tmp_path / "c.html"))

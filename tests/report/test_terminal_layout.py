@@ -95,7 +95,7 @@ def test_html_shows_fractions_as_percent_and_links_codes(pageable, tmp_path):
 def test_a_remedy_no_finding_names_says_what_predicts_it(key, saving, said):
     from types import SimpleNamespace
 
-    from membound.report.terminal import _recovers
+    from membound.report.terminal import recovers
 
     r = SimpleNamespace(key=key, codes=[], findings=[], saving_ms_per_step=saving)
-    assert _recovers(SimpleNamespace(findings=[]), r) == said
+    assert recovers(SimpleNamespace(findings=[]), r) == said

@@ -11,7 +11,14 @@ from pathlib import Path
 from membound.analysis.roofline import chart_points
 from membound.report.ceilings import roof_legend, roof_mark
 from membound.report.numbers import finite, ms, pct, value
-from membound.report.terminal import roof_pct, summary_line
+from membound.report.terminal import (
+    CHECK_HINT,
+    REMEDIES_TITLE,
+    recovers,
+    roof_pct,
+    shown_remedies,
+    summary_line,
+)
 
 #: matplotlib colours of the timeline chart, per cause (busy first)
 CAUSE_COLOURS = {
@@ -149,6 +156,21 @@ def render(a, sections: str = "") -> str:
             if a.has_gpu
             else "<p>No GPU: no finding applies.</p>"
         )
+    rs = shown_remedies(a)
+    if rs:  # as the terminal report: where one fix recovers two findings or more
+        parts.append(
+            f"<h2>Fixes</h2><p class='note'>{e(REMEDIES_TITLE)}</p><table><tr><th>fix</th>"
+            "<th>ms/step</th><th>share</th><th>step after</th><th>recovers</th><th>how</th></tr>"
+        )
+        for r in rs:
+            after = r.expected_step_ms_after_fix
+            parts.append(
+                f"<tr><td>{e(r.key)}</td><td class='num'>{ms(r.saving_ms_per_step)}</td>"
+                f"<td class='num'>{pct(r.share_of_step)}</td>"
+                f"<td class='num'>{ms(after, 2) if finite(after) else '-'}</td>"
+                f"<td>{e(recovers(a, r))}</td><td>{e(r.what)}</td></tr>"
+            )
+        parts.append(f"</table><p class='note'>{e(CHECK_HINT)}</p>")
     if a.has_gpu and a.steps:
         parts.append("<h2>Timeline</h2>" + _svg(timeline_figure(a)))
     elif a.steps:  # CPU-only: the host's step times are what there is

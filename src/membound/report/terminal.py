@@ -144,7 +144,7 @@ def render(a, console: Console | None = None, options=None) -> None:
         for r in rs:
             after = r.expected_step_ms_after_fix
             t.add_row(r.key, ms(r.saving_ms_per_step), pct(r.share_of_step),
-                      ms(after, 2) if finite(after) else "-", _recovers(a, r), r.what)  # fmt: skip
+                      ms(after, 2) if finite(after) else "-", recovers(a, r), r.what)  # fmt: skip
         console.print(t)
         console.print(Text(CHECK_HINT, style="dim"))
     if a.ops:
@@ -187,16 +187,17 @@ CHECK_HINT = (
 )
 
 
-def shown_remedies(a, options) -> list:
+def shown_remedies(a, options=None) -> list:
     """The remedies worth a section: only when one fix recovers two findings or more (else
-    the findings list already says it all), at most as many as findings are shown."""
+    the findings list already says it all), at most as many as findings are shown
+    (`options.top_findings`; all, without options)."""
     rs = list(getattr(a, "remedies", None) or [])
     if not any(len(r.findings) > 1 for r in rs):
         return []
-    return rs[: options.top_findings]
+    return rs if options is None else rs[: options.top_findings]
 
 
-def _recovers(a, r) -> str:
+def recovers(a, r) -> str:
     """ "memory-bound-op x2 (1, 4), fp32-storage (3)": the codes and finding numbers; for a
     fix predicted to lose time (compile's replay, `analysis.compile_whatif`), said after."""
     parts = []
@@ -288,7 +289,7 @@ def render_list(a, console: Console, options) -> None:
         console.print(
             Text(head + (f"  → {ms(after, 2)} ms/step" if finite(after) else ""), style="bold")
         )
-        _lines(console, f"{r.what}; recovers {_recovers(a, r)}", "   ")
+        _lines(console, f"{r.what}; recovers {recovers(a, r)}", "   ")
     if rs:
         _lines(console, CHECK_HINT, "", style="dim")
     if a.ops:
