@@ -11,7 +11,10 @@ measures the cost instead of assuming it (on the H200, 2026-12-04: 0.8-1.1 µs p
 that was not the miss's cause): in a process of its own (after the script, so it never
 takes time from the steps membound timed), `ROUNDS` rounds of `CALLS` launches of a
 one-element in-place add, host-paced, timed with and without a GPU-only profiler (the
-timeline pass's activities). A failure is a note in the meta, never a failed diagnose.
+timeline pass's activities). The same process then times the host work bf16 autocast adds
+(`autocast_cost`, in plain launches per kernel), which the GPU what-if charges a bf16 step
+(`analysis.gpu_whatif.autocast_host_ms`). A failure is a note in the meta, never a failed
+diagnose.
 
     python -m membound.trace.profiler_cost [launches]   # prints one JSON line
 
