@@ -40,3 +40,17 @@ card_roof_check() {
     echo "recorded $card fixtures rc=$?"; tail -18 $1/over_roof_fixtures.txt
   else echo "roofline skipped: $3 s left, $2"; fi
 }
+# Per kept diagnose under $1: the after-the-script probe's host costs (the profiler's per call,
+# autocast's per kernel) and the GPU what-if's curve, autocast charge, host floor and kernels.
+host_costs() {
+  python - "$1" <<'PY'
+import json, pathlib, sys
+for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
+    m = json.loads(cap.read_text()); print(cap.parent.name, json.dumps(m.get("profiler_host_cost")))
+    rep = cap.parent / "report.json"
+    if rep.is_file():
+        g = json.loads(rep.read_text()).get("gpu_whatif") or {}
+        print("  curve", g.get("saving_ms"), "autocast_host_ms", g.get("autocast_host_ms"),
+              "floor", g.get("host_cpu_floor_ms"), "kernels", g.get("kernels_per_step"))
+PY
+}

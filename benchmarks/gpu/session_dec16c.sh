@@ -20,16 +20,7 @@ OUT=$W/truth_t5 TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes ${T5_FIXES:-tf32,bf16} 
   bash benchmarks/gpu/truth.sh t5_seq2seq > $W/truth_t5.log 2>&1
 echo "t5 rc=$? at $(( $(date +%s) - t0 )) s"
 grep -A20 "^== " $W/truth_t5.log | grep -v "^\[truth\]"
-python - /tmp/gpu_out/truth-work/traces <<'PY'
-import json, pathlib, sys
-for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
-    m = json.loads(cap.read_text()); print(cap.parent.name, json.dumps(m.get("profiler_host_cost")))
-    rep = cap.parent / "report.json"
-    if rep.is_file():
-        g = json.loads(rep.read_text()).get("gpu_whatif") or {}
-        print("  curve", g.get("saving_ms"), "autocast_host_ms", g.get("autocast_host_ms"),
-              "floor", g.get("host_cpu_floor_ms"), "kernels", g.get("kernels_per_step"))
-PY
+host_costs /tmp/gpu_out/truth-work/traces
 cp -r /tmp/gpu_out/truth-work/traces $W/t5_traces 2>/dev/null
 cp $W/truth_t5/truth.csv "$DEST/truth_t5.csv" 2>/dev/null
 tar czf "$DEST/dec16c.tgz" -C /tmp dec16c

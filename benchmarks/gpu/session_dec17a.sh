@@ -16,16 +16,7 @@ OUT=$W/truth TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes ${FIXES:-tf32,bf16} --no-t
   bash benchmarks/gpu/truth.sh ${SCRIPTS:-t5_seq2seq,ddpm_unet} > $W/truth.log 2>&1
 echo "truth rc=$? at $(( $(date +%s) - t0 )) s"
 grep -A20 "^== " $W/truth.log | grep -v "^\[truth\]"
-python - /tmp/gpu_out/truth-work/traces <<'PY'
-import json, pathlib, sys
-for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
-    m = json.loads(cap.read_text()); print(cap.parent.name, json.dumps(m.get("profiler_host_cost")))
-    rep = cap.parent / "report.json"
-    if rep.is_file():
-        g = json.loads(rep.read_text()).get("gpu_whatif") or {}
-        print("  curve", g.get("saving_ms"), "autocast_host_ms", g.get("autocast_host_ms"),
-              "floor", g.get("host_cpu_floor_ms"), "kernels", g.get("kernels_per_step"))
-PY
+host_costs /tmp/gpu_out/truth-work/traces
 cp $W/truth/truth.csv "$DEST/truth.csv" 2>/dev/null
 tar czf "$DEST/dec17a.tgz" -C /tmp dec17a /tmp/gpu_out/truth-work/traces 2>/dev/null
 echo "session done in $(( $(date +%s) - t0 )) s"
