@@ -24,6 +24,7 @@ from typing import Any
 from membound.analysis import analyze
 from membound.analysis.fixes import op_family
 from membound.device.ceilings import Ceilings
+from membound.trace.capture_meta import timeline_in
 
 #: the op families inductor leaves to a library kernel
 EXTERN = ("matmul", "conv", "attention")
@@ -85,13 +86,10 @@ def main() -> int:
 
 
 def _trace(path: str) -> Path:
-    """A trace file, or the timeline trace in a fixture folder."""
+    """A trace file, or the timeline trace membound's capture wrote in a folder
+    (`capture_meta.timeline_in`: a fixture's recompressed one too)."""
     p = Path(path)
-    if p.is_dir():
-        for name in ("trace.json.xz", "trace.json.gz", "trace.json"):
-            if (p / name).is_file():
-                return p / name
-    return p
+    return timeline_in(p) if p.is_dir() else p
 
 
 if __name__ == "__main__":

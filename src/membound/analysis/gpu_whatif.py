@@ -97,6 +97,7 @@ def curve(ctx) -> dict[str, Any] | None:
     kernels = float(r.act_kernel.sum()) / r.steps
     base = r.step_ms()
     floor = host_floor(timing, r.waited_ms, base)
+    factor = getattr(ctx, "autocast_factor", None)  # measured on the machine, or None
     removed, saved = [], []
     for f in FRACTIONS:
         removed.append(round(f * kernel_ms, 4))
@@ -115,12 +116,10 @@ def curve(ctx) -> dict[str, Any] | None:
         "profiler_cost_per_call_us": round(r.cost_per_call, 3),
         "host_cpu_floor_ms": None if floor is None else round(floor, 4),
         "kernels_per_step": round(kernels, 1),
-        "autocast_host_ms": autocast_host_ms(
-            kernels, getattr(ctx, "launch_host_us", None), getattr(ctx, "autocast_factor", None)
-        ),
+        "autocast_host_ms": autocast_host_ms(kernels, getattr(ctx, "launch_host_us", None), factor),
     }
-    if getattr(ctx, "autocast_factor", None) is not None:
-        ctx._gpu_whatif["autocast_launches_per_kernel_measured"] = ctx.autocast_factor
+    if factor is not None:
+        ctx._gpu_whatif["autocast_launches_per_kernel_measured"] = factor
     return ctx._gpu_whatif
 
 

@@ -14,7 +14,8 @@ from membound.report.numbers import finite, ms, pct, value
 from membound.report.terminal import (
     CHECK_HINT,
     REMEDIES_TITLE,
-    recovers,
+    REMEDY_COLUMNS,
+    remedy_cells,
     roof_pct,
     shown_remedies,
     summary_line,
@@ -158,18 +159,13 @@ def render(a, sections: str = "") -> str:
         )
     rs = shown_remedies(a)
     if rs:  # as the terminal report: where one fix recovers two findings or more
-        parts.append(
-            f"<h2>Fixes</h2><p class='note'>{e(REMEDIES_TITLE)}</p><table><tr><th>fix</th>"
-            "<th>ms/step</th><th>share</th><th>step after</th><th>recovers</th><th>how</th></tr>"
-        )
+        parts.append(f"<h2>Fixes</h2><p class='note'>{e(REMEDIES_TITLE)}</p><table><tr>")
+        parts += [f"<th>{e(col)}</th>" for col, _ in REMEDY_COLUMNS]
+        parts.append("</tr>")
+        kinds = ["<td class='num'>" if just == "right" else "<td>" for _, just in REMEDY_COLUMNS]
         for r in rs:
-            after = r.expected_step_ms_after_fix
-            parts.append(
-                f"<tr><td>{e(r.key)}</td><td class='num'>{ms(r.saving_ms_per_step)}</td>"
-                f"<td class='num'>{pct(r.share_of_step)}</td>"
-                f"<td class='num'>{ms(after, 2) if finite(after) else '-'}</td>"
-                f"<td>{e(recovers(a, r))}</td><td>{e(r.what)}</td></tr>"
-            )
+            cells = zip(kinds, remedy_cells(a, r), strict=True)
+            parts.append("<tr>" + "".join(f"{td}{e(text)}</td>" for td, text in cells) + "</tr>")
         parts.append(f"</table><p class='note'>{e(CHECK_HINT)}</p>")
     if a.has_gpu and a.steps:
         parts.append("<h2>Timeline</h2>" + _svg(timeline_figure(a)))

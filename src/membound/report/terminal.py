@@ -138,13 +138,10 @@ def render(a, console: Console | None = None, options=None) -> None:
     rs = shown_remedies(a, options)
     if rs:
         t = Table(title=REMEDIES_TITLE, title_justify="left")
-        for col, just in (("fix", "left"), ("ms/step", "right"), ("share", "right"),
-                          ("step after", "right"), ("recovers", "left"), ("how", "left")):  # fmt: skip
+        for col, just in REMEDY_COLUMNS:
             t.add_column(col, justify=just)
         for r in rs:
-            after = r.expected_step_ms_after_fix
-            t.add_row(r.key, ms(r.saving_ms_per_step), pct(r.share_of_step),
-                      ms(after, 2) if finite(after) else "-", recovers(a, r), r.what)  # fmt: skip
+            t.add_row(*remedy_cells(a, r))
         console.print(t)
         console.print(Text(CHECK_HINT, style="dim"))
     if a.ops:
@@ -185,6 +182,22 @@ CHECK_HINT = (
     "applied one? record the run again with --json and `membound compare BEFORE.json "
     "AFTER.json` checks what it saved against this prediction"
 )
+
+
+#: the fixes table's columns and their alignment (the terminal's and the HTML report's)
+REMEDY_COLUMNS = (
+    ("fix", "left"), ("ms/step", "right"), ("share", "right"), ("step after", "right"),
+    ("recovers", "left"), ("how", "left"),
+)  # fmt: skip
+
+
+def remedy_cells(a, r) -> tuple[str, ...]:
+    """Fix `r`'s row of the fixes table (`REMEDY_COLUMNS`), as text."""
+    after = r.expected_step_ms_after_fix
+    return (
+        r.key, ms(r.saving_ms_per_step), pct(r.share_of_step),
+        ms(after, 2) if finite(after) else "-", recovers(a, r), r.what,
+    )  # fmt: skip
 
 
 def shown_remedies(a, options=None) -> list:
