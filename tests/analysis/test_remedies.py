@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from membound.analysis import analyze
+from membound.analysis import analyze, compile_whatif
 from membound.analysis.remedies import (
+    GRAPH_RUNTIME_MS,
     REMEDIES,
     combined,
     finding_saving,
@@ -103,12 +104,14 @@ def test_ranked_sums_once_and_caps_at_the_step():
 
 def test_a_part_saved_per_remedy_counts_for_that_remedy_alone():
     """launch-bound's gaps inside a library call's launches (cuDNN's LSTM) are CUDA graphs',
-    not compile's: compile is given the stated part, cuda_graphs the whole, and a set holding
-    both the whole, once."""
+    not compile's: compile is given the stated part, cuda_graphs the whole less the compiled
+    runtime its mode='reduce-overhead' pays each step (`GRAPH_RUNTIME_MS`), and a set holding
+    both the whole, once, the runtime paid by compile's part."""
     lb = _f("launch-bound", 2.5, saving_by_remedy={"compile": 0.75}, mid_step_syncs_per_step=1)
     chain = _f("memory-bound-op", 0.15, ops_below_roof={"aten::add_": 0.15})
     rs = {r.key: r.saving_ms_per_step for r in remedies([lb, chain], step_ms=7.6)}
-    assert rs == pytest.approx({"cuda_graphs": 2.5, "compile": 0.9})
+    assert rs == pytest.approx({"cuda_graphs": 2.5 - GRAPH_RUNTIME_MS, "compile": 0.9})
+    assert GRAPH_RUNTIME_MS == compile_whatif.FIXED_MS == 1.1
     assert [r.key for r in remedies([lb, chain], step_ms=7.6)][0] == "cuda_graphs"
     assert combined([lb, chain], ["compile"], 7.6) == pytest.approx(0.9)
     assert combined([lb, chain], ["compile", "cuda_graphs"], 7.6) == pytest.approx(2.65)
@@ -475,3 +478,19 @@ def test_bf16_storage_predicts_what_bf16_weights_save():
         "bf16_storage",
         "compile",
     ]
+
+
+def test_cuda_graphs_pays_the_compiled_runtime_unless_compile_does():
+    """torch.compile(mode='reduce-overhead'), the first way the cuda_graphs remedy names, runs
+    the compiled runtime every step: the launch-bound idle alone over-predicted every
+    reduce-overhead run timed (the DCGAN on two H100 hosts, the compiled GPT-2 on the H200).
+    A set with compile pays it once, through compile's own figure."""
+    lb = _f("launch-bound", 3.0)
+    assert combined([lb], ["cuda_graphs"], 12.0) == pytest.approx(3.0 - GRAPH_RUNTIME_MS)
+    assert combined([lb], ["compile", "cuda_graphs"], 12.0) == pytest.approx(3.0)
+    ranked = {r.key: r.saving_ms_per_step for r in remedies([lb], step_ms=12.0)}
+    assert ranked["cuda_graphs"] == pytest.approx(3.0 - GRAPH_RUNTIME_MS)
+    assert ranked["compile"] == pytest.approx(3.0)
+    # a launch-bound loop whose idle is less than the runtime: graphs are predicted to lose
+    small = {r.key: r.saving_ms_per_step for r in remedies([_f("launch-bound", 0.5)], 12.0)}
+    assert small["cuda_graphs"] == pytest.approx(0.5 - GRAPH_RUNTIME_MS)

@@ -141,7 +141,8 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     with its T5 (`test_truth_2026_12_07d_h100.py`: bf16 within on autocast's host work
     measured on the machine); 81 of 120 with the twenty-fourth session's DCGAN, ResNet-50 fp32
     and BERT (`test_truth_2026_12_07e_h100.py`: 4 of 7 within; compile and TF32, the best
-    fixes of the last two, under- and over-predicted).
+    fixes of the last two, under- and over-predicted); 82 of 120 once CUDA graphs pay the
+    compiled runtime of mode='reduce-overhead' (the DCGAN's second call within).
     The T5's top remedy, TF32, is judged by the TF32 run (22.25), not by HF's torch_compile, which
     applies TF32 with compile (37.42): a fix that applies the top remedy alone is its fix
     where one was timed."""
@@ -149,11 +150,11 @@ def test_h100_tally_kept_apart_and_a_combined_fix_is_not_the_top_remedys():
     rows = []
     for folder in truth_tally.fixtures(card="h100"):
         rows += truth_tally.rows_of(folder, truth_tally.ceilings_of(folder, c))
-    assert len(rows) == 120 and sum(r["within"] for r in rows) == 81
-    # where the call's baselines agreed within the saving's tolerance: 66 of 91 (29 rows
+    assert len(rows) == 120 and sum(r["within"] for r in rows) == 82
+    # where the call's baselines agreed within the saving's tolerance: 67 of 91 (29 rows
     # whose baselines ran further apart, 15 of them within)
     calm = [r for r in rows if truth_tally.steady_baselines(r)]
-    assert (len(calm), sum(r["within"] for r in calm)) == (91, 66)
+    assert (len(calm), sum(r["within"] for r in calm)) == (91, 67)
     tops = {t["fixture"]: t for t in truth_tally.top_verdicts(rows)}
     t5 = tops["h100_real_t5_seq2seq_truth4"]
     assert t5["top_remedy"] == "tf32" and t5["verdict"] == "NO"

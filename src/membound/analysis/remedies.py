@@ -88,6 +88,15 @@ from membound.analysis.gpu_whatif import GPU_WORK
 #: matmul time became 29.6 through the curve; TF32 measured 29.4, bf16 autocast 27.8.
 CURVE_REMEDIES = frozenset({"tf32", "bf16"})
 
+#: what `cuda_graphs` pays each step (ms): its text's first way, torch.compile's
+#: mode='reduce-overhead', runs the compiled runtime (guards, the CUDA-graph trees' checks)
+#: every step. Not measured for that mode: taken as the default mode's
+#: (`compile_whatif.FIXED_MS`, the compile probe's low end). Without it the launch-bound idle
+#: alone over-predicted all three reduce-overhead runs timed (2026-12-07: the DCGAN on two
+#: H100 hosts, 3.12 and 3.03 predicted, 1.70 and 0.47 saved; the compiled GPT-2 on the H200,
+#: 1.36 predicted, -0.70 saved); graphs captured by hand pay none of it
+GRAPH_RUNTIME_MS = compile_whatif.FIXED_MS
+
 #: remedy key -> what the user does (one line; the findings carry the details)
 REMEDIES: dict[str, str] = {
     "channels_last": "model.to(memory_format=torch.channels_last) (and the inputs)",
@@ -276,6 +285,7 @@ def remedies(
             r.saving_ms_per_step += measured[r.key]
         if r.key == "compile":  # inductor's channels_last convolutions, where it picks them
             r.saving_ms_per_step += compiled_layout_ms(gpu_curve) or 0.0
+        r.saving_ms_per_step -= runtime_ms({r.key})
         if step_ms and step_ms > 0:
             r.saving_ms_per_step = min(r.saving_ms_per_step, step_ms)
             r.share_of_step = r.saving_ms_per_step / step_ms
@@ -382,7 +392,16 @@ def combined(
         total += sum(kernels_of(gpu_curve, k) or 0.0 for k in wanted & set(MEASURED_KERNELS))
     if "compile" in wanted and "channels_last" not in wanted:
         total += compiled_layout_ms(gpu_curve) or 0.0
+    if mine:  # a set no finding names predicts nothing, its runtime included
+        total -= runtime_ms(wanted)
     return min(total, step_ms) if step_ms and step_ms > 0 else total
+
+
+def runtime_ms(keys: set[str]) -> float:
+    """What the remedies `keys` pay each step that no finding holds (ms): the compiled
+    runtime of torch.compile's mode='reduce-overhead' where `cuda_graphs` is among them
+    (`GRAPH_RUNTIME_MS`), unless `compile` is too, whose replay already pays it."""
+    return GRAPH_RUNTIME_MS if "cuda_graphs" in keys and "compile" not in keys else 0.0
 
 
 def timed_away(findings: list, indexes, wanted: set[str], gpu_curve: dict | None) -> list[int]:
