@@ -150,6 +150,10 @@ _DURATION = re.compile(r"(_ms|_s|_ms_per_step|duration|seconds)$|^(busy|idle)_ms
 _DURATION_PARENTS = ("idle_breakdown", "idle_by_cause")
 #: numbers that are signed by nature (a host mark may trail the GPU; timestamps may be anywhere)
 _SIGNED = re.compile(r"(_us|host_lead_ms|host_lead_max_ms)$")
+#: a remedy's predicted saving and its share of the step are signed: where its what-if or its
+#: runtime says it loses (compile's replay, a layout measured slower, CUDA graphs' compiled
+#: runtime), the report ranks it last with the loss (`analysis.remedies`)
+_SIGNED_REMEDY = ("saving_ms_per_step", "share_of_step")
 _NAN_WORD = re.compile(r"\b(nan|inf|infinity)%?\b", re.IGNORECASE)
 
 
@@ -184,6 +188,9 @@ def report_violations(report) -> list[str]:
             elif _RATE.search(key):
                 if obj < 0:
                     bad.append(f"{path} = {obj} < 0")
+            elif parent == "remedies" and key in _SIGNED_REMEDY:
+                if key == "share_of_step" and obj > 1:  # a loss has no floor; a saving, the step
+                    bad.append(f"{path} = {obj} > 1")
             elif _SHARE.search(key) or parent == "step_shares":
                 if not 0 <= obj <= 1:
                     bad.append(f"{path} = {obj} outside 0..1")

@@ -104,8 +104,9 @@ REMEDIES: dict[str, str] = {
     "bf16_storage": "bf16 storage: model.to(torch.bfloat16), fp32 master weights (autocast is on)",
     "tf32": "TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True",
     "compile": "torch.compile(model)",
-    "cuda_graphs": "CUDA graphs of the model's work: torch.compile(mode='reduce-overhead'), or "
-    "torch.cuda.graphs around the forward and backward (graph_step: the whole step)",
+    "cuda_graphs": "CUDA graphs of the model's work: torch.compile(mode='reduce-overhead') "
+    "(its compiled runtime paid in the figure), or torch.cuda.graphs around the forward and "
+    "backward (graph_step: the whole step)",
     "graph_step": "the whole step captured once in a CUDA graph and replayed (torch.cuda.graph, "
     "the batch copied into static inputs): no host work per step",
     "swap_norms": "membound.swap_norms(model): each norm module one fused kernel each way",
