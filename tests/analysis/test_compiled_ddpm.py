@@ -12,7 +12,10 @@ The compiled trace says where that is wrong:
   bytes, where the chains' finding counted about a third (a training step writes what its
   backward reads).
 A fix of the compile prediction has to hold for both this and the GPT-2 loops, where the
-same prediction is within (`memory_gap`'s docstring); this file keeps the facts it must fit."""
+same prediction is within (`memory_gap`'s docstring); this file keeps the facts it must fit.
+Since the twenty-fourth session the chains through a GroupNorm (all of the model's) are not
+counted: a fused GroupNorm reads its input twice (`rules.memory.STATS_NORMS`), and compile is
+predicted at 11.86, within (`test_compiled_resnet50.py`: BatchNorm's the same way)."""
 
 from __future__ import annotations
 
@@ -60,8 +63,8 @@ def test_the_memory_bound_ops_fell_by_less_than_predicted():
     # what the eager report predicts compile removes of them: far more than went
     report = _report(EAGER)
     compile_fix = next(r for r in report["remedies"] if r["remedy"] == "compile")
-    assert compile_fix["saving_ms_per_step"] == pytest.approx(15.59, abs=0.01)
-    assert eager["ms"] - compiled["ms"] < compile_fix["saving_ms_per_step"] - 4
+    assert compile_fix["saving_ms_per_step"] == pytest.approx(11.86, abs=0.01)
+    assert abs(eager["ms"] - compiled["ms"] - compile_fix["saving_ms_per_step"]) < 1.0
     # inductor's own kernels: near their roof, not at it
     _, generated = _per_step(
         COMPILED,

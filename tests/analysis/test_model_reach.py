@@ -175,18 +175,19 @@ def test_the_ddpm_emas_chains_are_the_loops_and_foreach_predicts_what_it_saved()
     ...)` over 304 parameters after the optimizer step) was the top pattern of the chain
     finding whose remedy was torch.compile(model). It is now the loop's own: 163 `mul_ →
     add_` a step, 0.90 ms/step predicted for one `torch._foreach_lerp_`, which saved 0.82 in
-    that call; the model's chains are GroupNorm's and SiLU's."""
+    that call. The model's chains all run through a GroupNorm, whose round trips compile
+    trades for a second read of its input (`rules.memory.STATS_NORMS`): no finding of the
+    model's."""
     report = _report("h100_real_ddpm_unet_truth1")
     chains = [f for f in report["findings"] if f["code"] == "unfused-chain"]
     loop = [f for f in chains if f["evidence"].get("outside_model")]
     model = [f for f in chains if not f["evidence"].get("outside_model")]
     # the timestep embedding's chains (once a step, at the forward's start, no grad) are
     # outside by position too, and save nothing fused: no finding
-    assert len(loop) == 1 and len(model) == 1 and loop[0]["evidence"]["per_tensor"]
+    assert len(loop) == 1 and not model and loop[0]["evidence"]["per_tensor"]
     ev = loop[0]["evidence"]
     assert ev["top_chain"] == "aten::mul_ → aten::add_" and ev["top_chain_per_step"] == 163
     assert loop[0]["time_lost_ms_per_step"] == pytest.approx(0.90, abs=0.01)
-    assert "native_group_norm" in model[0]["evidence"]["top_chain"]
     assert any(r["remedy"] == "foreach" for r in report["remedies"])
 
 

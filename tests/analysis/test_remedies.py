@@ -192,7 +192,7 @@ def test_report_json_and_terminal_carry_the_remedies():
     render_list(a, Console(file=out, width=100), opts)
     text = out.getvalue()
     assert "fixes ranked by what they save" in text
-    assert "channels_last  15.059 ms/step" in text and "memory-bound-op x2 (1, 4)" in text
+    assert "channels_last  15.059 ms/step" in text and "memory-bound-op x2 (1, 3)" in text
 
 
 def truth_baseline(name) -> float:
@@ -253,12 +253,15 @@ def test_gpt2_compile_predicted_by_the_ops_below_their_roof():
 
 def test_resnet50_fp32_second_run_compile_within_tolerance():
     """The fp32 ResNet-50 again (2026-12-01), now with torch.compile measured: 20.75 ms/step
-    saved, predicted 23.21; every other fix within tolerance too."""
+    saved, predicted 23.21; every other fix within tolerance too. 15.99 since the chains
+    through BatchNorm are not counted (`rules.memory.STATS_NORMS`): still within; this H200
+    capture timed no convolution in channels_last, so inductor's layout part (9.03 ms/step
+    on the H100, `test_compiled_resnet50.py`) is not in it."""
     got = _truth_check("resnet50_fp32_run2")
     assert set(got) >= {"compile", "amp", "channels-last", "amp+channels-last"}
     for fix, pair in got.items():
         assert _within(*pair), (fix, pair)
-    assert got["compile"][1] == pytest.approx(23.21, rel=1e-3)
+    assert got["compile"][1] == pytest.approx(15.99, rel=1e-3)
 
 
 def test_resnet50_pageable_prefetcher_every_fix_within_tolerance():
@@ -429,11 +432,14 @@ def test_resnet50_fp32_compile_measured_on_a_fresh_run():
     22.06 ms/step saved (62.12 -> 40.06), predicted 23.23 (23.91 before queued gaps were
     told from launch gaps) by the compile remedy (the memory-
     bound ops, the unfused chains, fp32 storage and the launch gaps, each kernel once), the
-    top remedy."""
+    top remedy. 16.00 since the chains through BatchNorm are not counted
+    (`rules.memory.STATS_NORMS`): out by 0.5 ms, the layout part this H200 capture could not
+    time (inductor lays the convolutions out channels_last: 9.8 ms/step on the H100,
+    `test_compiled_resnet50.py`) missing."""
     got = _truth_check("resnet50_fp32_run4")
     measured, predicted = got["compile"]
     assert measured == pytest.approx(22.06, abs=0.01)
-    assert _within(measured, predicted) and predicted == pytest.approx(23.23, abs=0.05)
+    assert not _within(measured, predicted) and predicted == pytest.approx(16.00, abs=0.05)
     a = analyze(
         [timeline_in(FIXTURES / "h200_real_resnet50_fp32_run4")],
         Ceilings.load(FIXTURES / "h200_ceilings.json"),

@@ -118,13 +118,17 @@ def test_fp32_resnet_compile_missed_on_a_slow_compile_run(ceilings):
     """fp32 ResNet-50, call 3 (baselines 62.87 and 63.09): autocast 5.52 (4.81) and
     channels_last 17.39 (14.73) within; compile saved 12.94 against 23.26, where the same
     script's compile saved 22.06 on 2026-12-02 (run 4, predicted 23.23): its compiled step
-    took 50.04 ms here against 40.06 there."""
+    took 50.04 ms here against 40.06 there. Since the twenty-fourth session the chains
+    through BatchNorm are not counted (`rules.memory.STATS_NORMS`): 13.20 predicted, within;
+    the top remedy is channels_last now (17.39 saved, compile 12.94)."""
     rows = _rows("resnet50_fp32_run5", ceilings)
     assert rows["amp"]["within"] and rows["channels-last"]["within"]
-    assert not rows["compile"]["within"]
+    assert rows["compile"]["within"]
     # 23.26 as the findings' sum; 18.61 from compile's replay (`analysis.compile_whatif`:
-    # the host is near the GPU here, so the BatchNorm time fused away is not all saved)
-    assert rows["compile"]["predicted_ms"] == pytest.approx(18.61, abs=0.01)
+    # the host is near the GPU here, so the BatchNorm time fused away is not all saved);
+    # 13.20 without the chains through BatchNorm
+    assert rows["compile"]["predicted_ms"] == pytest.approx(13.20, abs=0.01)
+    assert rows["compile"]["top_remedy"] == "channels_last"
 
 
 def test_tally_over_every_recorded_truth_fixture(ceilings):
@@ -182,13 +186,16 @@ def test_tally_over_every_recorded_truth_fixture(ceilings):
     assert len(per) == 12 and sum(v in ("yes", "tie") for v in per.values()) == 12
     assert per["resnet50_prefetch"] == "yes" and per["dcgan"] == "tie"
     tops = {t["fixture"]: t["verdict"] for t in truth_tally.top_verdicts(rows)}
-    assert sum(v in ("yes", "tie") for v in tops.values()) >= 23
+    assert sum(v in ("yes", "tie") for v in tops.values()) >= 24
     assert tops["h200_real_dcgan_oos1"] == "tie"
+    # twenty-fourth session, the chains through BatchNorm not counted: the fp32 ResNet-50's
+    # top remedy is channels_last; run 5 agrees (its compile measured 12.94), the first call
+    # not (amp with channels_last saved 25.96, channels_last alone 17.36): 24 of 43
     assert tops["h200_real_vit_timm_oos3"] == "yes"
     # the DCGAN's call left this list in the fourteenth session (top remedy unmeasured)
     assert sorted(f for f, v in tops.items() if v == "NO") == [
         "h200_real_lightning_fit_run6",
-        "h200_real_resnet50_fp32_run5",
+        "h200_real_resnet50_fp32",
         "h200_real_vit_timm_oos1",
         "h200_real_vit_timm_oos2",
     ]

@@ -52,8 +52,9 @@ def test_dcgan_cuda_graphs_saved_and_compile_lost_as_on_the_h200():
     assert rows["reduce-overhead"]["predicted_ms"] == pytest.approx(3.12 - 1.1, abs=0.01)
     # 3.79 until the launch gaps inside cuDNN's convolutions (0.40 of launch-bound's 3.12)
     # were left to CUDA graphs, which replay them (`rules.launch_bound.inside_library_ms`);
-    # 3.39 then, the findings' sum; -0.08 from compile's replay
-    assert rows["compile"]["predicted_ms"] == pytest.approx(-0.08, abs=0.01)
+    # 3.39 then, the findings' sum; -0.08 from compile's replay; -0.18 once the chains
+    # through BatchNorm were not counted (twenty-fourth session)
+    assert rows["compile"]["predicted_ms"] == pytest.approx(-0.18, abs=0.01)
     assert rows["compile"]["within"] is True
     # the profiler's host work: the training thread's CPU a step by phase
     assert report["thread_cpu_ms"] == pytest.approx(

@@ -70,7 +70,8 @@ def test_cifar_resnet18_top_finding_holds_and_compile_does_not():
     # session) says 0.71, within, and channels_last, the top finding's fix, leads
     c = rows["compile"]
     assert report["remedies"][0]["remedy"] == "channels_last"
-    assert c["predicted_ms"] == pytest.approx(0.705, abs=1e-3) and c["within"]
+    # 0.34 once the chains through BatchNorm are not counted (twenty-fourth session)
+    assert c["predicted_ms"] == pytest.approx(0.341, abs=1e-3) and c["within"]
     assert c["measured_ms"] < 0.1
 
 

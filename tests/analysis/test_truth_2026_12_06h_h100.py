@@ -42,8 +42,10 @@ def test_deeplabv3_compile_under_predicted_and_channels_last_ties_it():
     assert report["remedies"][0]["remedy"] == "channels_last"
     assert rows["channels-last"]["predicted_ms"] == pytest.approx(14.20, abs=0.01)
     assert rows["channels-last"]["within"] and rows["pin-memory"]["within"]
-    # compile's replay, out of sample: short by 4.9 ms
-    assert rows["compile"]["predicted_ms"] == pytest.approx(9.50, abs=0.01)
+    # compile's replay, out of sample: short by 4.9 ms; by 7.4 once the chains through
+    # BatchNorm are not counted (twenty-fourth session: DeepLabV3's compile saved more than
+    # the conv nets' compiled traces say fusion gives; no compiled trace of it was recorded)
+    assert rows["compile"]["predicted_ms"] == pytest.approx(6.99, abs=0.01)
     assert not rows["compile"]["within"]
     best = max(rows.values(), key=lambda r: r["measured_ms"])
     assert best["fix"] == "compile"

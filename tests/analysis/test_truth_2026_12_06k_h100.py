@@ -54,7 +54,7 @@ CALL = {
         "amp": (-3.50, None, False),
     },
     "h100_real_efficientnet_amp_truth1": {
-        "compile": (59.54, 56.30, True),
+        "compile": (59.54, 51.93, True),
         "channels-last": (50.64, 40.35, True),
         "pin-mem": (13.26, 12.83, True),
         "membound-prefetch": (11.40, 12.83, True),

@@ -11,6 +11,10 @@ before, and had not been timed beside the others in one call.
 - `h100_real_efficientnet_amp_truth4`: compile saved 65.38 (71.48), channels_last 57.91
   (52.58): both within; compile, on top, is the best fix.
 
+Since the twenty-fourth session the chains through a GroupNorm or BatchNorm are not counted
+(`rules.memory.STATS_NORMS`, `test_compiled_resnet50.py`): the DDPM's compile 11.86, within;
+EfficientNet's 67.12, within.
+
 The measured savings are the device's; the predictions are today's code's."""
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ _report = functools.cache(truth.report)
 
 #: fixture -> {fix: (measured, predicted or None, within)}
 CALL = {
-    "h100_real_ddpm_unet_truth6": {"channels-last": (-12.02, -7.98, False), "compile": (9.85, 15.59, False)},
+    "h100_real_ddpm_unet_truth6": {"channels-last": (-12.02, -7.98, False), "compile": (9.85, 11.86, True)},
     "h100_real_efficientnet_amp_truth4": {
         "channels-last": (57.91, 52.58, True),
-        "compile": (65.38, 71.48, True),
+        "compile": (65.38, 67.12, True),
     },
 }  # fmt: skip
 

@@ -13,6 +13,8 @@ all 17 it is the best fix or within the noise of it (`benchmarks/truth_tally.py 
 - `h100_real_resnet50_fp32_truth2`: torchvision's ResNet-50 in fp32 (GPU busy 97%).
   channels_last saved 18.06 (16.94 predicted, within); the top remedy, compile, saved 24.69,
   the best fix, but 35.04 was predicted: out, like the DDPM U-Net's and the ConvNeXt's.
+  Its compiled trace (`test_compiled_resnet50.py`) showed why: since this session the
+  chains through BatchNorm are not counted, and 25.79 is predicted: within.
 - `h100_real_bert_finetune_truth2`: the BERT fine-tune (GPU busy 93%). TF32 saved 32.87,
   the best fix, against 21.50 predicted: out. The replay's host work (the recorded gaps and
   calls, 41.2 ms/step once every kernel is gone) caps the saving; the plain timer put the
@@ -47,12 +49,12 @@ def test_dcgan_prefetch_on_top_and_within():
     assert report["profiler_overhead_fraction"] == pytest.approx(0.107, abs=1e-3)
 
 
-def test_resnet50_fp32_compile_is_the_best_fix_and_over_predicted():
+def test_resnet50_fp32_compile_is_the_best_fix_and_within():
     truth.check_rows(
         "h100_real_resnet50_fp32_truth2",
         {
             "channels-last": (18.06, 16.94, True),
-            "compile": (24.69, 35.04, False),
+            "compile": (24.69, 25.79, True),
             "tf32": (0.29, None, True),
         },
     )
