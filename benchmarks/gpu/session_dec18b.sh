@@ -21,7 +21,7 @@ for spec in "${specs[@]}"; do
   for v in base fix; do
     f=""; [ $v = fix ] && f="$flags"
     timeout $(( left / 3 )) python examples/real/$name.py --steps 15 --warmup-steps 5 $f 2>&1 \
-      | grep MEMBOUND_TRUTH | cut -c1-300 > $W/$tag.$v.txt
+      | grep MEMBOUND_TRUTH > $W/$tag.$v.txt  # whole: step_ms comes late in the line
     echo "$tag $v: $(grep -o '"step_ms": [0-9.]*' $W/$tag.$v.txt)"
   done
   left=$(( S - ($(date +%s) - t0) - 20 ))
