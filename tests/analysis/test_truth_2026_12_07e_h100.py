@@ -71,3 +71,21 @@ def test_bert_tf32_is_capped_by_the_replayed_host_work():
     # the plain timer's step with TF32, from the same call: 63.09 - 32.87
     _, _, measured = truth.own("h100_real_bert_finetune_truth2")
     assert measured["baseline_ms"] - 32.87 == pytest.approx(30.22, abs=0.01)
+
+
+def test_bert_tf32_variant_replays_to_less_host_work():
+    """The TF32 variant diagnosed in the next call (`h100_tf32_bert_finetune`,
+    `session_dec18b.sh`, another H100 host): its replay with every kernel gone leaves 30.28
+    ms/step of host work, where the fp32 trace's leaves 41.18; the plain timer ran the TF32
+    step at 30.22. Either the host's recorded work shrinks when the GPU's does or the two
+    hosts differ by a third: one call must diagnose both variants to tell (the next
+    session's `session_dec18b.sh` run)."""
+    fp32 = _report("h100_real_bert_finetune_truth2")["gpu_whatif"]
+    tf32 = _report("h100_tf32_bert_finetune")["gpu_whatif"]
+    host = [c["step_ms"] - c["saving_ms"][-1] for c in (fp32, tf32)]
+    assert host == [pytest.approx(41.18, abs=0.01), pytest.approx(30.28, abs=0.01)]
+    # TF32 took the kernels from 59.43 to 22.22 ms/step
+    assert (fp32["kernel_ms_per_step"], tf32["kernel_ms_per_step"]) == (
+        pytest.approx(59.43, abs=0.01),
+        pytest.approx(22.22, abs=0.01),
+    )
