@@ -434,7 +434,8 @@ def unfused_chain(ctx):
     member = cols.member & ~cols.apart
     bw = _bandwidth(ctx)
     twice = (cols.out * 2).tolist()
-    inter_bytes = sum(sum(twice[s : e - 1]) for s, e in bounds)
+    per_chain = [sum(twice[s : e - 1]) for s, e in bounds]
+    inter_bytes = sum(per_chain)
     if not bw:
         moved = sum(cols.bytes[member].tolist())
         time_s = sum(cols.device_us[member].tolist()) * 1e-6
@@ -451,7 +452,9 @@ def unfused_chain(ctx):
     names = cols.names
     # the round trips of chains through a norm that must hold its statistics before it
     # normalizes are traded, once fused, for a second read of its input: not saved
-    stats = sum(sum(twice[s : e - 1]) for s, e in bounds if _holds_stats_norm(names[s:e]))
+    stats = sum(
+        b for b, (s, e) in zip(per_chain, bounds, strict=True) if _holds_stats_norm(names[s:e])
+    )
     stats_share = stats / inter_bytes if inter_bytes > 0 else 0.0
     lost *= 1.0 - stats_share
     limited = host_limited(ctx.timing)
@@ -497,15 +500,16 @@ def unfused_chain(ctx):
     )
 
 
-#: norms that reduce a tensor to statistics before they normalize it (a training BatchNorm,
-#: any GroupNorm; forward and backward): fused, such a norm reads its input twice
+#: the `op_family` families of norms that reduce a tensor to statistics before they normalize
+#: it (a training BatchNorm, any GroupNorm; forward and backward): fused, such a norm reads
+#: its input twice
 STATS_NORMS = ("batch_norm", "group_norm")
 
 
 def _holds_stats_norm(names) -> bool:
     """Whether a chain's op names include a `STATS_NORMS` norm (not BatchNorm's inference
     form, which normalizes with its running statistics in one pass)."""
-    return any(any(k in n for k in STATS_NORMS) and "no_training" not in n for n in names)
+    return any(op_family(n) in STATS_NORMS and "no_training" not in n for n in names)
 
 
 #: what runs the loop's own per-tensor chains in a few kernels (the `foreach` remedy's)
