@@ -54,3 +54,14 @@ for cap in sorted(pathlib.Path(sys.argv[1]).glob("*/capture.json")):
               "floor", g.get("host_cpu_floor_ms"), "kernels", g.get("kernels_per_step"))
 PY
 }
+# After `truth.sh` ran into $2/truth (its log $2/truth.log) with exit code $1: the rc, the
+# tables, the host costs of the kept traces, and the products ($DEST/truth.csv and
+# $DEST/$3.tgz with $2 and the traces), then the session's time.
+truth_products() {
+  echo "truth rc=$1 at $(( $(date +%s) - t0 )) s"
+  grep -A20 "^== " "$2/truth.log" | grep -v "^\[truth\]"
+  host_costs /tmp/gpu_out/truth-work/traces
+  cp "$2/truth/truth.csv" "$DEST/truth.csv" 2>/dev/null
+  tar czf "$DEST/$3.tgz" -C /tmp "$(basename "$2")" /tmp/gpu_out/truth-work/traces 2>/dev/null
+  echo "session done in $(( $(date +%s) - t0 )) s"
+}

@@ -14,9 +14,4 @@ timeout 60 python -m membound.trace.profiler_cost launches 2>/dev/null | tee -a 
 left=$(( S - ($(date +%s) - t0) - 15 ))
 OUT=$W/truth TRUTH_BUDGET_S=$left TRUTH_ARGS="--fixes ${FIXES:-tf32,bf16} --no-top-remedy" \
   bash benchmarks/gpu/truth.sh ${SCRIPTS:-t5_seq2seq,ddpm_unet} > $W/truth.log 2>&1
-echo "truth rc=$? at $(( $(date +%s) - t0 )) s"
-grep -A20 "^== " $W/truth.log | grep -v "^\[truth\]"
-host_costs /tmp/gpu_out/truth-work/traces
-cp $W/truth/truth.csv "$DEST/truth.csv" 2>/dev/null
-tar czf "$DEST/dec17a.tgz" -C /tmp dec17a /tmp/gpu_out/truth-work/traces 2>/dev/null
-echo "session done in $(( $(date +%s) - t0 )) s"
+truth_products $? $W dec17a

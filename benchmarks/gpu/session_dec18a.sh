@@ -13,9 +13,4 @@ left=$(( S - ($(date +%s) - t0) - 20 ))
 OUT=$W/truth TRUTH_BUDGET_S=$left \
   TRUTH_ARGS="--fixes ${FIXES:-membound-prefetch,reduce-overhead,channels-last,tf32}" \
   bash benchmarks/gpu/truth.sh ${SCRIPTS:-dcgan,resnet50_fp32,bert_finetune} > $W/truth.log 2>&1
-echo "truth rc=$? at $(( $(date +%s) - t0 )) s"
-grep -A20 "^== " $W/truth.log | grep -v "^\[truth\]"
-host_costs /tmp/gpu_out/truth-work/traces
-cp $W/truth/truth.csv "$DEST/truth.csv" 2>/dev/null
-tar czf "$DEST/dec18a.tgz" -C /tmp dec18a /tmp/gpu_out/truth-work/traces 2>/dev/null
-echo "session done in $(( $(date +%s) - t0 )) s"
+truth_products $? $W dec18a
