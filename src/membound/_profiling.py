@@ -8,6 +8,9 @@ then, whose recorded arguments give them an exact cost) must stay on its cheapes
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 timeline_pass = False
 
 #: torch's warning, once per process, when a profiler that keeps no events across cycles
@@ -15,3 +18,12 @@ timeline_pass = False
 #: message: membound's profilers (the roofline's kernel clock, the capture's two passes) are
 #: one cycle each and read every event, so they keep it out of the user's output
 CYCLE_WARNING = r".*Profiler clears events at the end of each cycle"
+
+
+@contextlib.contextmanager
+def no_cycle_warning():
+    """`CYCLE_WARNING` kept out of the output while a one-cycle profiler runs (torch 2.11
+    warned at the first of the kernel clock's profilers, 2026-12-07)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=CYCLE_WARNING)
+        yield

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from membound._profiling import no_cycle_warning
 from membound.device import datasheet
 from membound.device.ceilings import Ceilings
 from membound.device.timing import (
@@ -24,7 +25,6 @@ from membound.device.timing import (
     Timed,
     cuda_burst_clocks,
     cuda_graph_replays_ms,
-    no_cycle_warning,
     timed,
 )
 

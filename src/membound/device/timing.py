@@ -5,14 +5,12 @@ Medians, not means: one preempted run or one clock boost must not move a ceiling
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from membound._profiling import CYCLE_WARNING
+from membound._profiling import no_cycle_warning
 
 
 @dataclass(frozen=True)
@@ -200,16 +198,6 @@ def cuda_burst_clocks(
         per_burst = kernel_burst_samples(_gpu_spans(prof), bursts=bursts, calls=calls, lead=lead)
         kernels = Timed.of(per_burst) if per_burst else None
     return BurstClocks(Timed.of(samples), kernels)
-
-
-@contextlib.contextmanager
-def no_cycle_warning():
-    """torch warns, once, that a profiler clears its events at the end of each cycle (the
-    kernel clock's has one cycle); without this it lands in `membound roofline`'s output
-    (torch 2.11 warned at the first of the kernel clock's profilers, 2026-12-07)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=CYCLE_WARNING)  # membound._profiling
-        yield
 
 
 class _nothing:

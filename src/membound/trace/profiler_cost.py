@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +109,8 @@ def autocast_cost(plain_us: float, rounds: int = ROUNDS, steps: int = STEPS) -> 
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
+    from membound._profiling import no_cycle_warning
+
     g = torch.Generator(device="cpu").manual_seed(0)
 
     def param(*shape: int) -> torch.Tensor:
@@ -143,8 +144,7 @@ def autocast_cost(plain_us: float, rounds: int = ROUNDS, steps: int = STEPS) -> 
         return (time.perf_counter() - t0) / steps * 1e3
 
     run(False), run(True)  # warm-up: allocator, autocast's first casts
-    with warnings.catch_warnings():  # torch's note that a profiler cycle clears its events
-        warnings.simplefilter("ignore", UserWarning)
+    with no_cycle_warning():  # torch's note that a profiler cycle clears its events
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             step(False)
             torch.cuda.synchronize()
