@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -72,8 +73,48 @@ def parse(p: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse
     args.cuda = str(args.device).startswith("cuda")
     if args.cuda and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device is available here; use --device cpu")
+    if args.cuda and os.environ.get("MEMBOUND_BLOCKING_SYNC"):
+        args.blocking_sync = blocking_sync()
     torch.manual_seed(args.seed)
     return args
+
+
+def blocking_sync() -> str:
+    """Make this process's CUDA syncs sleep instead of spin (`cudaSetDeviceFlags(
+    cudaDeviceScheduleBlockingSync)`, before the context exists), so that a thread's CPU time
+    is its host work alone: a measuring aid (env MEMBOUND_BLOCKING_SYNC=1), never a fix. The
+    runtime's answer ("ok", or why not)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {ln.split()[-1] for ln in f if "libcudart.so" in ln}
+        if not paths:
+            return "no libcudart mapped"
+        rc = ctypes.CDLL(sorted(paths)[0]).cudaSetDeviceFlags(ctypes.c_uint(4))
+        return "ok" if rc == 0 else f"cudaSetDeviceFlags returned {rc}"
+    except OSError as exc:
+        return f"not set: {exc}"
+
+
+def autograd_cpu_ms() -> float | None:
+    """CPU ms so far of this process's autograd device threads (`pt_autograd_*`; Linux
+    `/proc/self/task/*/schedstat`), None where there are none or it cannot be read."""
+    total, found = 0, False
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    if not f.read().startswith("pt_autograd"):
+                        continue
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+                found = True
+            except (OSError, ValueError, IndexError):
+                continue
+    except OSError:
+        return None
+    return total / 1e6 if found else None
 
 
 def pick(args: argparse.Namespace, gpu_value: Any, cpu_value: Any) -> Any:
@@ -185,6 +226,9 @@ class StepTimer:
         self.marks: list[float] = []  # clock at the end of each timed step (the last: synced)
         self.usage_open: tuple = ()
         self.usage_close: tuple = ()
+        self.autograd_open: float | None = None
+        self.autograd_close: float | None = None
+        self.blocking_sync = getattr(args, "blocking_sync", None)
         if self.warmup == 0:
             self._open()
 
@@ -192,6 +236,7 @@ class StepTimer:
         _sync(self.device)
         self.t_open = time.perf_counter()
         self.usage_open = _usage()
+        self.autograd_open = autograd_cpu_ms()
 
     def step(self) -> None:
         self.seen += 1
@@ -204,6 +249,7 @@ class StepTimer:
             _sync(self.device)
             self.t_close = time.perf_counter()
             self.usage_close = _usage()
+            self.autograd_close = autograd_cpu_ms()
             self.marks.append(self.t_close)
             return
         self.marks.append(time.perf_counter())
@@ -255,6 +301,13 @@ class StepTimer:
                 got = usage_delta(self.usage_open[k], self.usage_close[k], len(per_step))
                 if got:
                     out[who] = got
+        if self.autograd_open is not None and self.autograd_close is not None:
+            # backward's host work on CUDA (the autograd device threads), per timed step
+            out["autograd_cpu_ms"] = round(
+                (self.autograd_close - self.autograd_open) / len(per_step), 4
+            )
+        if self.blocking_sync is not None:
+            out["blocking_sync"] = self.blocking_sync  # syncs slept: thread CPU is host work
         return out
 
     def report(self) -> dict[str, Any]:

@@ -766,3 +766,51 @@ def test_tf32_flags_read_where_the_legacy_api_refuses(in_process):
     got = _common.matmul_precision()
     assert set(got) == {"allow_tf32", "cudnn_allow_tf32", "float32_precision"}
     assert got["float32_precision"] in ("highest", "high", "medium")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+def test_autograd_cpu_reads_only_the_autograd_threads(in_process):
+    """The plain runs' `autograd_cpu_ms` is the CPU of the threads named `pt_autograd_*`
+    (backward's host work on CUDA): a thread of that name that burns ~60 ms counts, one of
+    another name that burns as much does not."""
+    import ctypes
+    import threading
+    import time
+
+    import _common
+
+    libc = ctypes.CDLL(None)
+
+    def burn(name: bytes, started: threading.Event, stop: threading.Event) -> None:
+        libc.prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME: the thread's comm
+        t = time.thread_time()
+        while time.thread_time() - t < 0.06:
+            pass
+        started.set()
+        stop.wait(10)
+
+    assert _common.autograd_cpu_ms() is None  # none such in this process yet
+    stop = threading.Event()
+    threads = []
+    for name in (b"pt_autograd_7", b"not_autograd"):
+        started = threading.Event()
+        th = threading.Thread(target=burn, args=(name, started, stop), daemon=True)
+        th.start()
+        assert started.wait(10)
+        threads.append(th)
+    try:
+        got = _common.autograd_cpu_ms()
+        assert got is not None and 55 <= got < 110, got
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(10)
+
+
+def test_blocking_sync_is_a_cuda_only_aid(monkeypatch):
+    """MEMBOUND_BLOCKING_SYNC=1 changes nothing on the CPU: the run's line has no
+    `blocking_sync` (and, with no autograd device threads, no `autograd_cpu_ms`)."""
+    monkeypatch.setenv("MEMBOUND_BLOCKING_SYNC", "1")
+    out = truth(run("mnist_cnn", "--steps", "2", "--warmup-steps", "1"))
+    assert "blocking_sync" not in out and "autograd_cpu_ms" not in out
+    assert out["steps"] == 2
