@@ -209,8 +209,8 @@ class MasterWeights:
         self.master = [p.detach().float().requires_grad_(True) for p in self.model_params]
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        decay = [m for p, m in zip(self.model_params, self.master) if p.dim() >= 2]
-        no_decay = [m for p, m in zip(self.model_params, self.master) if p.dim() < 2]
+        decay = [m for p, m in zip(self.model_params, self.master, strict=True) if p.dim() >= 2]
+        no_decay = [m for p, m in zip(self.model_params, self.master, strict=True) if p.dim() < 2]
         groups = [
             {"params": decay, "weight_decay": weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
@@ -219,7 +219,7 @@ class MasterWeights:
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
 
     def take_grads(self) -> None:
-        for p, m in zip(self.model_params, self.master):
+        for p, m in zip(self.model_params, self.master, strict=True):
             m.grad = None if p.grad is None else p.grad.float()
 
     @torch.no_grad()

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict:
             if graph is None:
                 static_in, static_target = inputs.clone(), target.clone()
 
-                def step():
+                def step(static_in=static_in, static_target=static_target):
                     with amp:
                         out = criterion(model(static_in), static_target)
                     out.backward()
