@@ -15,6 +15,13 @@ with TF32 on one host.
   measured 27.83: the trace's host work is 1.7x the loop's. The host slowed during the call
   (TF32's own diagnose ran 42.04 unprofiled against 36.28 plain, the DDPM 80.59 against
   72.39): 16% slower would make 37.4 of the 32.27, about a fifth of the gap.
+- **Where it sits**: the two traces (one host, a minute apart) record 62.60 and 55.29 ms/step
+  of host work (the merged launching threads' calls and the gaps before them), where the
+  loops as run had 32.27 and at most 36.28. The TF32 trace, host-paced, calibrates to 13.18
+  µs a call; the fp32 one, GPU-paced, needs only 6.12 to give its unprofiled step, and even
+  at 13.18 it would replay to 50.21 of host work. The extra is in the training thread's
+  gaps (median 59 µs a launch against 47; the autograd thread's 34 against 34), the forward
+  and the optimizer the host runs while the GPU is still busy with the previous step.
 - **Tried and not kept**: scaling the replay's host work by the autograd threads' CPU
   unprofiled over profiled (here 21.29 / 28.20) until the replayed step left the unprofiled
   one. It moved this row the right way and the H100 T5 (truth4, already within) the wrong
