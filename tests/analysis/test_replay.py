@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from membound.analysis import analyze
-from membound.analysis.replay import Replay, kernel_label
+from membound.analysis.replay import CALIBRATION_TOLERANCE, Replay, kernel_label
 from membound.analysis.result import Step
 from membound.device.ceilings import Ceilings
 from membound.trace.capture_meta import timeline_in
@@ -94,6 +94,69 @@ def test_calibration_takes_the_profilers_cost_off_every_call(tmp_path):
     # already faster than that with the profiler's cost kept: nothing to take off
     assert r.calibrate(0.3) and r.cost_per_call == 0.0
     assert r.faithful()
+
+
+def _gpu_paced(tmp_path, steps: int = 4):
+    """Per step, from its host mark T (every 260 µs): three 100-µs kernels launched at T,
+    T+10 and T+20 (5-µs calls), no sync. The GPU needs 300 µs a step and the host 260, so the
+    GPU paces the loop, whatever the host's work."""
+    b = TraceBuilder()
+    out = []
+    for s in range(steps):
+        t = s * PERIOD
+        b.step(s, t, PERIOD)
+        for k in range(3):
+            b.launch(f"k{k}", t + 10 * k, 5 + s * 300 + 100 * k, 100)
+        out.append(Step(s, t, t + PERIOD, 0.3, 0.3, 0.3, 0.0,
+                        host_start_us=t, host_end_us=t + PERIOD))  # fmt: skip
+    return load_trace(b.write(tmp_path / "paced.json")), out
+
+
+def test_a_gpu_paced_replay_takes_a_measured_cost_off_and_keeps_its_step(tmp_path):
+    """Where the GPU paces the step, every cost per call gives the unprofiled step and the
+    calibration keeps the least (none here); a cost measured apart from the step is taken
+    off in full and the step does not move. A cost below the calibrated one changes
+    nothing."""
+    trace, steps = _gpu_paced(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    step = r.step_ms(0.0)
+    assert r.calibrate(step) and r.cost_per_call == 0.0
+    assert r.raise_cost(20.0, step) and r.cost_per_call == 20.0
+    assert r.step_ms() == pytest.approx(step)
+    own, gap = r.host_work()
+    assert own.sum() == 0.0  # the 5-µs calls' own time went first
+    assert not r.raise_cost(10.0, step) and r.cost_per_call == 20.0
+
+
+def test_a_measured_cost_stops_where_the_step_would_leave_the_unprofiled_one(tmp_path):
+    """In the hand-built loop the 50 µs of Python after each sync lie on the step's path:
+    taking a large cost off would shorten the replayed step, so the cost stops at the most
+    that keeps it within the calibration's tolerance."""
+    trace, steps = _loop(tmp_path)
+    r = Replay.from_trace(trace, steps)
+    assert r.calibrate(PERIOD / 1e3) and r.cost_per_call == 0.0
+    assert r.raise_cost(40.0, PERIOD / 1e3)
+    assert 0.0 < r.cost_per_call < 40.0
+    floor = PERIOD / 1e3 * (1 - CALIBRATION_TOLERANCE)
+    assert floor - 1e-6 <= r.step_ms() < PERIOD / 1e3 * (1 - CALIBRATION_TOLERANCE / 2)
+
+
+def test_the_gpu_whatif_takes_the_measured_profiler_cost_off_where_syncs_slept(tmp_path):
+    """`gpu_whatif.calibrated_replay`: a timing with the profiler's host cost measured
+    (`StepTiming.profiler_host_ms`, 0.3 ms a step over the loop's 3 calls a step: 100 µs a
+    call) raises the calibrated cost to it; without one the calibration's stands."""
+    from types import SimpleNamespace
+
+    from membound.analysis import gpu_whatif
+
+    trace, steps = _gpu_paced(tmp_path)
+    step = Replay.from_trace(trace, steps).step_ms(0.0)
+    for added, cost in ((None, 0.0), (0.3, 100.0)):
+        timing = SimpleNamespace(unprofiled_median_ms=step, profiler_host_ms=added)
+        ctx = SimpleNamespace(trace=trace, steps=steps, timing=timing, profiler_cost_us=0.0)
+        r = gpu_whatif.calibrated_replay(ctx)
+        assert r.cost_per_call == pytest.approx(cost)
+        assert r.step_ms() == pytest.approx(step)
 
 
 def test_async_copies_that_never_block_the_host_are_not_waits(tmp_path):

@@ -268,3 +268,32 @@ def test_one_slow_step_is_not_an_uneven_loop():
     assert _uneven([400.0] + [50.0] * 19).uneven() is None
     assert _uneven([101.0, 101.0, 101.0] + [50.0] * 97).uneven() is None  # mean +3%
     assert "uneven" not in _uneven([400.0] + [50.0] * 19).note()
+
+
+def test_with_sleeping_syncs_the_launchers_cpu_growth_is_the_profilers_host_cost():
+    """The BERT fine-tune in fp32 diagnosed with --sleeping-syncs on an H100 (2026-12-07):
+    the GPU paced the step (64.25 unprofiled, 64.15 profiled), and the launching threads'
+    CPU was 38.90 ms a step unprofiled and 56.35 profiled: the profiler cost the host 17.45.
+    With spinning syncs the same figures say nothing of it (both about the step)."""
+    times = {"unprofiled": [64.25, 64.25], "profiled": [64.15], "after": []}
+    usage = {
+        "unprofiled": {"cpu_ms_median": 23.41, "launchers_cpu_ms_median": 38.90},
+        "profiled": {"cpu_ms_median": 24.08, "launchers_cpu_ms_median": 56.35},
+    }
+    meta = {"step_times_ms": times, "thread_per_step": usage, "sleeping_syncs": "ok"}
+    t = StepTiming.from_meta(meta)
+    assert t.syncs_slept and t.profiler_host_ms == pytest.approx(17.45)
+    assert (
+        "the syncs slept (--sleeping-syncs), so these are host work: the profiler cost "
+        "the host 17.45 ms a step" in t.note()
+    )
+    for state in ("no CUDA device", None):
+        t = StepTiming.from_meta({**meta, "sleeping_syncs": state})
+        assert not t.syncs_slept and t.profiler_host_ms is None
+        assert "sleeping-syncs" not in t.note()
+    # pooled captures keep it only where every one slept
+    slept = StepTiming.from_meta(meta)
+    assert StepTiming.pool([slept, slept]).syncs_slept
+    assert not StepTiming.pool(
+        [slept, StepTiming.from_meta({**meta, "sleeping_syncs": None})]
+    ).syncs_slept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -339,3 +340,33 @@ def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
     with pytest.raises(SystemExit) as bad:
         main(["diagnose", "--api-records", "some", "--", str(script)])
     assert bad.value.code == 2
+
+
+def test_sleeping_syncs_reaches_the_capture_and_says_why_not(tmp_path, script, monkeypatch, capsys):
+    """`--sleeping-syncs` is handed to the capture (off by default); with no CUDA here the
+    syncs cannot sleep: one line on stderr says so, the meta keeps why, and the run goes on.
+    The distributed relaunch passes it on."""
+    from membound.commands.diagnose import _forward_args
+    from membound.trace import capture as cap_mod
+
+    seen = []
+    real = cap_mod.Capture.__init__
+
+    def init(self, *a, **kw):
+        seen.append(kw.get("sleeping_syncs"))
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(cap_mod.Capture, "__init__", init)
+    code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--no-analyze"])
+    assert code == 0 and seen == [False]
+    assert json.loads((out / "capture.json").read_text())["sleeping_syncs"] is None
+    capsys.readouterr()
+    code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--sleeping-syncs", "--no-analyze"])
+    assert code == 0 and seen == [False, True]
+    assert json.loads((out / "capture.json").read_text())["sleeping_syncs"] == "no CUDA device"
+    assert "--sleeping-syncs: the syncs still spin (no CUDA device)" in capsys.readouterr().err
+    args = argparse.Namespace(
+        wait=1, warmup=1, steps=1, out="o", json=None, html=None, ceilings=None,
+        stop_after_capture=False, no_analyze=False, sleeping_syncs=True, command=["t.py"],
+    )  # fmt: skip
+    assert "--sleeping-syncs" in _forward_args(args)

@@ -285,5 +285,8 @@ def test_host_floor_is_the_launchers_cpu_less_the_waiting():
     assert host_floor(t, 3.0, 69.0) == pytest.approx(63.0)
     assert host_floor(t, 0.0, 60.0) is None  # not below the step: no floor
     assert host_floor(t, 70.0, 69.0) is None
+    # with sleeping syncs the CPU time is host work: no waiting to take off
+    slept = StepTiming.from_meta({**meta, "sleeping_syncs": "ok"})
+    assert host_floor(slept, 3.0, 69.0) == pytest.approx(66.0)
     del meta["thread_per_step"]["unprofiled"]["launchers_cpu_ms_median"]
     assert host_floor(StepTiming.from_meta(meta), 3.0, 69.0) is None

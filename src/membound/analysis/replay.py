@@ -346,3 +346,32 @@ class Replay:
                 break
         self.cost_per_call = hi
         return True
+
+    def raise_cost(self, cost_per_call: float, unprofiled_ms: float) -> bool:
+        """After `calibrate`: take `cost_per_call` µs off each call where that is more than the
+        calibration took, as far as the replayed step stays within `CALIBRATION_TOLERANCE` of
+        `unprofiled_ms` (the largest cost that does, if `cost_per_call` itself does not); True
+        where the cost rose. Where the GPU paced the profiled step, every cost from the
+        calibrated one up gives the unprofiled step, and the calibration keeps the least: the
+        host the trace recorded, slowed by the capture. A cost measured apart from the step
+        (`StepTiming.profiler_host_ms`, with sleeping syncs) picks the right one among them."""
+        current = self.cost_per_call
+        if not cost_per_call > current:
+            return False
+        floor = unprofiled_ms * (1 - CALIBRATION_TOLERANCE)
+        if self.step_ms(cost_per_call) >= floor:
+            self.cost_per_call = float(cost_per_call)
+            return True
+        lo, hi = current, float(cost_per_call)
+        for _ in range(30):  # the replayed step falls as the cost per call grows
+            mid = (lo + hi) / 2
+            if self.step_ms(mid) >= floor:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo < 0.01:
+                break
+        if lo <= current:
+            return False
+        self.cost_per_call = lo
+        return True

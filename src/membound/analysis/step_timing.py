@@ -42,6 +42,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from membound.trace import sync_mode
+
 #: steps before the capture slower than the profiled ones by this factor were warm-up (see
 #: the module docstring): wider than the run-to-run spread of a step's median (<= 5% on the
 #: H200 truth runs), far below what compilation or graph capture changes (2-6x)
@@ -95,6 +97,9 @@ class StepTiming:
     #: the training thread's CPU time with the autograd threads' it waits for, per step (ms,
     #: medians) by phase, where the capture read them (`StepClock.usage_per_step`)
     launchers_cpu_ms: dict[str, float] = field(default_factory=dict)
+    #: the run's CUDA syncs slept (`membound diagnose --sleeping-syncs`, `trace.sync_mode`):
+    #: the threads' CPU time is their host work, waiting left out
+    syncs_slept: bool = False
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -118,6 +123,7 @@ class StepTiming:
             warmup,
             thread_cpu_ms=_thread_cpu(meta),
             launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median", fallback=None),
+            syncs_slept=sync_mode.slept(meta),
         )
         out.host_ms = _host_ahead(meta, out)
         return out
@@ -138,6 +144,7 @@ class StepTiming:
             host_ms=[v for t in timings for v in t.host_ms]
             if all(t.host_ms for t in timings)
             else [],
+            syncs_slept=all(t.syncs_slept for t in timings),
         )
 
     @property
@@ -182,6 +189,18 @@ class StepTiming:
         pass and, with the autograd thread's, 30.27: backward's host work took most of the
         profiler's cost."""
         return self._with_profiled(self.launchers_cpu_ms)
+
+    @property
+    def profiler_host_ms(self) -> float | None:
+        """The host work the profiler added to a step (ms), where the run's syncs slept: the
+        launching threads' CPU profiled less unprofiled (`profiler_launchers_ms`), each of
+        them host work then, whoever paced the step. None where the syncs spun (a spinning
+        sync counts its waiting, which a slower host shortens), where either figure is
+        missing, or where the difference is not positive."""
+        both = self.profiler_launchers_ms
+        if not self.syncs_slept or both is None or both[1] <= both[0]:
+            return None
+        return both[1] - both[0]
 
     @property
     def launchers_cpu(self) -> float | None:
@@ -280,6 +299,12 @@ class StepTiming:
                 parts.append(
                     f"with the autograd threads (backward's host work) {both[0]:.2f} and "
                     f"{both[1]:.2f} ({both[1] - both[0]:+.2f})"
+                )
+            if self.syncs_slept:
+                cost = self.profiler_host_ms
+                parts.append(
+                    "the syncs slept (--sleeping-syncs), so these are host work"
+                    + (f": the profiler cost the host {cost:.2f} ms a step" if cost else "")
                 )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET

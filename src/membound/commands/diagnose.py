@@ -113,6 +113,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "thread fills (kineto's default) or one per thread (CUDA 12.3 on)",
     )
     parser.add_argument(
+        "--sleeping-syncs",
+        action="store_true",
+        help="make the run's CUDA syncs sleep instead of spin, so that the threads' CPU time "
+        "is their host work: the profiler's host cost is then measured even where the GPU "
+        "paces the step (a loop that syncs many times a step may run a little slower)",
+    )
+    parser.add_argument(
         "--format",
         choices=FORMATS,
         default="rich",
@@ -183,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         stop_after_capture=args.stop_after_capture,
         api_records=getattr(args, "api_records", API_RECORDS[0]),
         cupti_buffers=getattr(args, "cupti_buffers", CUPTI_BUFFERS[0]),
+        sleeping_syncs=getattr(args, "sleeping_syncs", False),
         listener=_Progress(
             target, background, rank=info.rank if info.distributed else None, ceilings=ceilings
         ),
@@ -190,6 +198,9 @@ def run(args: argparse.Namespace) -> int:
     if not info.distributed or info.rank == 0:
         _say_plan(capture, target)
     with capture:
+        state = capture.sleeping_syncs_state
+        if state not in (None, "ok"):
+            _log(f"--sleeping-syncs: the syncs still spin ({state})")
         outcome = runner.run(target, stop_exc=CaptureDone)
         capture.close(ended=outcome.ended)
     _say_capture(capture, target, outcome)
@@ -472,6 +483,7 @@ def _forward_args(args: argparse.Namespace) -> list[str]:
     out += ["--api-records", api] if api != API_RECORDS[0] else []
     buffers = getattr(args, "cupti_buffers", CUPTI_BUFFERS[0])
     out += ["--cupti-buffers", buffers] if buffers != CUPTI_BUFFERS[0] else []
+    out += ["--sleeping-syncs"] if getattr(args, "sleeping_syncs", False) else []
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

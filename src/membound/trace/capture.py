@@ -99,6 +99,7 @@ class Capture:
         listener: Any = None,
         api_records: str = API_RECORDS[0],
         cupti_buffers: str = CUPTI_BUFFERS[0],
+        sleeping_syncs: bool = False,
     ) -> None:
         from membound.errors import BadInput
 
@@ -121,6 +122,10 @@ class Capture:
         #: (`trace.kineto_config`); what was done is `kineto_config`
         self.cupti_buffers = cupti_buffers
         self.kineto_config: dict[str, Any] | None = None
+        #: make the run's CUDA syncs sleep (`trace.sync_mode`), set on entry; what was done
+        #: ("ok", or why not) is `sleeping_syncs_state` (None: not asked for)
+        self.sleeping_syncs = bool(sleeping_syncs)
+        self.sleeping_syncs_state: str | None = None
         self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
         #: which CUDA API records the timeline pass keeps: "all" (as the profiler makes them)
         #: or "launches" (those the timeline reads: `trace.cupti_api`)
@@ -205,6 +210,10 @@ class Capture:
         import torch
         from torch.profiler import ProfilerActivity, schedule
 
+        if self.sleeping_syncs:  # before anything makes a CUDA context
+            from membound.trace import sync_mode
+
+            self.sleeping_syncs_state = sync_mode.sleep_syncs(torch)
         activities = self.activities
         shapes = self.record_shapes
         if activities is None:
