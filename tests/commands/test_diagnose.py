@@ -316,19 +316,25 @@ def test_annotated_trace_next_to_the_trace_by_default(
     assert seen["annotated_trace_path"] == want
 
 
-def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
-    """`--api-records` is handed to the capture, "launches" by default (here, with no CUDA,
-    one pass with CPU ops: nothing to switch off, and the meta says no timeline pass ran)."""
+def _capture_kwarg(monkeypatch, key: str) -> list:
+    """The values of `key` each Capture made from now on was given, in order."""
     from membound.trace import capture as cap_mod
 
     seen = []
     real = cap_mod.Capture.__init__
 
     def init(self, *a, **kw):
-        seen.append(kw.get("api_records"))
+        seen.append(kw.get(key))
         real(self, *a, **kw)
 
     monkeypatch.setattr(cap_mod.Capture, "__init__", init)
+    return seen
+
+
+def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
+    """`--api-records` is handed to the capture, "launches" by default (here, with no CUDA,
+    one pass with CPU ops: nothing to switch off, and the meta says no timeline pass ran)."""
+    seen = _capture_kwarg(monkeypatch, "api_records")
     code, out = diagnose(
         tmp_path, script, tmp_path, "8", opts=["--api-records", "all", "--no-analyze"]
     )
@@ -347,16 +353,8 @@ def test_sleeping_syncs_reaches_the_capture_and_says_why_not(tmp_path, script, m
     syncs cannot sleep: one line on stderr says so, the meta keeps why, and the run goes on.
     The distributed relaunch passes it on."""
     from membound.commands.diagnose import _forward_args
-    from membound.trace import capture as cap_mod
 
-    seen = []
-    real = cap_mod.Capture.__init__
-
-    def init(self, *a, **kw):
-        seen.append(kw.get("sleeping_syncs"))
-        real(self, *a, **kw)
-
-    monkeypatch.setattr(cap_mod.Capture, "__init__", init)
+    seen = _capture_kwarg(monkeypatch, "sleeping_syncs")
     code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--no-analyze"])
     assert code == 0 and seen == [False]
     assert json.loads((out / "capture.json").read_text())["sleeping_syncs"] is None
