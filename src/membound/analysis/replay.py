@@ -350,15 +350,18 @@ class Replay:
     def raise_cost(self, cost_per_call: float, unprofiled_ms: float) -> bool:
         """After `calibrate`: take `cost_per_call` µs off each call where that is more than the
         calibration took, as far as the replayed step stays within `CALIBRATION_TOLERANCE` of
-        `unprofiled_ms` (the largest cost that does, if `cost_per_call` itself does not); True
-        where the cost rose. Where the GPU paced the profiled step, every cost from the
+        `unprofiled_ms` (below the calibrated replay's own step where that is lower: the
+        calibration accepted it), the largest cost that does if `cost_per_call` itself does
+        not; True where the cost rose. Where the GPU paced the profiled step, every cost from the
         calibrated one up gives the unprofiled step, and the calibration keeps the least: the
         host the trace recorded, slowed by the capture. A cost measured apart from the step
         (`StepTiming.profiler_host_ms`, with sleeping syncs) picks the right one among them."""
         current = self.cost_per_call
         if not cost_per_call > current:
             return False
-        floor = unprofiled_ms * (1 - CALIBRATION_TOLERANCE)
+        # the calibration accepted the replayed step as the unprofiled one: neither may it
+        # fall more than the tolerance below the lower of the two
+        floor = min(unprofiled_ms, self.step_ms(current)) * (1 - CALIBRATION_TOLERANCE)
         if self.step_ms(cost_per_call) >= floor:
             self.cost_per_call = float(cost_per_call)
             return True
