@@ -75,6 +75,9 @@ def test_the_fp32_trace_replays_to_more_host_work_than_the_loop_has():
     tf32_step = _report("h100_samecall_bert_finetune_tf32")["steps"]["unprofiled_median_ms"]
     # more than the host work as run, and more than TF32's host-paced step at diagnose time
     assert replayed > 1.7 * as_run and replayed > tf32_step + 14
+    # the report says where the floor may come from, and how to measure it
+    assert curve["profiler_cost_hidden"] is True
+    assert any("`membound diagnose --sleeping-syncs` measures it" in n for n in fp32["notes"])
     # so TF32's prediction stops at the replayed host work
     tf32 = {r["remedy"]: r for r in fp32["remedies"]}["tf32"]
     measured = runs[(False, False)]["step_ms"] - runs[(True, False)]["step_ms"]
@@ -94,3 +97,4 @@ def test_the_tf32_trace_is_host_paced_and_calibrates():
     assert curve["profiler_cost_per_call_us"] == pytest.approx(13.18, abs=0.01)
     assert curve["step_ms"] == pytest.approx(42.04, abs=0.01)
     assert curve["saving_ms"][-1] == 0.0
+    assert "profiler_cost_hidden" not in curve  # host-paced: the calibration saw the cost

@@ -66,3 +66,6 @@ def test_without_the_sleeping_syncs_the_same_trace_under_predicts(tmp_path):
     for measured, predicted in ((33.88, got["tf32"]), (16.60, got["bf16"])):
         assert abs(predicted - measured) > truth.tolerance(measured)
     assert r["gpu_whatif"]["profiler_cost_per_call_us"] == pytest.approx(1.70, abs=0.01)
+    # read so, the GPU-paced trace's note points at the option that measured the cost
+    assert r["gpu_whatif"]["profiler_cost_hidden"] is True
+    assert "profiler_cost_hidden" not in _report(NAME)["gpu_whatif"]
