@@ -51,9 +51,10 @@ fp32 (2026-12-07) the trace replayed to 56 ms/step of host work where the loop a
 and TF32 was predicted 8.80 where it saved 27.83. With `membound diagnose --sleeping-syncs`
 (`trace.sync_mode`) the threads' CPU is host work, their growth under the profiler is its
 cost (`StepTiming.profiler_host_ms`: 17.45 ms/step there), and the replay takes that off
-(`Replay.raise_cost`), as far as it still gives the unprofiled step. The curve is not made where the replay cannot be trusted: no unprofiled step,
-work on more than one stream (events order them, which the replay does not model), a replay
-that does not give the recorded step, or one that cannot be calibrated.
+(`Replay.raise_cost`), as far as it still gives the unprofiled step. The curve is not made
+where the replay cannot be trusted: no unprofiled step, work on more than one stream (events
+order them, which the replay does not model), a replay that does not give the recorded step,
+or one that cannot be calibrated.
 """
 
 from __future__ import annotations

@@ -336,16 +336,22 @@ class Replay:
         if self.step_ms(hi) > unprofiled_ms:
             self.cost_per_call = 0.0
             return False
-        for _ in range(30):  # the replayed step falls as the cost per call grows
+        _, self.cost_per_call = self._bisect(lo, hi, lambda step: step > unprofiled_ms)
+        return True
+
+    def _bisect(self, lo: float, hi: float, keeps) -> tuple[float, float]:
+        """(lo, hi) narrowed to 0.01 µs (at most 30 halvings) around the cost per call where
+        `keeps(step_ms(cost))` stops holding: it holds at `lo` and not at `hi`, the replayed
+        step falling as the cost per call grows."""
+        for _ in range(30):
             mid = (lo + hi) / 2
-            if self.step_ms(mid) > unprofiled_ms:
+            if keeps(self.step_ms(mid)):
                 lo = mid
             else:
                 hi = mid
             if hi - lo < 0.01:
                 break
-        self.cost_per_call = hi
-        return True
+        return lo, hi
 
     def raise_cost(self, cost_per_call: float, unprofiled_ms: float) -> bool:
         """After `calibrate`: take `cost_per_call` µs off each call where that is more than the
@@ -365,15 +371,7 @@ class Replay:
         if self.step_ms(cost_per_call) >= floor:
             self.cost_per_call = float(cost_per_call)
             return True
-        lo, hi = current, float(cost_per_call)
-        for _ in range(30):  # the replayed step falls as the cost per call grows
-            mid = (lo + hi) / 2
-            if self.step_ms(mid) >= floor:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo < 0.01:
-                break
+        lo, _ = self._bisect(current, float(cost_per_call), lambda step: step >= floor)
         if lo <= current:
             return False
         self.cost_per_call = lo
