@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # Prepared 2026-12-07 (twenty-fifth session) for the next H100 call (~8-9 min): truth by
-# intervention with `membound diagnose --sleeping-syncs` on the GPU-paced loops whose GPU-only
-# fixes measured more than the replay's all-kernels-gone saving (the host floor too high,
-# the profiler's host cost hidden by the step; docs/capture.md): the DDPM U-Net's bf16 (8.82
-# saved, 0.00 predicted on one host) and the T5's TF32 (22.25 saved, 21.18 at most). On the
-# BERT fine-tune the option took TF32 from 19.51 to 29.42 predicted (33.88 saved) and bf16
-# from 7.44 to 17.35 (16.60; tests/analysis/test_truth_2026_12_07f_h100.py).
+# intervention with the syncs made to sleep where membound measures host work, on the
+# GPU-paced loops whose GPU-only fixes measured more than the replay's all-kernels-gone saving
+# (the host floor too high, the profiler's host cost hidden by the step; docs/capture.md): the
+# DDPM U-Net's bf16 (8.82 saved, 0.00 predicted on one host) and the T5's TF32 (22.25 saved,
+# 21.18 at most). On the BERT fine-tune `--sleeping-syncs` took TF32 from 19.51 to 29.42
+# predicted (33.88 saved) and bf16 from 7.44 to 17.35 (16.60;
+# tests/analysis/test_truth_2026_12_07f_h100.py).
+# Twenty-sixth session: first `benchmarks/probe_ctx_flags.py` (does cuCtxSetFlags switch a live
+# context's syncs?), then the groups with `--syncs $SYNCS` (default sleep-profiled: the loop's
+# own unprofiled steps spin, the passes and the steps after them sleep), the BERT first: its
+# answer with the whole run sleeping is known.
 # GROUPS: "script:fixes" items, space-separated, each one truth.sh group in this call's time.
-# Products: truth_<script>.csv and dec20a_<script>.tgz per group (logs and traces: fixtures).
+# Products: ctx_flags.json, truth_<script>.csv and dec20a_<script>.tgz per group (logs and
+# traces: fixtures).
 source "$(dirname "$0")/_session.sh"
 S=${SESSION_S:-520}
+SYNCS=${SYNCS:-sleep-profiled}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$DEST/gpu.txt"
-for item in ${GROUPS:-ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
+timeout 60 python benchmarks/probe_ctx_flags.py | tee "$DEST/ctx_flags.json"
+for item in ${GROUPS:-bert_finetune:tf32,bf16 ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
   name=${item%%:*}; fixes=${item#*:}
   left=$(( S - ($(date +%s) - t0) - 20 ))
   if [ $left -lt 150 ]; then echo "$name skipped: $left s left"; continue; fi
   W=/tmp/dec20a_$name; rm -rf $W /tmp/gpu_out/truth-work; mkdir -p $W
   OUT=$W/truth TRUTH_BUDGET_S=$(( left - 40 )) \
-    TRUTH_ARGS="--fixes $fixes --no-top-remedy --diagnose-args=--sleeping-syncs" \
+    TRUTH_ARGS="--fixes $fixes --no-top-remedy --diagnose-args=--syncs=$SYNCS" \
     bash benchmarks/gpu/truth.sh $name > $W/truth.log 2>&1
   echo "$name truth rc=$? at $(( $(date +%s) - t0 )) s"
   grep -A20 "^== " $W/truth.log | grep -v "^\[truth\]"
   host_costs /tmp/gpu_out/truth-work/traces
+  grep -ho '"sleeping_syncs[a-z_]*": [^,]*' /tmp/gpu_out/truth-work/traces/*/capture.json
   cp $W/truth/truth.csv "$DEST/truth_$name.csv" 2>/dev/null
   tar czf "$DEST/dec20a_$name.tgz" -C /tmp "$(basename $W)" gpu_out/truth-work/traces 2>/dev/null
 done

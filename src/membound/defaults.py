@@ -25,6 +25,8 @@ API_RECORDS = ("launches", "all")
 #: (2026-12-06) per-thread buffers did not lower the step's growth under membound's filter
 #: (docs/capture.md): kineto's default stays the default
 CUPTI_BUFFERS = ("shared", "per-thread")
+#: `membound diagnose --syncs`: how the run's CUDA syncs wait (`trace.sync_mode`), default first
+SYNC_MODES = ("spin", "sleep", "sleep-profiled")
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
 DIAGNOSE_OUT = "membound-out"

@@ -284,7 +284,7 @@ def test_with_sleeping_syncs_the_launchers_cpu_growth_is_the_profilers_host_cost
     t = StepTiming.from_meta(meta)
     assert t.syncs_slept and t.profiler_host_ms == pytest.approx(17.45)
     assert (
-        "the syncs slept (--sleeping-syncs), so these are host work: the profiler cost "
+        "the syncs slept (--syncs sleep), so these are host work: the profiler cost "
         "the host 17.45 ms a step" in t.note()
     )
     for state in ("no CUDA device", None):
@@ -297,3 +297,36 @@ def test_with_sleeping_syncs_the_launchers_cpu_growth_is_the_profilers_host_cost
     assert not StepTiming.pool(
         [slept, StepTiming.from_meta({**meta, "sleeping_syncs": None})]
     ).syncs_slept
+
+
+def test_sleep_profiled_reads_the_host_work_from_the_steps_after_the_capture():
+    """`--syncs sleep-profiled`: the unprofiled steps before the capture spun (the loop as
+    run: its step, and CPU that counts the waiting), the profiled steps and those after slept.
+    The profiler's host cost is profiled less after, the host floor is the after steps' CPU,
+    and the step stays the spinning one. Figures shaped like the H100 BERT fine-tune's."""
+    times = {"unprofiled": [64.1, 64.1], "profiled": [64.2], "after": [64.0, 64.0]}
+    usage = {
+        "unprofiled": {"cpu_ms_median": 49.77, "launchers_cpu_ms_median": 64.02},
+        "profiled": {"cpu_ms_median": 24.08, "launchers_cpu_ms_median": 56.35},
+        "after": {"cpu_ms_median": 18.00, "launchers_cpu_ms_median": 32.27},
+    }
+    meta = {
+        "step_times_ms": times,
+        "thread_per_step": usage,
+        "sleeping_syncs": "ok",
+        "sleeping_syncs_phases": ["profiled", "after"],
+    }
+    t = StepTiming.from_meta(meta)
+    assert t.unprofiled_median_ms == pytest.approx(64.1) and t.unprofiled_phase == "unprofiled"
+    assert t.host_phase == "after" and t.syncs_slept
+    assert t.profiler_host_ms == pytest.approx(56.35 - 32.27)
+    assert t.launchers_cpu == pytest.approx(32.27)
+    note = t.note()
+    assert "18.00 ms of CPU a step in the steps after the capture, 24.08 while profiled" in note
+    assert "the syncs slept (--syncs sleep-profiled), so these are host work" in note
+    # the steps after the capture not read: nothing is host work, nothing is taken off
+    usage_no_after = {k: v for k, v in usage.items() if k != "after"}
+    t = StepTiming.from_meta({**meta, "thread_per_step": usage_no_after})
+    assert t.host_phase is None and not t.syncs_slept and t.profiler_host_ms is None
+    assert t.launchers_cpu == pytest.approx(64.02)
+    assert "sleeping-syncs" not in t.note() and "--syncs" not in t.note()

@@ -349,22 +349,30 @@ def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
 
 
 def test_sleeping_syncs_reaches_the_capture_and_says_why_not(tmp_path, script, monkeypatch, capsys):
-    """`--sleeping-syncs` is handed to the capture (off by default); with no CUDA here the
-    syncs cannot sleep: one line on stderr says so, the meta keeps why, and the run goes on.
-    The distributed relaunch passes it on."""
+    """`--syncs` is handed to the capture ("spin" by default; `--sleeping-syncs` is `--syncs
+    sleep`); with no CUDA here the syncs cannot sleep: for `sleep` one line on stderr says so,
+    the meta keeps why in either mode, and the run goes on. The distributed relaunch passes
+    it on."""
     from membound.commands.diagnose import _forward_args
 
     seen = _capture_kwarg(monkeypatch, "sleeping_syncs")
     code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--no-analyze"])
-    assert code == 0 and seen == [False]
-    assert json.loads((out / "capture.json").read_text())["sleeping_syncs"] is None
+    assert code == 0 and seen == ["spin"]
+    meta = json.loads((out / "capture.json").read_text())
+    assert meta["sleeping_syncs"] is None and meta["sleeping_syncs_phases"] is None
     capsys.readouterr()
     code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--sleeping-syncs", "--no-analyze"])
-    assert code == 0 and seen == [False, True]
+    assert code == 0 and seen == ["spin", "sleep"]
     assert json.loads((out / "capture.json").read_text())["sleeping_syncs"] == "no CUDA device"
-    assert "--sleeping-syncs: the syncs still spin (no CUDA device)" in capsys.readouterr().err
+    assert "--syncs sleep: the syncs still spin (no CUDA device)" in capsys.readouterr().err
+    opts = ["--syncs", "sleep-profiled", "--no-analyze"]
+    code, out = diagnose(tmp_path, script, tmp_path, "8", opts=opts)
+    assert code == 0 and seen[-1] == "sleep-profiled"
+    meta = json.loads((out / "capture.json").read_text())
+    assert meta["sleeping_syncs"] == "no CUDA device" and meta["sleeping_syncs_phases"] is None
     args = argparse.Namespace(
         wait=1, warmup=1, steps=1, out="o", json=None, html=None, ceilings=None,
-        stop_after_capture=False, no_analyze=False, sleeping_syncs=True, command=["t.py"],
+        stop_after_capture=False, no_analyze=False, syncs="sleep-profiled", command=["t.py"],
     )  # fmt: skip
-    assert "--sleeping-syncs" in _forward_args(args)
+    forwarded = _forward_args(args)
+    assert forwarded[forwarded.index("--syncs") + 1] == "sleep-profiled"

@@ -552,3 +552,60 @@ def test_torchs_cycle_warning_stays_out_of_the_users_output(tmp_path, model_opt)
             for _ in range(3):
                 train_iteration(*model_opt)
     assert [str(w.message) for w in seen] == ["the user's own warning"]
+
+
+@pytest.mark.parametrize("switched", ["ok", "cuCtxSetFlags returned 1"])
+def test_sleep_profiled_switches_the_syncs_at_the_wait_and_back_when_timing_ends(
+    tmp_path, model_opt, monkeypatch, switched
+):
+    """`--syncs sleep-profiled` (`trace.sync_mode.LiveSwitch`, here a stand-in: the real one
+    needs a CUDA context): the unprofiled steps before the capture spin, the syncs sleep from
+    the boundary that ends the wait, and are set back once the steps after the capture are
+    timed; the meta names the phases that slept. A switch the driver refused leaves a note."""
+    from membound.trace import sync_mode
+
+    calls = []
+
+    class Switch:
+        def __init__(self):
+            self.saved = None
+
+        def sleep(self):
+            calls.append(("sleep", len(c.clock.times) - 1))  # the boundary marked last
+            self.saved = 0 if switched == "ok" else None
+            return switched
+
+        def restore(self):
+            calls.append(("restore", len(c.clock.times) - 1))
+            self.saved = None
+            return "ok"
+
+    monkeypatch.setattr(sync_mode, "LiveSwitch", Switch)
+    c = cap.Capture(steps=2, wait=3, warmup=1, out=tmp_path, sleeping_syncs="sleep-profiled")
+    with c:
+        assert c.sleeping_syncs_state == "no CUDA device"  # this machine: nothing switched
+        c.sleeping_syncs_state = "not switched"  # as on CUDA, until the wait ends
+        for _ in range(12):
+            train_iteration(*model_opt)
+    meta = json.loads((tmp_path / "capture.json").read_text())
+    if switched == "ok":
+        # boundary 3 ends the wait; 3 + 1 warm-up + 2 recorded + 2 after = 8 ends the timing
+        assert calls == [("sleep", 3), ("restore", 8)]
+        assert meta["sleeping_syncs"] == "ok"
+        assert meta["sleeping_syncs_phases"] == ["profiled", "after"]
+    else:
+        assert calls == [("sleep", 3)]
+        assert meta["sleeping_syncs"] == switched and meta["sleeping_syncs_phases"] is None
+        assert any("the syncs spun throughout" in n for n in c.notes)
+
+
+def test_sleep_profiled_without_a_wait_sleeps_the_whole_run(tmp_path, model_opt):
+    """With no unprofiled step before the capture there is nothing to spin in: the whole run's
+    syncs are asked to sleep (here: no CUDA device, said in the meta)."""
+    c = cap.Capture(steps=1, wait=0, warmup=0, out=tmp_path, sleeping_syncs="sleep-profiled")
+    with c:
+        train_iteration(*model_opt)
+        train_iteration(*model_opt)
+    assert c.sync_mode == "sleep" and c.sleeping_syncs_state == "no CUDA device"
+    with pytest.raises(BadInput, match="no such sync mode 'nap'"):
+        cap.Capture(steps=1, out=tmp_path, sleeping_syncs="nap")

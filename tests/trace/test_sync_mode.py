@@ -79,3 +79,63 @@ def test_without_cuda_here_the_real_call_says_so():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here")
     assert sync_mode.sleep_syncs() == "no CUDA device"
+
+
+class _Context:
+    """cuCtxGetFlags and cuCtxSetFlags of one current context whose flags start at `flags`;
+    `get_rc` fails the read, `keeps` makes the driver accept a set and ignore it, `old` is a
+    driver before CUDA 12.1 (no cuCtxSetFlags)."""
+
+    def __init__(self, flags=0x10, get_rc=0, keeps=False, old=False):
+        self.flags, self.get_rc, self.keeps = flags, get_rc, keeps
+        self.sets: list[int] = []
+        if old:
+            self.cuCtxSetFlags = None
+
+    def cuCtxGetFlags(self, ref):
+        ctypes.cast(ref, ctypes.POINTER(ctypes.c_uint))[0] = self.flags
+        return self.get_rc
+
+    def cuCtxSetFlags(self, flags):
+        self.sets.append(flags.value)
+        if not self.keeps:
+            self.flags = flags.value
+        return 0
+
+
+def test_a_live_context_sleeps_keeping_its_other_flags_and_is_set_back():
+    """`LiveSwitch` (`--syncs sleep-profiled`): only the scheduling bits change (0x10, the
+    context's other flags, stays), and `restore` sets back what it found, once."""
+    ctx = _Context(flags=0x10 | 0x01)  # CU_CTX_SCHED_SPIN and another flag
+    switch = sync_mode.LiveSwitch(ctx)
+    assert switch.sleep() == "ok" and ctx.flags == 0x10 | sync_mode.SCHED_BLOCKING_SYNC
+    assert switch.restore() == "ok" and ctx.flags == 0x11
+    assert switch.restore() is None and ctx.sets == [0x14, 0x11]
+
+
+@pytest.mark.parametrize(
+    "ctx, says",
+    [
+        (_Context(old=True), "the CUDA driver has no cuCtxSetFlags"),
+        (_Context(get_rc=201), "cuCtxGetFlags returned 201"),
+        (_Context(keeps=True), "the context kept its scheduling flags (0x10)"),
+    ],
+)
+def test_why_a_live_context_still_spins(ctx, says):
+    switch = sync_mode.LiveSwitch(ctx)
+    got = switch.sleep()
+    assert got.startswith(says) and switch.saved is None
+    assert switch.restore() is None
+
+
+def test_which_phases_slept():
+    """A meta of `--syncs sleep` before the phases were kept slept in all of them."""
+    ok = {sync_mode.META_KEY: "ok"}
+    assert sync_mode.slept_phases(ok) == ("unprofiled", "profiled", "after")
+    both = {**ok, sync_mode.PHASES_KEY: ["profiled", "after"]}
+    assert sync_mode.slept_phases(both) == ("profiled", "after") and sync_mode.slept(both)
+    failed = {sync_mode.META_KEY: "cuCtxSetFlags returned 1", sync_mode.PHASES_KEY: None}
+    assert sync_mode.slept_phases(failed) == () and not sync_mode.slept(failed)
+    assert sync_mode.mode_of(True) == "sleep" and sync_mode.mode_of(None) == "spin"
+    with pytest.raises(ValueError, match="no such sync mode"):
+        sync_mode.mode_of("nap")

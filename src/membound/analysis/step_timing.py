@@ -97,9 +97,9 @@ class StepTiming:
     #: the training thread's CPU time with the autograd threads' it waits for, per step (ms,
     #: medians) by phase, where the capture read them (`StepClock.usage_per_step`)
     launchers_cpu_ms: dict[str, float] = field(default_factory=dict)
-    #: the run's CUDA syncs slept (`membound diagnose --sleeping-syncs`, `trace.sync_mode`):
-    #: the threads' CPU time is their host work, waiting left out
-    syncs_slept: bool = False
+    #: the capture phases whose CUDA syncs slept (`membound diagnose --syncs`,
+    #: `trace.sync_mode`): there the threads' CPU time is their host work, waiting left out
+    slept_phases: tuple[str, ...] = ()
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -123,7 +123,7 @@ class StepTiming:
             warmup,
             thread_cpu_ms=_thread_cpu(meta),
             launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median", fallback=None),
-            syncs_slept=sync_mode.slept(meta),
+            slept_phases=sync_mode.slept_phases(meta),
         )
         out.host_ms = _host_ahead(meta, out)
         return out
@@ -144,7 +144,9 @@ class StepTiming:
             host_ms=[v for t in timings for v in t.host_ms]
             if all(t.host_ms for t in timings)
             else [],
-            syncs_slept=all(t.syncs_slept for t in timings),
+            slept_phases=tuple(
+                p for p in timings[0].slept_phases if all(p in t.slept_phases for t in timings)
+            ),
         )
 
     @property
@@ -198,15 +200,35 @@ class StepTiming:
         sync counts its waiting, which a slower host shortens), where either figure is
         missing, or where the difference is not positive."""
         both = self.profiler_launchers_ms
-        if not self.syncs_slept or both is None or both[1] <= both[0]:
+        if "profiled" not in self.slept_phases or self.host_phase is None:
+            return None
+        if both is None or both[1] <= both[0]:
             return None
         return both[1] - both[0]
 
     @property
+    def host_phase(self) -> str | None:
+        """The unprofiled phase whose threads' CPU time is host work (its syncs slept): the
+        one `unprofiled_ms` came from, else the steps after the capture (`--syncs
+        sleep-profiled`: the loop's own steps spun, those after the capture slept); None
+        where no unprofiled phase slept, or its CPU was not read."""
+        for phase in (self.unprofiled_phase, "after"):
+            if phase in self.slept_phases and phase in self.launchers_cpu_ms:
+                return phase
+        return None
+
+    @property
+    def syncs_slept(self) -> bool:
+        """The threads' CPU `launchers_cpu` reads is host work: the syncs slept in the phase
+        `unprofiled_ms` came from, or in the one `host_phase` names."""
+        return self.unprofiled_phase in self.slept_phases or self.host_phase is not None
+
+    @property
     def launchers_cpu(self) -> float | None:
         """The host work of a median unprofiled step (ms): the training thread's CPU time with
-        the autograd threads', from the phase `unprofiled_ms` came from; None where not read."""
-        return self.launchers_cpu_ms.get(self.unprofiled_phase)
+        the autograd threads', from the phase whose syncs slept (`host_phase`), else the phase
+        `unprofiled_ms` came from; None where not read."""
+        return self.launchers_cpu_ms.get(self.host_phase or self.unprofiled_phase)
 
     @property
     def unprofiled_phase(self) -> str:
@@ -214,10 +236,21 @@ class StepTiming:
         "after"."""
         return "unprofiled" if self.before_ms else "after"
 
+    @property
+    def reference_phase(self) -> str:
+        """The unprofiled phase the profiled steps' CPU is set against: `host_phase` where the
+        profiled steps' syncs slept too (both then host work), else `unprofiled_phase`."""
+        host = self.host_phase
+        return (
+            host
+            if host is not None and "profiled" in self.slept_phases
+            else (self.unprofiled_phase)
+        )
+
     def _with_profiled(self, by_phase: dict[str, float]) -> tuple[float, float] | None:
-        """(the `unprofiled_phase` figure, the profiled one) of `by_phase`; None where either
+        """(the `reference_phase` figure, the profiled one) of `by_phase`; None where either
         is missing."""
-        base, prof = by_phase.get(self.unprofiled_phase), by_phase.get("profiled")
+        base, prof = by_phase.get(self.reference_phase), by_phase.get("profiled")
         return (base, prof) if base is not None and prof is not None else None
 
     @property
@@ -290,8 +323,13 @@ class StepTiming:
                 f"({self.overhead_fraction:+.0%}); every ms/step refers to the unprofiled step"
             )
             if cpu is not None:
+                which = (
+                    "unprofiled"
+                    if self.reference_phase == self.unprofiled_phase
+                    else "in the steps after the capture"
+                )
                 parts.append(
-                    f"the training thread used {cpu[0]:.2f} ms of CPU a step unprofiled, "
+                    f"the training thread used {cpu[0]:.2f} ms of CPU a step {which}, "
                     f"{cpu[1]:.2f} while profiled ({cpu[1] - cpu[0]:+.2f})"
                 )
             both = self.profiler_launchers_ms
@@ -300,10 +338,11 @@ class StepTiming:
                     f"with the autograd threads (backward's host work) {both[0]:.2f} and "
                     f"{both[1]:.2f} ({both[1] - both[0]:+.2f})"
                 )
-            if self.syncs_slept:
+            if self.syncs_slept and "profiled" in self.slept_phases:
                 cost = self.profiler_host_ms
+                how = "sleep" if "unprofiled" in self.slept_phases else "sleep-profiled"
                 parts.append(
-                    "the syncs slept (--sleeping-syncs), so these are host work"
+                    f"the syncs slept (--syncs {how}), so these are host work"
                     + (f": the profiler cost the host {cost:.2f} ms a step" if cost else "")
                 )
         overhead = self.overhead_fraction

@@ -23,6 +23,7 @@ from membound.defaults import (
     CAPTURE_WARMUP,
     CUPTI_BUFFERS,
     DIAGNOSE_OUT,
+    SYNC_MODES,
 )
 from membound.report.options import FORMATS
 
@@ -113,11 +114,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "thread fills (kineto's default) or one per thread (CUDA 12.3 on)",
     )
     parser.add_argument(
+        "--syncs",
+        choices=SYNC_MODES,
+        default=SYNC_MODES[0],
+        help="how the run's CUDA syncs wait: spin (CUDA's default), sleep (the whole run: the "
+        "threads' CPU time is then their host work, so the profiler's host cost is measured "
+        "even where the GPU paces the step; a loop that syncs many times a step may run a "
+        "little slower), or sleep-profiled (spin in the unprofiled steps before the capture, "
+        "the loop as you run it, and sleep from the profiler's warm-up to the end of the "
+        "steps timed after it, which then give the host work; CUDA 12.1 on, and not with "
+        "--stop-after-capture)",
+    )
+    parser.add_argument(
         "--sleeping-syncs",
-        action="store_true",
-        help="make the run's CUDA syncs sleep instead of spin, so that the threads' CPU time "
-        "is their host work: the profiler's host cost is then measured even where the GPU "
-        "paces the step (a loop that syncs many times a step may run a little slower)",
+        dest="syncs",
+        action="store_const",
+        const="sleep",
+        help="the same as --syncs sleep",
     )
     parser.add_argument(
         "--format",
@@ -190,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         stop_after_capture=args.stop_after_capture,
         api_records=getattr(args, "api_records", API_RECORDS[0]),
         cupti_buffers=getattr(args, "cupti_buffers", CUPTI_BUFFERS[0]),
-        sleeping_syncs=getattr(args, "sleeping_syncs", False),
+        sleeping_syncs=getattr(args, "syncs", SYNC_MODES[0]),
         listener=_Progress(
             target, background, rank=info.rank if info.distributed else None, ceilings=ceilings
         ),
@@ -199,8 +212,8 @@ def run(args: argparse.Namespace) -> int:
         _say_plan(capture, target)
     with capture:
         state = capture.sleeping_syncs_state
-        if state not in (None, "ok"):
-            _log(f"--sleeping-syncs: the syncs still spin ({state})")
+        if capture.sync_mode == "sleep" and state not in (None, "ok"):
+            _log(f"--syncs {capture.sync_mode}: the syncs still spin ({state})")
         outcome = runner.run(target, stop_exc=CaptureDone)
         capture.close(ended=outcome.ended)
     _say_capture(capture, target, outcome)
@@ -483,7 +496,8 @@ def _forward_args(args: argparse.Namespace) -> list[str]:
     out += ["--api-records", api] if api != API_RECORDS[0] else []
     buffers = getattr(args, "cupti_buffers", CUPTI_BUFFERS[0])
     out += ["--cupti-buffers", buffers] if buffers != CUPTI_BUFFERS[0] else []
-    out += ["--sleeping-syncs"] if getattr(args, "sleeping_syncs", False) else []
+    syncs = getattr(args, "syncs", SYNC_MODES[0])
+    out += ["--syncs", syncs] if syncs != SYNC_MODES[0] else []
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

@@ -99,7 +99,7 @@ class Capture:
         listener: Any = None,
         api_records: str = API_RECORDS[0],
         cupti_buffers: str = CUPTI_BUFFERS[0],
-        sleeping_syncs: bool = False,
+        sleeping_syncs: bool | str = False,
     ) -> None:
         from membound.errors import BadInput
 
@@ -122,10 +122,20 @@ class Capture:
         #: (`trace.kineto_config`); what was done is `kineto_config`
         self.cupti_buffers = cupti_buffers
         self.kineto_config: dict[str, Any] | None = None
-        #: make the run's CUDA syncs sleep (`trace.sync_mode`), set on entry; what was done
-        #: ("ok", or why not) is `sleeping_syncs_state` (None: not asked for)
-        self.sleeping_syncs = bool(sleeping_syncs)
+        #: make the run's CUDA syncs sleep (`trace.sync_mode`): "sleep" (True) from entry,
+        #: "sleep-profiled" from the profiler's warm-up to the end of membound's timing,
+        #: "spin" (False) never; what was done ("ok", or why not) is `sleeping_syncs_state`
+        #: (None: not asked for), in which phases `slept_phases`
+        from membound.trace import sync_mode
+
+        try:
+            self.sync_mode = sync_mode.mode_of(sleeping_syncs)
+        except ValueError as exc:
+            raise BadInput(f"cannot run the syncs as asked: {exc}.") from None
+        self.sleeping_syncs = self.sync_mode != "spin"
         self.sleeping_syncs_state: str | None = None
+        self.slept_phases: tuple[str, ...] = ()
+        self._live_syncs: Any = None  # sync_mode.LiveSwitch while the syncs sleep
         self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
         #: which CUDA API records the timeline pass keeps: "all" (as the profiler makes them)
         #: or "launches" (those the timeline reads: `trace.cupti_api`)
@@ -210,10 +220,20 @@ class Capture:
         import torch
         from torch.profiler import ProfilerActivity, schedule
 
-        if self.sleeping_syncs:  # before anything makes a CUDA context
+        if self.sync_mode == "sleep-profiled" and self.wait == 0:
+            self.sync_mode = "sleep"  # no unprofiled step before the capture to spin in
+        if self.sync_mode == "sleep":  # before anything makes a CUDA context
             from membound.trace import sync_mode
 
             self.sleeping_syncs_state = sync_mode.sleep_syncs(torch)
+            if self.sleeping_syncs_state == "ok":
+                self.slept_phases = sync_mode.SLEEPS_IN["sleep"]
+        elif self.sync_mode == "sleep-profiled":
+            self.sleeping_syncs_state = (
+                "not switched: the run ended before the profiled steps"
+                if torch.cuda.is_available()
+                else "no CUDA device"
+            )
         activities = self.activities
         shapes = self.record_shapes
         if activities is None:
@@ -310,6 +330,10 @@ class Capture:
         global _ACTIVE
         _profiling.timeline_pass = False
         self._after_left = 0
+        if self._live_syncs is not None and self._live_syncs.saved is not None:
+            back = self._live_syncs.restore()  # the rest of the run as the user runs it
+            if back != "ok":
+                self.notes.append(f"the syncs sleep to the end of the run ({back})")
         self._remove_hooks(keep_optimizer_hook)
         if _ACTIVE is self:
             _ACTIVE = None
@@ -347,6 +371,9 @@ class Capture:
         self.steps_taken += 1
         t = self.clock.mark()  # before the profiler's own work at this boundary
         self.step_marks.mark(self.steps_taken, self.clock.times[-1])
+        if self.steps_taken == self.wait and self.sync_mode == "sleep-profiled":
+            if self.sleeping_syncs_state != "no CUDA device":
+                self._sleep_syncs_now()
         if self._ops_prof is not None:
             self._ops_prof.step()
         else:
@@ -369,6 +396,20 @@ class Capture:
                 self._start_ops_pass()
         if self.complete:
             self._finish_early()
+
+    def _sleep_syncs_now(self) -> None:
+        """`sleep-profiled`: the unprofiled steps before the capture are done; the syncs sleep
+        from here until membound stops timing (`_release` sets them back)."""
+        from membound.trace import sync_mode
+
+        if self._live_syncs is not None:
+            return
+        self._live_syncs = sync_mode.LiveSwitch()
+        self.sleeping_syncs_state = self._live_syncs.sleep()
+        if self.sleeping_syncs_state == "ok":
+            self.slept_phases = sync_mode.SLEEPS_IN["sleep-profiled"]
+        else:
+            self.notes.append(f"the syncs spun throughout ({self.sleeping_syncs_state})")
 
     def _ask_kineto(self) -> None:
         """With `cupti_buffers="per-thread"`, ask kineto for CUPTI's per-thread activity

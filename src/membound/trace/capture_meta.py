@@ -59,9 +59,12 @@ def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
         # use (`trace.children`): whether more workers could have had a core
         "children_per_step": capture.clock.children_per_step(),
         "host_cores": children.usable_cores(),
-        # --sleeping-syncs: "ok" where the run's CUDA syncs slept (`trace.sync_mode`), else
-        # why not; None where not asked for
+        # --syncs sleep or sleep-profiled: "ok" where the run's CUDA syncs slept
+        # (`trace.sync_mode`), else why not; None where not asked for
         "sleeping_syncs": getattr(capture, "sleeping_syncs_state", None),
+        # the phases whose syncs slept (`trace.step_clock.PHASES`): all with --syncs sleep,
+        # the recorded passes and the steps after them with sleep-profiled
+        "sleeping_syncs_phases": list(getattr(capture, "slept_phases", ()) or ()) or None,
         # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
         "cupti_teardown": capture.cupti_teardown,
         # which CUDA API calls the timeline pass recorded ("all", or "launches": those

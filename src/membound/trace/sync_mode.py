@@ -30,6 +30,14 @@ capture sets it before the script runs). A sleeping sync wakes on an interrupt, 
 after the GPU is done, so a loop that syncs many times a step may run slower: the flag is off
 unless asked for, and the capture records what was done (`sleeping_syncs` in its meta: "ok",
 or why not).
+
+`--syncs sleep-profiled` sleeps only where membound measures host work: the unprofiled steps
+before the capture run as the user runs them (their syncs spinning: the step every figure
+refers to), and from the profiler's warm-up to the end of membound's timing the syncs sleep
+(the recorded passes, and the unprofiled steps after them, whose threads' CPU is then the
+host work without the profiler). The switch is the driver's `cuCtxSetFlags` on the loop's
+current context (CUDA 12.1 on, `LiveSwitch`); the flags it found are set back when membound
+stops timing. The meta's `sleeping_syncs_phases` names the phases that slept.
 """
 
 from __future__ import annotations
@@ -37,10 +45,31 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from membound.defaults import SYNC_MODES
+
 #: the capture meta's key: "ok", or why the syncs still spin; absent when not asked for
 META_KEY = "sleeping_syncs"
-#: CUctx_flags: CU_CTX_SCHED_BLOCKING_SYNC
-SCHED_BLOCKING_SYNC = 0x04
+#: the meta's key: the capture phases (`trace.step_clock.PHASES`) whose syncs slept; a meta
+#: without it whose META_KEY is "ok" slept in all of them
+PHASES_KEY = "sleeping_syncs_phases"
+#: CUctx_flags: CU_CTX_SCHED_BLOCKING_SYNC, and CU_CTX_SCHED_MASK (the scheduling bits)
+SCHED_BLOCKING_SYNC, SCHED_MASK = 0x04, 0x07
+#: `membound diagnose --syncs`: spin as CUDA does; sleep for the whole run; sleep only from
+#: the profiler's warm-up to the end of membound's timing (`LiveSwitch`)
+MODES = SYNC_MODES
+#: the phases each mode sleeps in
+SLEEPS_IN = {"sleep": ("unprofiled", "profiled", "after"), "sleep-profiled": ("profiled", "after")}
+
+
+def mode_of(asked: Any) -> str:
+    """A `Capture`'s `sleeping_syncs` as one of `MODES`: True is "sleep", False or None "spin"."""
+    if asked is True:
+        return "sleep"
+    if asked in (False, None):
+        return "spin"
+    if asked not in MODES:
+        raise ValueError(f"no such sync mode {asked!r}: one of {', '.join(MODES)}")
+    return str(asked)
 
 
 def sleep_syncs(torch: Any | None = None, libcuda: Any | None = None) -> str:
@@ -80,6 +109,62 @@ def sleep_syncs(torch: Any | None = None, libcuda: Any | None = None) -> str:
     return "ok" if count.value else "no CUDA device"
 
 
+class LiveSwitch:
+    """The syncs of the calling thread's current context, switched to sleeping and back while
+    the process runs (`cuCtxSetFlags`, CUDA 12.1 on): the context is the loop's, made by the
+    script, and the switch applies to every thread's syncs on it. `libcuda` is for tests."""
+
+    def __init__(self, libcuda: Any | None = None) -> None:
+        self._lib = libcuda
+        self.saved: int | None = None  # the context's flags before `sleep`, until `restore`
+
+    def _driver(self) -> Any:
+        if self._lib is None:
+            self._lib = ctypes.CDLL("libcuda.so.1")
+        return self._lib
+
+    def sleep(self) -> str:
+        """Make the current context's syncs sleep; "ok", or one line on why not."""
+        try:
+            lib = self._driver()
+        except OSError as exc:
+            return f"no CUDA driver library ({exc})"
+        get, put = getattr(lib, "cuCtxGetFlags", None), getattr(lib, "cuCtxSetFlags", None)
+        if get is None or put is None:
+            return "the CUDA driver has no cuCtxSetFlags (CUDA 12.1 on)"
+        flags = ctypes.c_uint(0)
+        rc = get(ctypes.byref(flags))
+        if rc != 0:
+            return f"cuCtxGetFlags returned {rc} (no current context on the loop's thread?)"
+        rc = put(ctypes.c_uint((flags.value & ~SCHED_MASK) | SCHED_BLOCKING_SYNC))
+        if rc != 0:
+            return f"cuCtxSetFlags returned {rc}"
+        self.saved = flags.value
+        now = ctypes.c_uint(0)
+        if get(ctypes.byref(now)) != 0 or now.value & SCHED_MASK != SCHED_BLOCKING_SYNC:
+            self.restore()
+            return f"the context kept its scheduling flags ({now.value:#x})"
+        return "ok"
+
+    def restore(self) -> str | None:
+        """Set back the flags `sleep` found: "ok", why not, or None where nothing was set."""
+        if self.saved is None:
+            return None
+        saved, self.saved = self.saved, None
+        rc = self._driver().cuCtxSetFlags(ctypes.c_uint(saved))
+        return "ok" if rc == 0 else f"cuCtxSetFlags returned {rc}"
+
+
+def slept_phases(meta: Any) -> tuple[str, ...]:
+    """The capture phases whose syncs slept in the capture behind `meta` (() where none)."""
+    if not isinstance(meta, dict) or meta.get(META_KEY) != "ok":
+        return ()
+    phases = meta.get(PHASES_KEY)
+    if phases is None:  # --sleeping-syncs before the phases were kept: the whole run
+        return SLEEPS_IN["sleep"]
+    return tuple(str(p) for p in phases) if isinstance(phases, list | tuple) else ()
+
+
 def slept(meta: Any) -> bool:
-    """Whether the capture behind `meta` ran with sleeping syncs."""
-    return isinstance(meta, dict) and meta.get(META_KEY) == "ok"
+    """Whether the capture behind `meta` ran with sleeping syncs, in any phase."""
+    return bool(slept_phases(meta))
