@@ -10,7 +10,8 @@
 # Twenty-sixth session: first `benchmarks/probe_ctx_flags.py` (does cuCtxSetFlags switch a live
 # context's syncs?), then the groups with `--syncs $SYNCS` (default sleep-profiled: the loop's
 # own unprofiled steps spin, the passes and the steps after them sleep), the BERT first: its
-# answer with the whole run sleeping is known.
+# answer with the whole run sleeping is known; then the LSTM LM (4-7 ms steps, a sync each:
+# sleeping syncs cost it up to 26%, so its profiled step shows what sleep-profiled costs).
 # GROUPS: "script:fixes" items, space-separated, each one truth.sh group in this call's time.
 # Products: ctx_flags.json, truth_<script>.csv and dec20a_<script>.tgz per group (logs and
 # traces: fixtures).
@@ -19,7 +20,7 @@ S=${SESSION_S:-520}
 SYNCS=${SYNCS:-sleep-profiled}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$DEST/gpu.txt"
 timeout 60 python benchmarks/probe_ctx_flags.py | tee "$DEST/ctx_flags.json"
-for item in ${GROUPS:-bert_finetune:tf32,bf16 ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
+for item in ${GROUPS:-bert_finetune:tf32,bf16 lstm_lm:log-every-200 ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
   name=${item%%:*}; fixes=${item#*:}
   left=$(( S - ($(date +%s) - t0) - 20 ))
   if [ $left -lt 150 ]; then echo "$name skipped: $left s left"; continue; fi
