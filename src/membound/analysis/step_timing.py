@@ -338,6 +338,12 @@ class StepTiming:
                     f"with the autograd threads (backward's host work) {both[0]:.2f} and "
                     f"{both[1]:.2f} ({both[1] - both[0]:+.2f})"
                 )
+            if "profiled" in self.slept_phases and self.host_phase is None:
+                parts.append(
+                    "the syncs slept while profiled, but no unprofiled step was timed with "
+                    "them (--syncs sleep-profiled reads the host work from the steps after "
+                    "the capture): the profiler's host cost was not read"
+                )
             if self.syncs_slept and "profiled" in self.slept_phases:
                 cost = self.profiler_host_ms
                 how = "sleep" if "unprofiled" in self.slept_phases else "sleep-profiled"

@@ -172,6 +172,13 @@ def run(args: argparse.Namespace) -> int:
 
     target = runner.parse_command(args.command)
     runner.check(target)
+    if getattr(args, "syncs", SYNC_MODES[0]) == "sleep-profiled" and args.stop_after_capture:
+        from membound.errors import BadInput
+
+        raise BadInput(
+            "--syncs sleep-profiled reads the host work from the steps timed after the "
+            "capture, and --stop-after-capture times none: drop one (or use --syncs sleep)."
+        )
     # checked before the script runs, and absolute: the script may chdir
     _resolve_paths(args, target)
     # [distributed] --nproc-per-node: the same command on N ranks under torchrun
