@@ -9,7 +9,7 @@
 # tests/analysis/test_truth_2026_12_07f_h100.py).
 # Twenty-sixth session: first `benchmarks/probe_ctx_flags.py` (does cuCtxSetFlags switch a live
 # context's syncs?), then the groups with `--syncs $SYNCS` (default sleep-profiled: the loop's
-# own unprofiled steps spin, the passes and the steps after them sleep), the BERT first: its
+# own unprofiled steps spin, 3 steps added to the wait and the passes sleep), the BERT first: its
 # answer with the whole run sleeping is known; then the LSTM LM (4-7 ms steps, a sync each:
 # sleeping syncs cost it up to 26%, so its profiled step shows what sleep-profiled costs).
 # GROUPS: "script:fixes" items, space-separated, each one truth.sh group in this call's time.

@@ -555,13 +555,14 @@ def test_torchs_cycle_warning_stays_out_of_the_users_output(tmp_path, model_opt)
 
 
 @pytest.mark.parametrize("switched", ["ok", "cuCtxSetFlags returned 1"])
-def test_sleep_profiled_switches_the_syncs_at_the_wait_and_back_when_timing_ends(
+def test_sleep_profiled_sleeps_in_steps_added_to_the_wait_and_the_passes(
     tmp_path, model_opt, monkeypatch, switched
 ):
     """`--syncs sleep-profiled` (`trace.sync_mode.LiveSwitch`, here a stand-in: the real one
-    needs a CUDA context): the unprofiled steps before the capture spin, the syncs sleep from
-    the boundary that ends the wait, and are set back once the steps after the capture are
-    timed; the meta names the phases that slept. A switch the driver refused leaves a note."""
+    needs a CUDA context): the wait's own unprofiled steps spin; `SLEPT_STEPS` more are added
+    to it and sleep (their phase "slept"), and so do the recorded steps; the syncs are set
+    back when the recording ends, so the steps after it spin. The meta names the phases that
+    slept and times the "slept" ones apart. A switch the driver refused leaves a note."""
     from membound.trace import sync_mode
 
     calls = []
@@ -582,17 +583,20 @@ def test_sleep_profiled_switches_the_syncs_at_the_wait_and_back_when_timing_ends
 
     monkeypatch.setattr(sync_mode, "LiveSwitch", Switch)
     c = cap.Capture(steps=2, wait=3, warmup=1, out=tmp_path, sleeping_syncs="sleep-profiled")
+    assert c.wait == 3 + sync_mode.SLEPT_STEPS == 6 and c.clock.slept == 3
     with c:
         assert c.sleeping_syncs_state == "no CUDA device"  # this machine: nothing switched
-        c.sleeping_syncs_state = "not switched"  # as on CUDA, until the wait ends
-        for _ in range(12):
+        c.sleeping_syncs_state = "not switched"  # as on CUDA, until the spinning steps end
+        for _ in range(14):
             train_iteration(*model_opt)
     meta = json.loads((tmp_path / "capture.json").read_text())
+    times = meta["step_times_ms"]
+    # steps 1-2 spin, 3-5 sleep, 6 warms the profiler up, 7-8 recorded, 9-10 after
+    assert [len(times[k]) for k in ("unprofiled", "slept", "profiled", "after")] == [2, 3, 2, 2]
     if switched == "ok":
-        # boundary 3 ends the wait; 3 + 1 warm-up + 2 recorded + 2 after = 8 ends the timing
-        assert calls == [("sleep", 3), ("restore", 8)]
+        assert calls == [("sleep", 3), ("restore", 9)]
         assert meta["sleeping_syncs"] == "ok"
-        assert meta["sleeping_syncs_phases"] == ["profiled", "after"]
+        assert meta["sleeping_syncs_phases"] == ["slept", "profiled"]
     else:
         assert calls == [("sleep", 3)]
         assert meta["sleeping_syncs"] == switched and meta["sleeping_syncs_phases"] is None
@@ -603,9 +607,11 @@ def test_sleep_profiled_without_a_wait_sleeps_the_whole_run(tmp_path, model_opt)
     """With no unprofiled step before the capture there is nothing to spin in: the whole run's
     syncs are asked to sleep (here: no CUDA device, said in the meta)."""
     c = cap.Capture(steps=1, wait=0, warmup=0, out=tmp_path, sleeping_syncs="sleep-profiled")
+    assert c.wait == 0 and c.clock.slept == 0
     with c:
         train_iteration(*model_opt)
         train_iteration(*model_opt)
     assert c.sync_mode == "sleep" and c.sleeping_syncs_state == "no CUDA device"
+    assert "slept" not in json.loads((tmp_path / "capture.json").read_text())["step_times_ms"]
     with pytest.raises(BadInput, match="no such sync mode 'nap'"):
         cap.Capture(steps=1, out=tmp_path, sleeping_syncs="nap")

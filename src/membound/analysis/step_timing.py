@@ -209,10 +209,11 @@ class StepTiming:
     @property
     def host_phase(self) -> str | None:
         """The unprofiled phase whose threads' CPU time is host work (its syncs slept): the
-        one `unprofiled_ms` came from, else the steps after the capture (`--syncs
-        sleep-profiled`: the loop's own steps spun, those after the capture slept); None
-        where no unprofiled phase slept, or its CPU was not read."""
-        for phase in (self.unprofiled_phase, "after"):
+        one `unprofiled_ms` came from, else the "slept" steps at the end of the wait (`--syncs
+        sleep-profiled`: the loop's own steps spun); None where no unprofiled phase slept, or
+        its CPU was not read. Never the steps after the capture: the profiler's host cost
+        outlasts it (`trace.sync_mode.SLEPT_STEPS`)."""
+        for phase in (self.unprofiled_phase, "slept"):
             if phase in self.slept_phases and phase in self.launchers_cpu_ms:
                 return phase
         return None
@@ -326,7 +327,7 @@ class StepTiming:
                 which = (
                     "unprofiled"
                     if self.reference_phase == self.unprofiled_phase
-                    else "in the steps after the capture"
+                    else "unprofiled with its syncs sleeping"
                 )
                 parts.append(
                     f"the training thread used {cpu[0]:.2f} ms of CPU a step {which}, "
@@ -341,8 +342,7 @@ class StepTiming:
             if "profiled" in self.slept_phases and self.host_phase is None:
                 parts.append(
                     "the syncs slept while profiled, but no unprofiled step was timed with "
-                    "them (--syncs sleep-profiled reads the host work from the steps after "
-                    "the capture): the profiler's host cost was not read"
+                    "them: the profiler's host cost was not read"
                 )
             if self.syncs_slept and "profiled" in self.slept_phases:
                 cost = self.profiler_host_ms

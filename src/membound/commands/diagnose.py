@@ -121,9 +121,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "threads' CPU time is then their host work, so the profiler's host cost is measured "
         "even where the GPU paces the step; a loop that syncs many times a step may run a "
         "little slower), or sleep-profiled (spin in the unprofiled steps before the capture, "
-        "the loop as you run it, and sleep from the profiler's warm-up to the end of the "
-        "steps timed after it, which then give the host work; CUDA 12.1 on, and not with "
-        "--stop-after-capture)",
+        "the loop as you run it; sleep in 3 more unprofiled steps, which give the host work, "
+        "and in the profiled ones; CUDA 12.1 on)",
     )
     parser.add_argument(
         "--sleeping-syncs",
@@ -172,13 +171,6 @@ def run(args: argparse.Namespace) -> int:
 
     target = runner.parse_command(args.command)
     runner.check(target)
-    if getattr(args, "syncs", SYNC_MODES[0]) == "sleep-profiled" and args.stop_after_capture:
-        from membound.errors import BadInput
-
-        raise BadInput(
-            "--syncs sleep-profiled reads the host work from the steps timed after the "
-            "capture, and --stop-after-capture times none: drop one (or use --syncs sleep)."
-        )
     # checked before the script runs, and absolute: the script may chdir
     _resolve_paths(args, target)
     # [distributed] --nproc-per-node: the same command on N ranks under torchrun

@@ -123,8 +123,8 @@ class Capture:
         self.cupti_buffers = cupti_buffers
         self.kineto_config: dict[str, Any] | None = None
         #: make the run's CUDA syncs sleep (`trace.sync_mode`): "sleep" (True) from entry,
-        #: "sleep-profiled" from the profiler's warm-up to the end of membound's timing,
-        #: "spin" (False) never; what was done ("ok", or why not) is `sleeping_syncs_state`
+        #: "sleep-profiled" in `SLEPT_STEPS` unprofiled steps added to the wait and in the
+        #: passes, "spin" (False) never; what was done ("ok", or why not) is `sleeping_syncs_state`
         #: (None: not asked for), in which phases `slept_phases`
         from membound.trace import sync_mode
 
@@ -136,6 +136,13 @@ class Capture:
         self.sleeping_syncs_state: str | None = None
         self.slept_phases: tuple[str, ...] = ()
         self._live_syncs: Any = None  # sync_mode.LiveSwitch while the syncs sleep
+        slept = 0
+        if self.sync_mode == "sleep-profiled":
+            if int(wait) == 0:  # no unprofiled step before the capture to spin in
+                self.sync_mode = "sleep"
+            else:  # the host work's own steps, added at the end of the wait
+                slept = sync_mode.SLEPT_STEPS
+                wait = int(wait) + slept
         self.steps, self.wait, self.warmup = int(steps), int(wait), int(warmup)
         #: which CUDA API records the timeline pass keeps: "all" (as the profiler makes them)
         #: or "launches" (those the timeline reads: `trace.cupti_api`)
@@ -194,7 +201,11 @@ class Capture:
         self._pending_zero = False  # a zero_grad came since the last optimizer step
         # unprofiled steps timed after the recorded ones (none when the script is stopped)
         self.clock = StepClock(
-            self.wait, self.warmup, self.steps, 0 if stop_after_capture else self.steps
+            self.wait,
+            self.warmup,
+            self.steps,
+            0 if stop_after_capture else self.steps,
+            slept=slept,
         )
         self._query: Any = None
         # called as listener(event, capture) on "recording" (the recorded steps begin) and
@@ -220,8 +231,6 @@ class Capture:
         import torch
         from torch.profiler import ProfilerActivity, schedule
 
-        if self.sync_mode == "sleep-profiled" and self.wait == 0:
-            self.sync_mode = "sleep"  # no unprofiled step before the capture to spin in
         if self.sync_mode == "sleep":  # before anything makes a CUDA context
             from membound.trace import sync_mode
 
@@ -330,10 +339,7 @@ class Capture:
         global _ACTIVE
         _profiling.timeline_pass = False
         self._after_left = 0
-        if self._live_syncs is not None and self._live_syncs.saved is not None:
-            back = self._live_syncs.restore()  # the rest of the run as the user runs it
-            if back != "ok":
-                self.notes.append(f"the syncs sleep to the end of the run ({back})")
+        self._spin_again()
         self._remove_hooks(keep_optimizer_hook)
         if _ACTIVE is self:
             _ACTIVE = None
@@ -371,8 +377,8 @@ class Capture:
         self.steps_taken += 1
         t = self.clock.mark()  # before the profiler's own work at this boundary
         self.step_marks.mark(self.steps_taken, self.clock.times[-1])
-        if self.steps_taken == self.wait and self.sync_mode == "sleep-profiled":
-            if self.sleeping_syncs_state != "no CUDA device":
+        if self.sync_mode == "sleep-profiled" and self.sleeping_syncs_state != "no CUDA device":
+            if self.steps_taken == self.wait - self.clock.slept:
                 self._sleep_syncs_now()
         if self._ops_prof is not None:
             self._ops_prof.step()
@@ -398,8 +404,8 @@ class Capture:
             self._finish_early()
 
     def _sleep_syncs_now(self) -> None:
-        """`sleep-profiled`: the unprofiled steps before the capture are done; the syncs sleep
-        from here until membound stops timing (`_release` sets them back)."""
+        """`sleep-profiled`: the spinning unprofiled steps are done; the syncs sleep from here
+        (the "slept" steps, then the passes) until the passes end (`_spin_again`)."""
         from membound.trace import sync_mode
 
         if self._live_syncs is not None:
@@ -410,6 +416,14 @@ class Capture:
             self.slept_phases = sync_mode.SLEEPS_IN["sleep-profiled"]
         else:
             self.notes.append(f"the syncs spun throughout ({self.sleeping_syncs_state})")
+
+    def _spin_again(self) -> None:
+        """Set back the syncs `_sleep_syncs_now` made sleep: the passes are over (or the run
+        ended), and the rest runs as the user runs it."""
+        if self._live_syncs is not None and self._live_syncs.saved is not None:
+            back = self._live_syncs.restore()
+            if back != "ok":
+                self.notes.append(f"the syncs sleep to the end of the run ({back})")
 
     def _ask_kineto(self) -> None:
         """With `cupti_buffers="per-thread"`, ask kineto for CUPTI's per-thread activity
@@ -549,6 +563,7 @@ class Capture:
             if prof is not None:
                 prof.stop()
         _profiling.timeline_pass = False
+        self._spin_again()  # the steps after the capture run as the user runs them
         self.clock.settle()  # the GPU's clock of the steps so far, read before the next starts
         self.clock.restart()
         self._after_left = self.clock.after

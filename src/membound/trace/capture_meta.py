@@ -62,8 +62,8 @@ def build_meta(capture: Any, argv: list[str]) -> dict[str, Any]:
         # --syncs sleep or sleep-profiled: "ok" where the run's CUDA syncs slept
         # (`trace.sync_mode`), else why not; None where not asked for
         "sleeping_syncs": getattr(capture, "sleeping_syncs_state", None),
-        # the phases whose syncs slept (`trace.step_clock.PHASES`): all with --syncs sleep,
-        # the recorded passes and the steps after them with sleep-profiled
+        # the phases whose syncs slept (`trace.step_clock.PHASES`): all with --syncs sleep;
+        # with sleep-profiled the "slept" steps added to the wait and the recorded passes
         "sleeping_syncs_phases": list(getattr(capture, "slept_phases", ()) or ()) or None,
         # TEARDOWN_CUPTI as the capture ran (None: unset, or no CUDA capture)
         "cupti_teardown": capture.cupti_teardown,

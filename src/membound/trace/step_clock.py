@@ -38,8 +38,9 @@ except ImportError:  # pragma: no cover - Windows has no getrusage
 #: a CUDA loop's autograd threads are looked for at its boundaries up to this one (the
 #: first backward runs in step 0 or, where a DataLoader marks the first boundary, step 1)
 SCAN_BOUNDARIES = 4
-#: phases of a capture, in order
-PHASES = ("unprofiled", "profiled", "after")
+#: phases of a capture, in order ("slept": the unprofiled steps at the end of the wait whose
+#: syncs sleep, `--syncs sleep-profiled`; only where `StepClock.slept` asks for them)
+PHASES = ("unprofiled", "slept", "profiled", "after")
 
 
 @dataclass
@@ -50,6 +51,9 @@ class StepClock:
     after: int
     #: profiled steps after the recorded ones, timed in no phase (the ops pass)
     extra: int = 0
+    #: the last steps of the wait, timed as their own phase ("slept": `--syncs
+    #: sleep-profiled` makes their syncs sleep); 0: none, the whole wait is "unprofiled"
+    slept: int = 0
     times: list[float] = field(default_factory=list)  # perf_counter() at each boundary
     #: the process's and the training thread's resource usage and the child processes' CPU
     #: seconds (`_usage`, `USAGE_OF`) at the boundaries that open or close a timed phase,
@@ -117,13 +121,23 @@ class StepClock:
             self.helper_cpu[-1] = self._helper_time()
         return t
 
-    def _edges(self) -> tuple[int, int, int, int, int, int]:
-        """The boundaries that open and close the timed phases (`phase`), in pairs: the
-        unprofiled one before the capture, the recorded (profiled) steps, the unprofiled one
-        after it."""
+    def spans(self) -> dict[str, tuple[int, int]]:
+        """{phase: (the boundary that opens it, the one that closes it)} of the timed phases,
+        in order: the unprofiled steps before the capture (the last `slept` of them apart,
+        where asked for), the recorded (profiled) steps, the unprofiled ones after it."""
         recording = self.wait + self.warmup
         done = recording + self.steps + self.extra
-        return (1, self.wait, recording, recording + self.steps, done, done + self.after)
+        spin_end = max(self.wait - self.slept, 1)
+        out = {"unprofiled": (1, spin_end)}
+        if self.slept:
+            out["slept"] = (spin_end, self.wait)
+        out["profiled"] = (recording, recording + self.steps)
+        out["after"] = (done, done + self.after)
+        return out
+
+    def _edges(self) -> tuple[int, ...]:
+        """The boundaries that open and close the timed phases (`spans`), in pairs."""
+        return tuple(b for span in self.spans().values() for b in span)
 
     def restart(self) -> None:
         """The step after the last boundary starts now: membound's own work at that boundary
@@ -139,9 +153,8 @@ class StepClock:
 
     def phase(self, s: int) -> str | None:
         """The phase of step `s`, None for steps that are not timed."""
-        e = self._edges()
-        for i, name in enumerate(PHASES):
-            if e[2 * i] <= s < e[2 * i + 1]:
+        for name, (a, b) in self.spans().items():
+            if a <= s < b:
                 return name
         return None
 
@@ -173,7 +186,7 @@ class StepClock:
         if not any(e is not None for e in ev):
             return {}
         done = [e is not None and _passed(e) for e in ev]
-        out: dict[str, list[float]] = {p: [] for p in PHASES}
+        out: dict[str, list[float]] = {p: [] for p in self.spans()}
         for s in range(len(ev) - 1):
             p = self.phase(s)
             if p is not None and done[s] and done[s + 1]:
@@ -186,7 +199,7 @@ class StepClock:
     def _by_phase(self, at: list[float]) -> dict[str, list[float]]:
         """Each complete timed step's growth of `at` (seconds at each boundary: `times` or
         `cpu`), in ms, by phase."""
-        out: dict[str, list[float]] = {p: [] for p in PHASES}
+        out: dict[str, list[float]] = {p: [] for p in self.spans()}
         for s in range(len(at) - 1):
             p = self.phase(s)
             if p is not None:
@@ -206,12 +219,10 @@ class StepClock:
         membound's work there). The thread's also carry `cpu_ms_median`, the median of its steps'
         own CPU times (`cpu_ms`): the figure to set beside a median step."""
         k = USAGE_OF.index(who)
-        e = self._edges()
         per_step = self.cpu_ms() if who == "thread" else {}
         helper = self._by_phase(self.helper_cpu) if who == "thread" else {}
         out = {}
-        for i, phase in enumerate(PHASES):
-            a, b = e[2 * i], e[2 * i + 1]
+        for phase, (a, b) in self.spans().items():
             start = self.resumed.get(a, self.usage.get(a))
             if b > a and start is not None and b in self.usage:
                 got = usage_delta(start[k], self.usage[b][k], b - a)
@@ -237,10 +248,8 @@ class StepClock:
         {} off Linux. A DataLoader's workers are these children: their CPU is the batches'
         cost, which the process's own figures never hold."""
         k = USAGE_OF.index("children")
-        e = self._edges()
         out = {}
-        for i, phase in enumerate(PHASES):
-            a, b = e[2 * i], e[2 * i + 1]
+        for phase, (a, b) in self.spans().items():
             start = self.resumed.get(a, self.usage.get(a))
             if b > a and start is not None and b in self.usage:
                 wall_ms = (self.times[b] - self.times[a]) * 1e3
