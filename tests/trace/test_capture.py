@@ -586,7 +586,8 @@ def test_sleep_profiled_sleeps_in_steps_added_to_the_wait_and_the_passes(
     assert c.wait == 3 + sync_mode.SLEPT_STEPS == 6 and c.clock.slept == 3
     with c:
         assert c.sleeping_syncs_state == "no CUDA device"  # this machine: nothing switched
-        c.sleeping_syncs_state = "not switched"  # as on CUDA, until the spinning steps end
+        assert c._sleep_at is None
+        c._sleep_at = 3  # as on CUDA: the boundary after the wait's own (spinning) steps
         for _ in range(14):
             train_iteration(*model_opt)
     meta = json.loads((tmp_path / "capture.json").read_text())

@@ -242,11 +242,9 @@ class StepTiming:
         """The unprofiled phase the profiled steps' CPU is set against: `host_phase` where the
         profiled steps' syncs slept too (both then host work), else `unprofiled_phase`."""
         host = self.host_phase
-        return (
-            host
-            if host is not None and "profiled" in self.slept_phases
-            else (self.unprofiled_phase)
-        )
+        if host is not None and "profiled" in self.slept_phases:
+            return host
+        return self.unprofiled_phase
 
     def _with_profiled(self, by_phase: dict[str, float]) -> tuple[float, float] | None:
         """(the `reference_phase` figure, the profiled one) of `by_phase`; None where either
@@ -339,17 +337,17 @@ class StepTiming:
                     f"with the autograd threads (backward's host work) {both[0]:.2f} and "
                     f"{both[1]:.2f} ({both[1] - both[0]:+.2f})"
                 )
-            if "profiled" in self.slept_phases and self.host_phase is None:
-                parts.append(
-                    "the syncs slept while profiled, but no unprofiled step was timed with "
-                    "them: the profiler's host cost was not read"
-                )
-            if self.syncs_slept and "profiled" in self.slept_phases:
+            if "profiled" in self.slept_phases and self.syncs_slept:
                 cost = self.profiler_host_ms
                 how = "sleep" if "unprofiled" in self.slept_phases else "sleep-profiled"
                 parts.append(
                     f"the syncs slept (--syncs {how}), so these are host work"
                     + (f": the profiler cost the host {cost:.2f} ms a step" if cost else "")
+                )
+            elif "profiled" in self.slept_phases:
+                parts.append(
+                    "the syncs slept while profiled, but no unprofiled step was timed with "
+                    "them: the profiler's host cost was not read"
                 )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET

@@ -132,10 +132,11 @@ class Capture:
             self.sync_mode = sync_mode.mode_of(sleeping_syncs)
         except ValueError as exc:
             raise BadInput(f"cannot run the syncs as asked: {exc}.") from None
-        self.sleeping_syncs = self.sync_mode != "spin"
         self.sleeping_syncs_state: str | None = None
         self.slept_phases: tuple[str, ...] = ()
         self._live_syncs: Any = None  # sync_mode.LiveSwitch while the syncs sleep
+        #: sleep-profiled on CUDA: the boundary where the syncs start sleeping (set on entry)
+        self._sleep_at: int | None = None
         slept = 0
         if self.sync_mode == "sleep-profiled":
             if int(wait) == 0:  # no unprofiled step before the capture to spin in
@@ -238,11 +239,11 @@ class Capture:
             if self.sleeping_syncs_state == "ok":
                 self.slept_phases = sync_mode.SLEEPS_IN["sleep"]
         elif self.sync_mode == "sleep-profiled":
-            self.sleeping_syncs_state = (
-                "not switched: the run ended before the profiled steps"
-                if torch.cuda.is_available()
-                else "no CUDA device"
-            )
+            if torch.cuda.is_available():
+                self.sleeping_syncs_state = "not switched: the run ended before the profiled steps"
+                self._sleep_at = self.wait - self.clock.slept
+            else:
+                self.sleeping_syncs_state = "no CUDA device"
         activities = self.activities
         shapes = self.record_shapes
         if activities is None:
@@ -377,9 +378,8 @@ class Capture:
         self.steps_taken += 1
         t = self.clock.mark()  # before the profiler's own work at this boundary
         self.step_marks.mark(self.steps_taken, self.clock.times[-1])
-        if self.sync_mode == "sleep-profiled" and self.sleeping_syncs_state != "no CUDA device":
-            if self.steps_taken == self.wait - self.clock.slept:
-                self._sleep_syncs_now()
+        if self.steps_taken == self._sleep_at:
+            self._sleep_syncs_now()
         if self._ops_prof is not None:
             self._ops_prof.step()
         else:
@@ -408,8 +408,6 @@ class Capture:
         (the "slept" steps, then the passes) until the passes end (`_spin_again`)."""
         from membound.trace import sync_mode
 
-        if self._live_syncs is not None:
-            return
         self._live_syncs = sync_mode.LiveSwitch()
         self.sleeping_syncs_state = self._live_syncs.sleep()
         if self.sleeping_syncs_state == "ok":

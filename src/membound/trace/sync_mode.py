@@ -54,10 +54,8 @@ META_KEY = "sleeping_syncs"
 PHASES_KEY = "sleeping_syncs_phases"
 #: CUctx_flags: CU_CTX_SCHED_BLOCKING_SYNC, and CU_CTX_SCHED_MASK (the scheduling bits)
 SCHED_BLOCKING_SYNC, SCHED_MASK = 0x04, 0x07
-#: `membound diagnose --syncs`: spin as CUDA does; sleep for the whole run; sleep only from
-#: the profiler's warm-up to the end of membound's timing (`LiveSwitch`)
-MODES = SYNC_MODES
-#: the phases each mode sleeps in
+#: the phases each sleeping mode of `membound diagnose --syncs` (`defaults.SYNC_MODES`)
+#: sleeps in: the whole run; the "slept" steps and the passes (`LiveSwitch`)
 SLEEPS_IN = {"sleep": ("unprofiled", "profiled", "after"), "sleep-profiled": ("slept", "profiled")}
 #: `sleep-profiled`: unprofiled steps added at the end of the wait, their syncs sleeping: the
 #: host work without the profiler. Not the steps after the capture: the profiler's host cost
@@ -67,13 +65,14 @@ SLEPT_STEPS = 3
 
 
 def mode_of(asked: Any) -> str:
-    """A `Capture`'s `sleeping_syncs` as one of `MODES`: True is "sleep", False or None "spin"."""
+    """A `Capture`'s `sleeping_syncs` as one of `SYNC_MODES`: True is "sleep", False or None
+    "spin"."""
     if asked is True:
         return "sleep"
     if asked in (False, None):
         return "spin"
-    if asked not in MODES:
-        raise ValueError(f"no such sync mode {asked!r}: one of {', '.join(MODES)}")
+    if asked not in SYNC_MODES:
+        raise ValueError(f"no such sync mode {asked!r}: one of {', '.join(SYNC_MODES)}")
     return str(asked)
 
 
