@@ -19,6 +19,12 @@ source "$(dirname "$0")/_session.sh"
 S=${SESSION_S:-520}
 SYNCS=${SYNCS:-sleep-profiled}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$DEST/gpu.txt"
+# Twenty-seventh session: on an H200, issue 16's owed check first (as session_dec16e.sh: the
+# refresh timed, its ceilings under $DEST; the recorded H200 fixtures checked against them on
+# the CPU afterwards with benchmarks/check_over_roof.py); the groups take the time left.
+if grep -q H200 "$DEST/gpu.txt"; then
+  refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt" 100; head -40 "$DEST/roofline.txt"
+fi
 timeout 60 python benchmarks/probe_ctx_flags.py | tee "$DEST/ctx_flags.json"
 for item in ${GROUPS:-bert_finetune:tf32,bf16 lstm_lm:log-every-200 ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
   name=${item%%:*}; fixes=${item#*:}
