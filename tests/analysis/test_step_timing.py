@@ -329,6 +329,22 @@ def test_sleep_profiled_reads_the_host_work_from_the_slept_steps_before_the_capt
         note
     )
     assert "the syncs slept (--syncs sleep-profiled), so these are host work" in note
+    # sleeping cost this loop nothing: not said
+    assert t.sleeping_cost_fraction == pytest.approx(64.0 / 64.1 - 1)
+    assert "unprofiled steps with sleeping syncs took" not in note
+    # a sync-heavy loop: the slept steps 12% slower than the spinning ones, said apart from
+    # the profiler's share
+    heavy = StepTiming.from_meta(
+        {**meta, "step_times_ms": {**times, "unprofiled": [4.0] * 4, "slept": [4.48] * 3}}
+    )
+    assert heavy.sleeping_cost_fraction == pytest.approx(0.12)
+    assert (
+        "the 3 unprofiled steps with sleeping syncs took 4.48 ms (+12%): that much of the "
+        "profiled step's growth is the sleeping syncs'" in heavy.note()
+    )
+    # a whole-run sleep has no spinning steps to set them against
+    whole = StepTiming.from_meta({**meta, "sleeping_syncs_phases": ["unprofiled", "profiled"]})
+    assert whole.sleeping_cost_fraction is None
     # the slept steps' CPU not read: nothing is host work, nothing is taken off
     usage_no_slept = {k: v for k, v in usage.items() if k != "slept"}
     t = StepTiming.from_meta({**meta, "thread_per_step": usage_no_slept})

@@ -71,6 +71,9 @@ SPIKE_RATIO = 2.0
 #: ... and at least this many of them: one slow step is most loops' first (on the recorded
 #: fixtures of `tests/fixtures/` it is the only one)
 MIN_SPIKES = 3
+#: the note says what sleeping syncs cost the loop's step (`StepTiming.slept_ms`) where it is
+#: more than this share of it: the wake-up after each sync, tens of µs (`trace.sync_mode`)
+SLEEPING_NOTED = 0.02
 #: where the training thread's added CPU time is below this share of the step time the
 #: profiler added, the note says the rest was waiting
 WAITING_SHARE = 0.5
@@ -100,6 +103,11 @@ class StepTiming:
     #: the capture phases whose CUDA syncs slept (`membound diagnose --syncs`,
     #: `trace.sync_mode`): there the threads' CPU time is their host work, waiting left out
     slept_phases: tuple[str, ...] = ()
+    #: the unprofiled steps at the end of the wait whose syncs slept (`--syncs
+    #: sleep-profiled`, phase "slept"), on the host's clock: beside the spinning steps they
+    #: say what sleeping syncs cost the loop, a part of the profiled step's growth that is
+    #: the capture's and not the profiler's
+    slept_ms: list[float] = field(default_factory=list)
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -124,6 +132,7 @@ class StepTiming:
             thread_cpu_ms=_thread_cpu(meta),
             launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median", fallback=None),
             slept_phases=sync_mode.slept_phases(meta),
+            slept_ms=_slept_steps(meta),
         )
         out.host_ms = _host_ahead(meta, out)
         return out
@@ -147,6 +156,7 @@ class StepTiming:
             slept_phases=tuple(
                 p for p in timings[0].slept_phases if all(p in t.slept_phases for t in timings)
             ),
+            slept_ms=[v for t in timings for v in t.slept_ms],
         )
 
     @property
@@ -161,6 +171,15 @@ class StepTiming:
     def overhead_fraction(self) -> float | None:
         p = self.profiled_median_ms
         return p / self.unprofiled_median_ms - 1 if p is not None else None
+
+    @property
+    def sleeping_cost_fraction(self) -> float | None:
+        """What sleeping syncs added to the loop's step, as a fraction of the unprofiled
+        (spinning) step: the "slept" steps' median against it; None where no step slept
+        unprofiled beside spinning ones, or they were not timed."""
+        if not self.slept_ms or "slept" not in self.slept_phases:
+            return None
+        return statistics.median(self.slept_ms) / self.unprofiled_median_ms - 1
 
     @property
     def settling(self) -> tuple[float, float] | None:
@@ -349,6 +368,14 @@ class StepTiming:
                     "the syncs slept while profiled, but no unprofiled step was timed with "
                     "them: the profiler's host cost was not read"
                 )
+            sleeping = self.sleeping_cost_fraction
+            if sleeping is not None and abs(sleeping) > SLEEPING_NOTED:
+                parts.append(
+                    f"the {len(self.slept_ms)} unprofiled steps with sleeping syncs took "
+                    f"{statistics.median(self.slept_ms):.2f} ms ({sleeping:+.0%}): that much "
+                    "of the profiled step's growth is the sleeping syncs' (woken after the GPU "
+                    "is done), not the profiler's"
+                )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET
         if high and cpu is not None:
@@ -411,6 +438,16 @@ def _clocks(meta: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]] 
         return out
 
     return phases(meta["step_times_ms"]), phases(meta.get("gpu_step_times_ms"))
+
+
+def _slept_steps(meta: Any) -> list[float]:
+    """The "slept" phase's step durations on the host's clock (`--syncs sleep-profiled`),
+    junk left out; [] where there were none."""
+    times = meta.get("step_times_ms") if isinstance(meta, dict) else None
+    values = times.get("slept") if isinstance(times, dict) else None
+    if not isinstance(values, list):
+        return []
+    return [float(v) for v in values if isinstance(v, int | float) and v > 0]
 
 
 def _host_ahead(meta: Any, timing: StepTiming) -> list[float]:
