@@ -12,7 +12,7 @@
 # own unprofiled steps spin, 3 steps added to the wait and the passes sleep), the BERT first: its
 # answer with the whole run sleeping is known; then the LSTM LM (4-7 ms steps, a sync each:
 # sleeping syncs cost it up to 26%, so its profiled step shows what sleep-profiled costs).
-# GROUPS: "script:fixes" items, space-separated, each one truth.sh group in this call's time.
+# TRUTH_GROUPS (not GROUPS: bash keeps the user's group ids there): "script:fixes" items, space-separated, each one truth.sh group in this call's time.
 # Products: ctx_flags.json, truth_<script>.csv and dec20a_<script>.tgz per group (logs and
 # traces: fixtures).
 source "$(dirname "$0")/_session.sh"
@@ -26,7 +26,7 @@ if grep -q H200 "$DEST/gpu.txt"; then
   refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt" 100; head -40 "$DEST/roofline.txt"
 fi
 timeout 60 python benchmarks/probe_ctx_flags.py | tee "$DEST/ctx_flags.json"
-for item in ${GROUPS:-bert_finetune:tf32,bf16 lstm_lm:log-every-200 ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
+for item in ${TRUTH_GROUPS:-bert_finetune:tf32,bf16 lstm_lm:log-every-200 ddpm_unet:bf16,tf32 t5_seq2seq:tf32,bf16}; do
   name=${item%%:*}; fixes=${item#*:}
   left=$(( S - ($(date +%s) - t0) - 20 ))
   if [ $left -lt 150 ]; then echo "$name skipped: $left s left"; continue; fi
