@@ -510,12 +510,17 @@ def diagnose_command(
     (default: the warm-up + 2), profiles `diag_warmup` steps, records `diag_steps` (GPU
     activity only), then takes its ops pass (1 + CAPTURE_OP_STEPS steps with CPU ops) and
     times `diag_steps` more unprofiled; the script is told to run two steps beyond that and
-    ends by itself. `extra`: more diagnose options (`--diagnose-args`)."""
+    ends by itself. `extra`: more diagnose options (`--diagnose-args`). With `--syncs
+    sleep-profiled` (the default) the capture adds `SLEPT_STEPS` to the wait (on CUDA), and the
+    script runs that many more."""
     from membound.defaults import CAPTURE_OP_STEPS
+    from membound.trace.sync_mode import SLEPT_STEPS
 
     steady = s.warmup + 2 if s.diag_steady is None else s.diag_steady
     wait = s.warmup + steady
     total = wait + s.diag_warmup + s.diag_steps + 1 + CAPTURE_OP_STEPS + s.diag_steps + 2
+    if _syncs(extra) == "sleep-profiled":
+        total += SLEPT_STEPS
     cmd = [
         sys.executable, "-m", "membound", "diagnose", "--wait", str(wait),
         "--warmup", str(s.diag_warmup), "--steps", str(s.diag_steps),
@@ -526,6 +531,22 @@ def diagnose_command(
     cmd += list(extra)
     script = ["python", str(s.path), "--steps", str(total), "--warmup-steps", "0", *s.args]
     return [*cmd, "--", *script]
+
+
+def _syncs(extra: tuple[str, ...]) -> str:
+    """The `--syncs` mode `extra` (diagnose options) asks for: the last one given, else the
+    default (`--sleeping-syncs` is "sleep")."""
+    from membound.defaults import SYNC_MODES
+
+    mode = SYNC_MODES[0]
+    for i, arg in enumerate(extra):
+        if arg == "--sleeping-syncs":
+            mode = "sleep"
+        elif arg.startswith("--syncs="):
+            mode = arg.split("=", 1)[1]
+        elif arg == "--syncs" and i + 1 < len(extra):
+            mode = extra[i + 1]
+    return mode
 
 
 def read_report(path: str | os.PathLike) -> dict:

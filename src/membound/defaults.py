@@ -25,8 +25,14 @@ API_RECORDS = ("launches", "all")
 #: (2026-12-06) per-thread buffers did not lower the step's growth under membound's filter
 #: (docs/capture.md): kineto's default stays the default
 CUPTI_BUFFERS = ("shared", "per-thread")
-#: `membound diagnose --syncs`: how the run's CUDA syncs wait (`trace.sync_mode`), default first
-SYNC_MODES = ("spin", "sleep", "sleep-profiled")
+#: `membound diagnose --syncs`: how the run's CUDA syncs wait (`trace.sync_mode`), default
+#: first. sleep-profiled since 2026-12-07 (H100, `benchmarks/gpu/session_dec20a.sh`): the
+#: driver switched a live context's syncs to sleeping and back (a 19 ms GPU-paced step: the
+#: thread's CPU 19.16 -> 0.57 -> 19.25 ms, the step 19.16 -> 19.69 -> 19.25), the BERT
+#: fine-tune's TF32 and bf16 came within (28.95 predicted, 34.52 saved; 21.91, 23.41; with
+#: spinning syncs 21.50 against 32.87), and the LSTM LM's steps with sleeping syncs took what
+#: its spinning ones did (4.55, 4.54 ms); the loop's own reported steps spin either way
+SYNC_MODES = ("sleep-profiled", "spin", "sleep")
 
 #: where `membound diagnose` and `membound demo` write, relative to the working directory
 DIAGNOSE_OUT = "membound-out"

@@ -77,7 +77,10 @@ def test_the_fp32_trace_replays_to_more_host_work_than_the_loop_has():
     assert replayed > 1.7 * as_run and replayed > tf32_step + 14
     # the report says where the floor may come from, and how to measure it
     assert curve["profiler_cost_hidden"] is True
-    assert any("`membound diagnose --sleeping-syncs` measures it" in n for n in fp32["notes"])
+    assert any(
+        "measures it (`membound diagnose --syncs sleep-profiled`, the default" in n
+        for n in fp32["notes"]
+    )
     # so TF32's prediction stops at the replayed host work
     tf32 = {r["remedy"]: r for r in fp32["remedies"]}["tf32"]
     measured = runs[(False, False)]["step_ms"] - runs[(True, False)]["step_ms"]

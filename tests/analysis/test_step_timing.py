@@ -339,9 +339,27 @@ def test_sleep_profiled_reads_the_host_work_from_the_slept_steps_before_the_capt
     )
     assert heavy.sleeping_cost_fraction == pytest.approx(0.12)
     assert (
-        "the 3 unprofiled steps with sleeping syncs took 4.48 ms (+12%): that much of the "
-        "profiled step's growth is the sleeping syncs'" in heavy.note()
+        "the 3 unprofiled steps with sleeping syncs took 4.48 ms against 4.00 spinning (+12%, "
+        "host clock): up to that much of the profiled step's growth may be the sleeping "
+        "syncs'" in heavy.note()
     )
+    # faster slept steps are the host's drift, not a cost: not said
+    drift = StepTiming.from_meta(
+        {**meta, "step_times_ms": {**times, "unprofiled": [4.0] * 4, "slept": [3.5] * 3}}
+    )
+    assert drift.sleeping_cost_fraction == pytest.approx(-0.125)
+    assert "unprofiled steps with sleeping syncs took" not in drift.note()
+    # the spinning steps read on the GPU's clock are set against the slept ones on the host's
+    gpu = {"unprofiled": [3.0] * 4, "profiled": [64.2], "after": [64.0]}
+    both = StepTiming.from_meta(
+        {
+            **meta,
+            "step_times_ms": {**times, "unprofiled": [4.0] * 4, "slept": [4.48] * 3},
+            "gpu_step_times_ms": gpu,
+        }
+    )
+    assert both.unprofiled_median_ms == pytest.approx(3.0)
+    assert both.sleeping_cost_fraction == pytest.approx(0.12)
     # a whole-run sleep has no spinning steps to set them against
     whole = StepTiming.from_meta({**meta, "sleeping_syncs_phases": ["unprofiled", "profiled"]})
     assert whole.sleeping_cost_fraction is None

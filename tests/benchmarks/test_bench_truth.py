@@ -284,8 +284,19 @@ def test_real_diagnose_on_the_fake_loop(bt, tmp_path, monkeypatch):
     cmd = bt.diagnose_command(s, tmp_path / "out", tmp_path / "out" / "report.json")
     # no --stop-after-capture: membound times unprofiled steps after its two passes too
     assert cmd[cmd.index("--wait") + 1] == "2" and "--stop-after-capture" not in cmd
-    # wait 2 + warmup 1 + 2 recorded + ops pass 1 + 3 + 2 timed after + 2 spare
-    assert cmd[cmd.index("--") + 1 :][-5:] == ["--steps", "13", "--warmup-steps", "0", "--train"]
+    # wait 2 + 3 slept (--syncs sleep-profiled, the default: on CUDA the capture adds them to
+    # the wait) + warmup 1 + 2 recorded + ops pass 1 + 3 + 2 timed after + 2 spare
+    assert cmd[cmd.index("--") + 1 :][-5:] == ["--steps", "16", "--warmup-steps", "0", "--train"]
+    for extra, mode in (
+        (("--syncs", "spin"), "spin"),
+        (("--syncs=sleep",), "sleep"),
+        (("--sleeping-syncs",), "sleep"),
+        (("--sleeping-syncs", "--syncs", "sleep-profiled"), "sleep-profiled"),
+    ):
+        assert bt._syncs(extra) == mode
+        got = bt.diagnose_command(s, tmp_path / "o", tmp_path / "r.json", None, extra)
+        steps = got[got.index("--steps", got.index("--")) + 1]
+        assert steps == ("16" if mode == "sleep-profiled" else "13")
     bench = bt.Bench(
         tmp_path / "logs", budget_s=120, say=lambda _: None, trace_dir=tmp_path / "keep"
     )

@@ -349,20 +349,24 @@ def test_api_records_reaches_the_capture(tmp_path, script, monkeypatch):
 
 
 def test_sleeping_syncs_reaches_the_capture_and_says_why_not(tmp_path, script, monkeypatch, capsys):
-    """`--syncs` is handed to the capture ("spin" by default; `--sleeping-syncs` is `--syncs
-    sleep`); with no CUDA here the syncs cannot sleep: for `sleep` one line on stderr says so,
-    the meta keeps why in either mode, and the run goes on. The distributed relaunch passes
-    it on."""
+    """`--syncs` is handed to the capture ("sleep-profiled" by default; `--sleeping-syncs` is
+    `--syncs sleep`); with no CUDA here the syncs cannot sleep: for `sleep` one line on stderr
+    says so, the meta keeps why in every mode but spin, and the run goes on. The distributed
+    relaunch passes a mode other than the default on."""
     from membound.commands.diagnose import _forward_args
 
     seen = _capture_kwarg(monkeypatch, "sleeping_syncs")
     code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--no-analyze"])
-    assert code == 0 and seen == ["spin"]
+    assert code == 0 and seen == ["sleep-profiled"]
+    meta = json.loads((out / "capture.json").read_text())
+    assert meta["sleeping_syncs"] == "no CUDA device" and meta["sleeping_syncs_phases"] is None
+    code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--syncs", "spin", "--no-analyze"])
+    assert code == 0 and seen[-1] == "spin"
     meta = json.loads((out / "capture.json").read_text())
     assert meta["sleeping_syncs"] is None and meta["sleeping_syncs_phases"] is None
     capsys.readouterr()
     code, out = diagnose(tmp_path, script, tmp_path, "8", opts=["--sleeping-syncs", "--no-analyze"])
-    assert code == 0 and seen == ["spin", "sleep"]
+    assert code == 0 and seen[-1] == "sleep"
     assert json.loads((out / "capture.json").read_text())["sleeping_syncs"] == "no CUDA device"
     assert "--syncs sleep: the syncs still spin (no CUDA device)" in capsys.readouterr().err
     opts = ["--syncs", "sleep-profiled", "--no-analyze"]
@@ -374,5 +378,6 @@ def test_sleeping_syncs_reaches_the_capture_and_says_why_not(tmp_path, script, m
         wait=1, warmup=1, steps=1, out="o", json=None, html=None, ceilings=None,
         stop_after_capture=False, no_analyze=False, syncs="sleep-profiled", command=["t.py"],
     )  # fmt: skip
-    forwarded = _forward_args(args)
-    assert forwarded[forwarded.index("--syncs") + 1] == "sleep-profiled"
+    assert "--syncs" not in _forward_args(args)  # the default
+    forwarded = _forward_args(argparse.Namespace(**{**vars(args), "syncs": "spin"}))
+    assert forwarded[forwarded.index("--syncs") + 1] == "spin"

@@ -582,12 +582,12 @@ def test_sleep_profiled_sleeps_in_steps_added_to_the_wait_and_the_passes(
             return "ok"
 
     monkeypatch.setattr(sync_mode, "LiveSwitch", Switch)
+    monkeypatch.setattr(cap, "_has_cuda", lambda: True)  # as on CUDA
     c = cap.Capture(steps=2, wait=3, warmup=1, out=tmp_path, sleeping_syncs="sleep-profiled")
     assert c.wait == 3 + sync_mode.SLEPT_STEPS == 6 and c.clock.slept == 3
     with c:
-        assert c.sleeping_syncs_state == "no CUDA device"  # this machine: nothing switched
-        assert c._sleep_at is None
-        c._sleep_at = 3  # as on CUDA: the boundary after the wait's own (spinning) steps
+        # the boundary after the wait's own (spinning) steps
+        assert c._sleep_at == 3 and c.sleeping_syncs_state.startswith("not switched")
         for _ in range(14):
             train_iteration(*model_opt)
     meta = json.loads((tmp_path / "capture.json").read_text())
@@ -604,15 +604,24 @@ def test_sleep_profiled_sleeps_in_steps_added_to_the_wait_and_the_passes(
         assert any("the syncs spun throughout" in n for n in c.notes)
 
 
-def test_sleep_profiled_without_a_wait_sleeps_the_whole_run(tmp_path, model_opt):
-    """With no unprofiled step before the capture there is nothing to spin in: the whole run's
-    syncs are asked to sleep (here: no CUDA device, said in the meta)."""
+def test_sleep_profiled_spins_where_it_cannot_switch(tmp_path, model_opt, monkeypatch):
+    """`sleep-profiled` (the default) never changes the steps the report gives as the loop's:
+    without a CUDA device, or with no unprofiled step before the capture (`--wait 0`), the
+    syncs spin throughout, no step is added to the wait, and the meta says why."""
+    c = cap.Capture(steps=1, wait=2, warmup=0, out=tmp_path, sleeping_syncs="sleep-profiled")
+    assert c.wait == 2 and c.clock.slept == 0  # this machine: no CUDA device
+    assert c.sync_mode == "spin" and c.sleeping_syncs_state == "no CUDA device"
+    monkeypatch.setattr(cap, "_has_cuda", lambda: True)
     c = cap.Capture(steps=1, wait=0, warmup=0, out=tmp_path, sleeping_syncs="sleep-profiled")
-    assert c.wait == 0 and c.clock.slept == 0
+    assert c.wait == 0 and c.clock.slept == 0 and c.sync_mode == "spin"
     with c:
         train_iteration(*model_opt)
         train_iteration(*model_opt)
-    assert c.sync_mode == "sleep" and c.sleeping_syncs_state == "no CUDA device"
-    assert "slept" not in json.loads((tmp_path / "capture.json").read_text())["step_times_ms"]
+    assert c._sleep_at is None and c.slept_phases == ()
+    meta = json.loads((tmp_path / "capture.json").read_text())
+    assert "slept" not in meta["step_times_ms"]
+    assert meta["sleeping_syncs"] == (
+        "not switched: --wait 0 leaves no unprofiled step before the capture"
+    )
     with pytest.raises(BadInput, match="no such sync mode 'nap'"):
         cap.Capture(steps=1, out=tmp_path, sleeping_syncs="nap")

@@ -90,7 +90,7 @@ FRACTIONS = (0.0, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 1.0)
 #: a replay whose profiled step is at most this much above the unprofiled one had the GPU
 #: set the pace, and a curve that saves less than `HIDDEN_SHARE` of the kernel time with every
 #: kernel gone is stopped by the host's floor: together, the profiler's host cost may be in
-#: that floor unseen, and the note points at `membound diagnose --sleeping-syncs` (on the
+#: that floor unseen, and the note points at `--syncs sleep-profiled` (on the
 #: H100 BERT fine-tune, 2026-12-07: 8.80 of 59.15 ms/step with spinning syncs, TF32 saved
 #: 27.83; with sleeping ones TF32 was predicted 29.42 where it saved 33.88)
 HIDDEN_GROWTH, HIDDEN_SHARE = 0.05, 0.5
@@ -238,7 +238,8 @@ def note(c: dict[str, Any]) -> str:
     )
     hidden = (
         "; the GPU paced the profiled step, so the profiler's host cost may hide in that "
-        "floor: `membound diagnose --sleeping-syncs` measures it"
+        "floor: a capture whose syncs sleep while profiled measures it (`membound "
+        "diagnose --syncs sleep-profiled`, the default on CUDA 12.1 on; this one's spun)"
         if c.get("profiler_cost_hidden")
         else ""
     )

@@ -173,13 +173,20 @@ class StepTiming:
         return p / self.unprofiled_median_ms - 1 if p is not None else None
 
     @property
+    def spinning_host_ms(self) -> float:
+        """The unprofiled step's median on the host's clock (where it was read on the GPU's,
+        `host_ms`), the clock the "slept" steps are timed on."""
+        return statistics.median(self.host_ms) if self.host_ms else self.unprofiled_median_ms
+
+    @property
     def sleeping_cost_fraction(self) -> float | None:
-        """What sleeping syncs added to the loop's step, as a fraction of the unprofiled
-        (spinning) step: the "slept" steps' median against it; None where no step slept
+        """The "slept" steps' median against the spinning unprofiled steps' (both on the
+        host's clock), as a fraction of the latter: what sleeping syncs added to the loop's
+        step, host drift apart (negative where the host got faster); None where no step slept
         unprofiled beside spinning ones, or they were not timed."""
         if not self.slept_ms or "slept" not in self.slept_phases:
             return None
-        return statistics.median(self.slept_ms) / self.unprofiled_median_ms - 1
+        return statistics.median(self.slept_ms) / self.spinning_host_ms - 1
 
     @property
     def settling(self) -> tuple[float, float] | None:
@@ -369,12 +376,13 @@ class StepTiming:
                     "them: the profiler's host cost was not read"
                 )
             sleeping = self.sleeping_cost_fraction
-            if sleeping is not None and abs(sleeping) > SLEEPING_NOTED:
+            if sleeping is not None and sleeping > SLEEPING_NOTED:
                 parts.append(
                     f"the {len(self.slept_ms)} unprofiled steps with sleeping syncs took "
-                    f"{statistics.median(self.slept_ms):.2f} ms ({sleeping:+.0%}): that much "
-                    "of the profiled step's growth is the sleeping syncs' (woken after the GPU "
-                    "is done), not the profiler's"
+                    f"{statistics.median(self.slept_ms):.2f} ms against "
+                    f"{self.spinning_host_ms:.2f} spinning ({sleeping:+.0%}, host clock): up "
+                    "to that much of the profiled step's growth may be the sleeping syncs' "
+                    "(woken after the GPU is done), not the profiler's"
                 )
         overhead = self.overhead_fraction
         high = overhead is not None and overhead > OVERHEAD_TARGET

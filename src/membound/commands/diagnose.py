@@ -117,12 +117,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--syncs",
         choices=SYNC_MODES,
         default=SYNC_MODES[0],
-        help="how the run's CUDA syncs wait: spin (CUDA's default), sleep (the whole run: the "
-        "threads' CPU time is then their host work, so the profiler's host cost is measured "
-        "even where the GPU paces the step; a loop that syncs many times a step may run a "
-        "little slower), or sleep-profiled (spin in the unprofiled steps before the capture, "
-        "the loop as you run it; sleep in 3 more unprofiled steps, which give the host work, "
-        "and in the profiled ones; CUDA 12.1 on)",
+        help="how the run's CUDA syncs wait. sleep-profiled (the default): they spin, as CUDA "
+        "makes them, in the unprofiled steps before the capture (the loop as you run it, the "
+        "step the report gives) and sleep in 3 more unprofiled steps and the profiled ones, "
+        "where the threads' CPU time is then host work: the profiler's host cost is measured "
+        "even where the GPU paces the step (CUDA 12.1 on; otherwise they spin). spin: "
+        "CUDA's default throughout. sleep: the whole run (a loop that syncs many times a step "
+        "may run a little slower)",
     )
     parser.add_argument(
         "--sleeping-syncs",

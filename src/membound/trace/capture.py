@@ -139,8 +139,15 @@ class Capture:
         self._sleep_at: int | None = None
         slept = 0
         if self.sync_mode == "sleep-profiled":
-            if int(wait) == 0:  # no unprofiled step before the capture to spin in
-                self.sync_mode = "sleep"
+            # the default: it never changes the steps the report gives as the loop's. Where it
+            # cannot switch, the syncs spin throughout and the meta says why
+            if not _has_cuda():
+                self.sync_mode, self.sleeping_syncs_state = "spin", "no CUDA device"
+            elif int(wait) == 0:  # no unprofiled step before the capture to time it in
+                self.sync_mode = "spin"
+                self.sleeping_syncs_state = (
+                    "not switched: --wait 0 leaves no unprofiled step before the capture"
+                )
             else:  # the host work's own steps, added at the end of the wait
                 slept = sync_mode.SLEPT_STEPS
                 wait = int(wait) + slept
@@ -238,12 +245,9 @@ class Capture:
             self.sleeping_syncs_state = sync_mode.sleep_syncs(torch)
             if self.sleeping_syncs_state == "ok":
                 self.slept_phases = sync_mode.SLEEPS_IN["sleep"]
-        elif self.sync_mode == "sleep-profiled":
-            if torch.cuda.is_available():
-                self.sleeping_syncs_state = "not switched: the run ended before the profiled steps"
-                self._sleep_at = self.wait - self.clock.slept
-            else:
-                self.sleeping_syncs_state = "no CUDA device"
+        elif self.sync_mode == "sleep-profiled":  # on CUDA, with a wait (`__init__`)
+            self.sleeping_syncs_state = "not switched: the run ended before the profiled steps"
+            self._sleep_at = self.wait - self.clock.slept
         activities = self.activities
         shapes = self.record_shapes
         if activities is None:
@@ -726,6 +730,14 @@ class Capture:
     def capture_notes(self) -> list[str]:
         """Sentences about the capture itself, for the report's notes."""
         return notes_from_meta(self._meta())
+
+
+def _has_cuda() -> bool:
+    """Whether torch sees a CUDA device (no context is made); `--syncs sleep-profiled` adds
+    its steps to the wait only there."""
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def batch_size(batch: Any, depth: int = 3) -> int | None:

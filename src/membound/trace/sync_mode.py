@@ -27,9 +27,9 @@ waiting taken off (`analysis.gpu_whatif.host_floor`).
 The switch is the primary context's scheduling flag (`CU_CTX_SCHED_BLOCKING_SYNC`, set through
 the driver's `cuDevicePrimaryCtxSetFlags` on every device before any context exists: the
 capture sets it before the script runs). A sleeping sync wakes on an interrupt, tens of µs
-after the GPU is done, so a loop that syncs many times a step may run slower: the flag is off
-unless asked for, and the capture records what was done (`sleeping_syncs` in its meta: "ok",
-or why not).
+after the GPU is done, so a loop that syncs many times a step may run slower: the whole-run
+flag is off unless asked for, and the capture records what was done (`sleeping_syncs` in its
+meta: "ok", or why not).
 
 `--syncs sleep-profiled` sleeps only where membound measures host work: the unprofiled steps
 before the capture run as the user runs them (their syncs spinning: the step every figure
@@ -37,7 +37,10 @@ refers to); `SLEPT_STEPS` more unprofiled steps at the end of the wait, and the 
 passes, sleep (the phase "slept": its threads' CPU is the host work without the profiler).
 The switch is the driver's `cuCtxSetFlags` on the loop's current context (CUDA 12.1 on,
 `LiveSwitch`); the flags it found are set back when the passes end, so the steps after the
-capture spin again. The meta's `sleeping_syncs_phases` names the phases that slept.
+capture spin again. The meta's `sleeping_syncs_phases` names the phases that slept. It is
+`membound diagnose`'s default since 2026-12-07 (`defaults.SYNC_MODES`: on an H100 the driver
+switched a live context both ways, and the BERT fine-tune's TF32 and bf16 came within); where
+it cannot switch (no CUDA device, `--wait 0`, a driver before 12.1) the syncs spin throughout.
 """
 
 from __future__ import annotations
