@@ -113,6 +113,7 @@ def rows_of(folder: Path, ceilings) -> list[dict]:
            if (f.get("share_of_step") or 0) >= BIG_SHARE]  # fmt: skip
     remedies = report.get("remedies") or []
     top_remedy = remedies[0]["remedy"] if remedies else ""
+    syncs_slept = slept_while_profiled(folder)
     out = []
     for name, fx in sorted(truth.get("fixes", {}).items()):
         fix = next((f for f in plan.fixes if f.name == name), None) if plan else None
@@ -136,8 +137,18 @@ def rows_of(folder: Path, ceilings) -> list[dict]:
             "baseline_ms": truth.get("baseline_ms"),
             "baselines_spread_ms": baselines_spread_ms(truth),
             "big_findings": "; ".join(big),
+            "syncs_slept": syncs_slept,
         })  # fmt: skip
     return out
+
+
+def slept_while_profiled(folder: Path) -> bool:
+    """Whether the fixture's capture ran its recorded steps with sleeping syncs (`membound
+    diagnose --syncs sleep` or `sleep-profiled`, `trace.sync_mode`): its host work was then
+    read from the threads' CPU."""
+    from membound.trace import sync_mode
+
+    return "profiled" in sync_mode.slept_phases(read_meta(timeline_in(folder)) or {})
 
 
 #: issue 15: "no finding >= 10% of a step on a script whose measured interventions all
@@ -442,6 +453,13 @@ def main(argv: list[str] | None = None) -> int:
         f"  where the call's baselines agreed within the saving's tolerance: "
         f"{sum(r['within'] for r in calm)} of {len(calm)}; further apart: "
         f"{sum(r['within'] for r in drift)} of {len(drift)}"
+    )
+    slept = [r for r in rows if r["syncs_slept"]]
+    spun = [r for r in rows if not r["syncs_slept"]]
+    print(
+        f"  where the capture's syncs slept while profiled (--syncs sleep-profiled or sleep): "
+        f"{sum(r['within'] for r in slept)} of {len(slept)}; spinning: "
+        f"{sum(r['within'] for r in spun)} of {len(spun)}"
     )
     _print_verdicts(
         top_verdicts(rows), "fixture", 34, "",

@@ -88,3 +88,30 @@ def test_what_the_sleeping_steps_cost_the_loops_as_run():
         assert "unprofiled steps with sleeping syncs took" not in t.note()
     # the spinning capture of the LSTM has no slept steps
     assert timing("h100_real_lstm_lm_truth4").sleeping_cost_fraction is None
+
+
+def test_the_tally_splits_the_rows_by_how_the_capture_synced():
+    """`benchmarks/truth_tally.py` says how the rows whose capture slept while profiled fared
+    apart from the spinning ones: on the H100, 6 of 9 (the BERT's four, the DDPM's bf16, the
+    LSTM's; the T5's two on a drifting host and the DDPM's TF32 out), 5 of the 5 whose
+    baselines agreed."""
+    from membound.device.ceilings import Ceilings
+
+    tally = truth.truth_tally
+    c = Ceilings.load(tally.CARDS["h100"])
+    rows = []
+    for folder in tally.fixtures(card="h100"):
+        if tally.slept_while_profiled(folder):
+            rows += tally.rows_of(folder, tally.ceilings_of(folder, c))
+    assert {r["fixture"] for r in rows} == {
+        "h100_real_bert_finetune_truth3",
+        "h100_real_bert_finetune_truth4",
+        "h100_real_ddpm_unet_truth7",
+        "h100_real_lstm_lm_truth3",
+        "h100_real_t5_seq2seq_truth7",
+    }
+    assert all(r["syncs_slept"] for r in rows)
+    assert (len(rows), sum(r["within"] for r in rows)) == (9, 6)
+    # every one whose call's baselines agreed within the saving's tolerance is within
+    calm = [r for r in rows if tally.steady_baselines(r)]
+    assert (len(calm), sum(r["within"] for r in calm)) == (5, 5)
