@@ -22,7 +22,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee 
 # Twenty-seventh session: on an H200, issue 16's owed check first (as session_dec16e.sh: the
 # refresh timed, its ceilings under $DEST; the recorded H200 fixtures checked against them on
 # the CPU afterwards with benchmarks/check_over_roof.py); the groups take the time left.
-if grep -q H200 "$DEST/gpu.txt"; then
+if grep -q H200 "$DEST/gpu.txt" && [ -z "${SKIP_ROOF:-}" ]; then
   refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt" 100; head -40 "$DEST/roofline.txt"
 fi
 timeout 60 python benchmarks/probe_ctx_flags.py | tee "$DEST/ctx_flags.json"
