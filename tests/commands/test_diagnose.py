@@ -381,3 +381,23 @@ def test_sleeping_syncs_reaches_the_capture_and_says_why_not(tmp_path, script, m
     assert "--syncs" not in _forward_args(args)  # the default
     forwarded = _forward_args(argparse.Namespace(**{**vars(args), "syncs": "spin"}))
     assert forwarded[forwarded.index("--syncs") + 1] == "spin"
+
+
+def test_the_plan_names_the_steps_whose_syncs_sleep(capsys):
+    """With `--syncs sleep-profiled` on CUDA the capture adds 3 steps to the wait: the plan
+    line says which steps they are, so the later first recorded step is not a surprise."""
+    from types import SimpleNamespace
+
+    from membound.commands.diagnose import _say_plan
+
+    target = SimpleNamespace(label="train.py")
+    capture = SimpleNamespace(
+        wait=9, warmup=2, steps=8, out="membound-out", stop_after_capture=True,
+        clock=SimpleNamespace(slept=3),
+    )  # fmt: skip
+    _say_plan(capture, target)
+    err = capsys.readouterr().err
+    assert "steps 12-19 will be recorded into membound-out; steps 7-9 time the host work " in err
+    capture.clock.slept = 0
+    _say_plan(capture, target)
+    assert "time the host work" not in capsys.readouterr().err

@@ -321,9 +321,16 @@ def _say_plan(capture, target) -> None:
         if sys.stdin is not None and sys.stdin.isatty() and not capture.stop_after_capture
         else ""
     )
+    slept = getattr(capture.clock, "slept", 0)
+    sleeping = (
+        f"; steps {first - capture.warmup - slept}-{first - capture.warmup - 1} time the host "
+        "work with the CUDA syncs sleeping (--syncs)"
+        if slept
+        else ""
+    )
     _log(
         f"running {target.label}: steps {first}-{first + capture.steps - 1} will be recorded "
-        f"into {capture.out}{hint}"
+        f"into {capture.out}{sleeping}{hint}"
     )
 
 
