@@ -13,7 +13,7 @@ import time
 import torch
 
 
-def setup(doc: str, default_steps: int = 16) -> argparse.Namespace:
+def setup(doc: str, default_steps: int = 20) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
     parser.add_argument("--steps", type=int, default=default_steps, help="training steps to run")
     parser.add_argument(

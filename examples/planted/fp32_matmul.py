@@ -8,7 +8,7 @@ same GEMMs 7-14x faster.
 import torch
 from _common import StepTimer, pick, setup
 
-args = setup(__doc__, default_steps=12)
+args = setup(__doc__, default_steps=20)
 torch.backends.cuda.matmul.allow_tf32 = False  # the planted mistake
 torch.backends.cudnn.allow_tf32 = False
 dev = args.device

@@ -8,7 +8,7 @@ cost model turns into FLOPs and bytes.
 import torch
 from _common import StepTimer, pick, setup
 
-args = setup(__doc__, default_steps=16)
+args = setup(__doc__, default_steps=20)
 dev, dt = args.device, torch.bfloat16
 tokens, d_model, d_ff = pick(args, (4096, 1024, 4096), (32, 16, 64))
 model = torch.nn.Sequential(

@@ -372,7 +372,9 @@ def test_cuda_capture_takes_a_timeline_pass_and_an_ops_pass(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.LayerNorm(256)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(TensorDataset(torch.randn(64 * 16, 256)), batch_size=64)
-    with membound.profile(steps=3, wait=2, warmup=1, out=tmp_path, ops_steps=2) as p:
+    with membound.profile(
+        steps=3, wait=2, warmup=1, out=tmp_path, ops_steps=2, sleeping_syncs="spin"
+    ) as p:
         for (x,) in loader:
             opt.zero_grad()
             model(x.cuda(non_blocking=True)).sum().backward()
@@ -394,6 +396,35 @@ def test_cuda_capture_takes_a_timeline_pass_and_an_ops_pass(tmp_path):
     a = membound.analyze(p.trace_path)
     assert len(a.steps) == 3 and a.unprofiled_step_ms is not None
     assert any(r.name == "aten::addmm" for r in a.ops)
+
+
+@pytest.mark.gpu
+def test_cuda_profile_sleeps_its_syncs_only_in_the_added_steps_and_the_passes(tmp_path):
+    """`membound.profile`'s default (`--syncs sleep-profiled`, as `membound diagnose`'s) on
+    CUDA: 3 unprofiled steps are added to the wait and sleep, so the recorded steps start 3
+    later; the wait's own steps and those after the capture spin (the context's flags set
+    back). Written 2026-12-07 after the CLI's H100 run (`benchmarks/probe_ctx_flags.py`);
+    this test itself had not run on a GPU then."""
+    import ctypes
+
+    model = torch.nn.Linear(256, 256).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with membound.profile(steps=2, wait=2, warmup=1, out=tmp_path, ops_steps=1) as p:
+        assert p.wait == 5 and p.clock.slept == 3
+        for _ in range(16):
+            opt.zero_grad()
+            model(torch.randn(64, 256, device="cuda")).sum().backward()
+            opt.step()
+            torch.cuda.synchronize()
+    assert step_markers(p.trace_path) == ["ProfilerStep#6", "ProfilerStep#7"]
+    meta = json.loads(p.meta_path.read_text())
+    assert meta["sleeping_syncs"] == "ok"
+    assert meta["sleeping_syncs_phases"] == ["slept", "profiled"]
+    times = meta["step_times_ms"]
+    assert len(times["unprofiled"]) == 1 and len(times["slept"]) == 3
+    flags = ctypes.c_uint(0)
+    assert ctypes.CDLL("libcuda.so.1").cuCtxGetFlags(ctypes.byref(flags)) == 0
+    assert flags.value & 0x07 != 0x04  # spinning (or the driver's auto choice) again
 
 
 @pytest.mark.gpu

@@ -265,7 +265,11 @@ def run(
             for _ in range(WARMUP_STEPS):
                 work(to_device(next(it)))
             timed[name] = time_steps(it, to_device, work, timed_steps)
-            with membound.profile(steps=STEPS, wait=WAIT, warmup=WARMUP, out=out / name) as p:
+            # the syncs spin: the loop runs exactly `profiled` steps, and sleep-profiled (the
+            # default) would add its 3 steps to the wait on CUDA
+            with membound.profile(
+                steps=STEPS, wait=WAIT, warmup=WARMUP, out=out / name, sleeping_syncs="spin"
+            ) as p:
                 for _ in range(profiled):
                     work(to_device(next(it)))
                     membound.step()

@@ -59,6 +59,7 @@ from membound.defaults import (
     CAPTURE_WAIT,
     CAPTURE_WARMUP,
     CUPTI_BUFFERS,
+    SYNC_MODES,
 )
 from membound.trace.capture_meta import build_meta, notes_from_meta, shortfall_note
 from membound.trace.graph_hooks import GraphHooks, graph_capture_name
@@ -99,7 +100,7 @@ class Capture:
         listener: Any = None,
         api_records: str = API_RECORDS[0],
         cupti_buffers: str = CUPTI_BUFFERS[0],
-        sleeping_syncs: bool | str = False,
+        sleeping_syncs: bool | str = SYNC_MODES[0],
     ) -> None:
         from membound.errors import BadInput
 
@@ -123,8 +124,9 @@ class Capture:
         self.cupti_buffers = cupti_buffers
         self.kineto_config: dict[str, Any] | None = None
         #: make the run's CUDA syncs sleep (`trace.sync_mode`): "sleep" (True) from entry,
-        #: "sleep-profiled" in `SLEPT_STEPS` unprofiled steps added to the wait and in the
-        #: passes, "spin" (False) never; what was done ("ok", or why not) is `sleeping_syncs_state`
+        #: "sleep-profiled" (the default, `defaults.SYNC_MODES`; `membound.profile` too) in
+        #: `SLEPT_STEPS` unprofiled steps added to the wait and in the passes, "spin" (False)
+        #: never; what was done ("ok", or why not) is `sleeping_syncs_state`
         #: (None: not asked for), in which phases `slept_phases`
         from membound.trace import sync_mode
 
