@@ -10,7 +10,8 @@
 # GPU-only fixes the spinning captures under-predicted: the ConvNeXt's bf16 (14.63 saved,
 # 10.49 predicted; 12.87, 9.20), the Lightning fit's bf16-mixed (5.10, 0.50), and the T5 again
 # (its twenty-seventh-session host drifted 15%).
-# Products: gpu.txt, ceilings.json and roofline.txt (H200), teardown.jsonl, and dec20a's.
+# Products: gpu.txt, ceilings.json and roofline.txt (H200), gpu_tests.txt, teardown.jsonl,
+# and dec20a's.
 # A full call: `SESSION_S=560 bash benchmarks/gpu/session_dec21a.sh`.
 source "$(dirname "$0")/_session.sh"
 S=${SESSION_S:-170}
@@ -19,6 +20,10 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee 
 if grep -q H200 "$DEST/gpu.txt"; then
   refresh_ceilings "$DEST/ceilings.json" "$DEST/roofline.txt" 100; head -30 "$DEST/roofline.txt"
 fi
+# the CUDA tests of the capture and diagnose (the sleep-profiled default of membound.profile
+# among them, written 2026-12-07 without a GPU)
+timeout 90 python -m pytest -q -p no:cacheprovider -m gpu tests/trace/test_capture.py \
+  tests/commands/test_diagnose.py 2>&1 | tail -15 | tee "$DEST/gpu_tests.txt"
 left=$(( S - ($(date +%s) - t0) - 10 ))
 [ $left -gt $PROBE_S ] && left=$PROBE_S
 timeout $(( left > 20 ? left : 20 )) python benchmarks/probe_cupti_teardown.py \
