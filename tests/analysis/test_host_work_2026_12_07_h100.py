@@ -101,3 +101,27 @@ def test_the_tf32_trace_is_host_paced_and_calibrates():
     assert curve["step_ms"] == pytest.approx(42.04, abs=0.01)
     assert curve["saving_ms"][-1] == 0.0
     assert "profiler_cost_hidden" not in curve  # host-paced: the calibration saw the cost
+
+
+def test_the_hint_says_why_a_capture_asked_to_sleep_spun(tmp_path):
+    """Where the capture's mode asked for sleeping syncs and it could not switch (here `--wait
+    0`, set into the same fp32 trace's meta), the hint says why, so that the user knows what
+    to change."""
+    import json
+    import shutil
+
+    from membound.analysis import analyze
+    from membound.report.json_report import to_dict
+    from membound.trace.capture_meta import timeline_in
+    from support.paths import FIXTURES
+
+    folder = tmp_path / "h100_samecall_bert_finetune"
+    shutil.copytree(FIXTURES / folder.name, folder)
+    meta = json.loads((folder / "capture.json").read_text())
+    why = "not switched: --wait 0 leaves no unprofiled step before the capture"
+    (folder / "capture.json").write_text(json.dumps({**meta, "sleeping_syncs": why}))
+    r = to_dict(analyze([timeline_in(folder)], truth.truth_tally.ceilings_of(folder, None)))
+    assert r["gpu_whatif"]["profiler_cost_hidden"] is True
+    assert r["gpu_whatif"]["syncs_not_slept"] == why
+    assert any(f"this one's spun: {why})" in n for n in r["notes"])
+    assert "syncs_not_slept" not in _report("h100_samecall_bert_finetune")["gpu_whatif"]

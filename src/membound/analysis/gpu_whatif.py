@@ -143,6 +143,9 @@ def curve(ctx) -> dict[str, Any] | None:
         # the GPU paced the profiled step: the profiler's host cost hid behind it, and the
         # floor that stops this curve may hold it (`trace.sync_mode`)
         ctx._gpu_whatif["profiler_cost_hidden"] = True
+        why = getattr(timing, "syncs_not_slept", None)
+        if why:
+            ctx._gpu_whatif["syncs_not_slept"] = why
     return ctx._gpu_whatif
 
 
@@ -236,10 +239,13 @@ def note(c: dict[str, Any]) -> str:
         if autocast
         else ""
     )
+    why = c.get("syncs_not_slept")
     hidden = (
         "; the GPU paced the profiled step, so the profiler's host cost may hide in that "
         "floor: a capture whose syncs sleep while profiled measures it (`membound "
-        "diagnose --syncs sleep-profiled`, the default on CUDA 12.1 on; this one's spun)"
+        "diagnose --syncs sleep-profiled`, the default on CUDA 12.1 on; this one's spun"
+        + (f": {why}" if why else "")
+        + ")"
         if c.get("profiler_cost_hidden")
         else ""
     )

@@ -108,6 +108,10 @@ class StepTiming:
     #: say what sleeping syncs cost the loop, a part of the profiled step's growth that is
     #: the capture's and not the profiler's
     slept_ms: list[float] = field(default_factory=list)
+    #: why the capture's syncs did not sleep where its mode asked (the meta's
+    #: `sleeping_syncs`, e.g. "no CUDA device", "not switched: --wait 0 ..."); None where they
+    #: slept or the mode was spin
+    syncs_not_slept: str | None = None
 
     @classmethod
     def from_meta(cls, meta: Any) -> StepTiming | None:
@@ -133,6 +137,7 @@ class StepTiming:
             launchers_cpu_ms=_thread_cpu(meta, "launchers_cpu_ms_median", fallback=None),
             slept_phases=sync_mode.slept_phases(meta),
             slept_ms=_slept_steps(meta),
+            syncs_not_slept=_why_not_slept(meta),
         )
         out.host_ms = _host_ahead(meta, out)
         return out
@@ -446,6 +451,12 @@ def _clocks(meta: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]] 
         return out
 
     return phases(meta["step_times_ms"]), phases(meta.get("gpu_step_times_ms"))
+
+
+def _why_not_slept(meta: Any) -> str | None:
+    """The meta's reason the capture's syncs did not sleep (`trace.sync_mode`), or None."""
+    state = meta.get(sync_mode.META_KEY) if isinstance(meta, dict) else None
+    return state if isinstance(state, str) and state != "ok" else None
 
 
 def _slept_steps(meta: Any) -> list[float]:
