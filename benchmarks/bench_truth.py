@@ -534,19 +534,13 @@ def diagnose_command(
 
 
 def _syncs(extra: tuple[str, ...]) -> str:
-    """The `--syncs` mode `extra` (diagnose options) asks for: the last one given, else the
-    default (`--sleeping-syncs` is "sleep")."""
-    from membound.defaults import SYNC_MODES
+    """The `--syncs` mode `extra` (diagnose options) asks for, as `membound diagnose`'s own
+    parser reads it: the last one given, else the default (`--sleeping-syncs` is "sleep")."""
+    from membound.commands.diagnose import add_arguments
 
-    mode = SYNC_MODES[0]
-    for i, arg in enumerate(extra):
-        if arg == "--sleeping-syncs":
-            mode = "sleep"
-        elif arg.startswith("--syncs="):
-            mode = arg.split("=", 1)[1]
-        elif arg == "--syncs" and i + 1 < len(extra):
-            mode = extra[i + 1]
-    return mode
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return parser.parse_known_args(list(extra))[0].syncs
 
 
 def read_report(path: str | os.PathLike) -> dict:

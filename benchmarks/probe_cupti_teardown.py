@@ -27,6 +27,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from membound.defaults import CAPTURE_OP_STEPS  # noqa: E402
+from membound.trace.sync_mode import SLEPT_STEPS  # noqa: E402
+
 SETTINGS = ("unset", "1")
 
 
@@ -40,7 +44,10 @@ def run_once(script: str, setting: str, args) -> dict:
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
-        total = args.wait + 3 + args.warmup + args.steps + 1 + 3 + args.after + 2
+        total = (
+            args.wait + SLEPT_STEPS + args.warmup + args.steps + 1 + CAPTURE_OP_STEPS
+            + args.after + 2
+        )  # fmt: skip
         cmd = [
             sys.executable, "-m", "membound", "diagnose", "--no-analyze",
             "--wait", str(args.wait), "--warmup", str(args.warmup), "--steps", str(args.steps),

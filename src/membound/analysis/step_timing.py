@@ -443,12 +443,7 @@ def _clocks(meta: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]] 
     def phases(times: Any) -> dict[str, list[float]]:
         if not isinstance(times, dict):
             return {}
-        out = {}
-        for key in PHASE_KEYS:
-            values = times.get(key)
-            values = values if isinstance(values, list) else []
-            out[key] = [float(v) for v in values if isinstance(v, int | float) and v > 0]
-        return out
+        return {key: _durations(times.get(key)) for key in PHASE_KEYS}
 
     return phases(meta["step_times_ms"]), phases(meta.get("gpu_step_times_ms"))
 
@@ -459,14 +454,18 @@ def _why_not_slept(meta: Any) -> str | None:
     return state if isinstance(state, str) and state != "ok" else None
 
 
+def _durations(values: Any) -> list[float]:
+    """A meta's list of step durations (ms), junk left out; [] where it is no list."""
+    if not isinstance(values, list):
+        return []
+    return [float(v) for v in values if isinstance(v, int | float) and v > 0]
+
+
 def _slept_steps(meta: Any) -> list[float]:
     """The "slept" phase's step durations on the host's clock (`--syncs sleep-profiled`),
     junk left out; [] where there were none."""
     times = meta.get("step_times_ms") if isinstance(meta, dict) else None
-    values = times.get("slept") if isinstance(times, dict) else None
-    if not isinstance(values, list):
-        return []
-    return [float(v) for v in values if isinstance(v, int | float) and v > 0]
+    return _durations(times.get("slept") if isinstance(times, dict) else None)
 
 
 def _host_ahead(meta: Any, timing: StepTiming) -> list[float]:

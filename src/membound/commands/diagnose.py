@@ -321,7 +321,7 @@ def _say_plan(capture, target) -> None:
         if sys.stdin is not None and sys.stdin.isatty() and not capture.stop_after_capture
         else ""
     )
-    slept = getattr(capture.clock, "slept", 0)
+    slept = capture.clock.slept
     sleeping = (
         f"; steps {first - capture.warmup - slept}-{first - capture.warmup - 1} time the host "
         "work with the CUDA syncs sleeping (--syncs)"
