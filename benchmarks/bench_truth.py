@@ -819,10 +819,16 @@ def verdicts(res: ScriptResult) -> list[str]:
                 elif all(len(f.fix.remedies) > 1 for f in with_others):
                     # judged among fixes applied one at a time; the combination says what
                     # the top remedy did with the others, not alone
+                    # the top remedy measured only with others: judged by that combination
+                    # where it is this call's best fix, as `truth_tally.top_verdicts` judges it
                     combo = max(with_others, key=lambda f: f.saving_ms)
+                    overall = res.best_fix()
+                    if overall is not None and combo is overall:
+                        ok, best = True, combo
                     why = (
                         f" ({first} measured only with {'/'.join(r for r in combo.fix.remedies if r != first)}:"
-                        f" {combo.fix.name} saved {combo.saving_ms:.1f})"
+                        f" {combo.fix.name} saved {combo.saving_ms:.1f}"
+                        f"{', the best fix' if combo is overall else ''})"
                     )
                 else:
                     why = ""

@@ -764,7 +764,10 @@ def batch_size(batch: Any, depth: int = 3) -> int | None:
 #: HF Trainer Llama, one diagnose per setting and call): the steps after the capture against
 #: those before it ran +25% with TEARDOWN_CUPTI=1 and +1% with "0" in one call, -8% and +10%
 #: in the next; the run-to-run spread of the host (+-10%) decides, not the switch
-#: (benchmarks/results/cupti_teardown_steps_2026-12-03*.txt).
+#: (benchmarks/results/cupti_teardown_steps_2026-12-03*.txt). Again on an H100 (2026-12-08,
+#: `benchmarks/probe_cupti_teardown.py`, a fresh diagnose each): after/before 1.53 and 0.88
+#: unset against 0.93 and 1.04 with "1" on the LSTM LM, 1.07 against 1.09 and 0.92 on the
+#: DDPM U-Net (benchmarks/results/truth_2026-12-08_h100.txt): no effect above the spread.
 CUPTI_TEARDOWN_ENV = "TEARDOWN_CUPTI"
 
 
