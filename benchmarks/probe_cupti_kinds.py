@@ -17,6 +17,11 @@ Variants (`--variants`, comma-separated, each a set of kinds turned off):
 - `nokernel`: `noapi` without kernel records too (memcpys and memsets: the floor);
 - `launches`: `cuda` with only the API functions the timeline reads recorded (membound's
   `trace.cupti_api.keep_launches`: per-function switches, launches/memcpys/memsets/syncs kept);
+- `launches_nodriver`: `launches` with the driver kind off as well (2026-12-08: on the HF
+  Llama the timeline pass cost the launching threads 11.6 ms a step, about 9 µs a kernel,
+  where the profiler-cost probe's one-kernel loop reads 1.6 µs a launch: the functions the
+  filter drops may still be intercepted while their kind is on; Triton's `cuLaunchKernel`
+  then goes unrecorded, so it suits eager loops only);
 - `membound`: membound's own capture (`trace.capture.Capture`, its hooks and marks);
 - `membound_launches`: the same with `api_records="launches"` (`diagnose --api-records`);
 - `queued`: `cuda` with CUPTI's latency timestamps on (`cuptiActivityEnableLatencyTimestamps`):
@@ -81,6 +86,7 @@ VARIANTS = {
     "noapi": ("driver", "runtime"),
     "nokernel": ("driver", "runtime", "concurrent_kernel"),
     "launches": "launches",
+    "launches_nodriver": ("+launches", "driver"),
     "membound": "membound",
     "membound_launches": "membound",
     "queued": ("+latency",),
@@ -234,6 +240,13 @@ class ProbeTimer:
             for k in kinds:
                 if k == "+latency":
                     latency_timestamps(lib, True)
+                    continue
+                if k == "+launches":  # membound's per-function switches
+                    from membound.trace.cupti_api import keep_launches
+
+                    got = keep_launches()
+                    if not got.get("applied"):
+                        raise SystemExit(f"probe_cupti_kinds: launches filter failed: {got}")
                     continue
                 if k == "+syncs":  # the per-function switches, launch calls off too
                     from membound.trace.cupti_api import keep_launches

@@ -123,3 +123,39 @@ def test_the_syncs_variant_keeps_what_the_idle_causes_need_and_no_launch():
     assert keep("cudaGraphLaunch_v10000") and keep("cudaStreamSynchronize_v3020")
     assert keep("cudaMemcpyAsync_v3020") and keep("cudaMemsetAsync_v3020")
     assert not keep("cudaGetDevice_v3020")
+
+
+def test_the_launches_variant_without_driver_records_applies_the_filter_then_the_kind(
+    monkeypatch,
+):
+    """`launches_nodriver` switches membound's per-function filter on and then the whole driver
+    kind off, in that order (switching a kind on again would forget the filter)."""
+    probe = benchmark("probe_cupti_kinds")
+    import membound.trace.cupti_api as cupti_api
+
+    done = []
+    monkeypatch.setattr(
+        cupti_api, "keep_launches", lambda **_: done.append("filter") or {"applied": True}
+    )
+
+    class Lib:
+        def cuptiActivityDisable(self, kind):
+            done.append(kind.value)
+            return 0
+
+    class Prof:
+        def __init__(self, **_):
+            pass
+
+        def start(self):
+            done.append("start")
+
+    import torch.profiler
+
+    monkeypatch.setattr(torch.profiler, "profile", Prof)
+    monkeypatch.setattr(probe, "libcupti", lambda: Lib())
+    timer = probe.ProbeTimer.__new__(probe.ProbeTimer)
+    timer._cap = timer._prof = None
+    timer.counted = set()
+    timer._begin_profiler("launches_nodriver")
+    assert done == ["start", "filter", probe.KINDS["driver"]]
