@@ -8,7 +8,9 @@
 #   cuda      torch.profiler's CUDA-only pass, every API record
 #   noapi     without any API record (kernel, memcpy and memset records only)
 #   launches  membound's per-function filter (trace.cupti_api)
-#   launches_nodriver  that filter with the driver kind off too (Triton launches unrecorded)
+#   launches_nodriver  that filter with the driver kind off too (a measurement only: the
+#             kernels launched through the driver alone, cuBLASLt's and cuDNN's among them,
+#             then have no launch record)
 #   membound_launches  membound's whole capture with that filter (what diagnose runs)
 # Read: noapi near plain -> the API records are the cost; noapi near cuda -> the kernel
 # records are; membound_launches well above launches -> membound's own machinery is.
