@@ -817,10 +817,10 @@ def verdicts(res: ScriptResult) -> list[str]:
                 if not with_others:
                     why = f" ({first} was not measured)"
                 elif all(len(f.fix.remedies) > 1 for f in with_others):
-                    # judged among fixes applied one at a time; the combination says what
-                    # the top remedy did with the others, not alone
-                    # the top remedy measured only with others: judged by that combination
-                    # where it is this call's best fix, as `truth_tally.top_verdicts` judges it
+                    # the top remedy measured only with others: the combination says what it
+                    # did with them, not alone; where that is this call's best fix the
+                    # verdict is ok, as `truth_tally.top_verdicts` judges it (the HF Llama's
+                    # torch_compile, whose TF32 a bf16 loop does not use)
                     combo = max(with_others, key=lambda f: f.saving_ms)
                     overall = res.best_fix()
                     if overall is not None and combo is overall:
