@@ -243,20 +243,18 @@ class ProbeTimer:
                 if k == "+latency":
                     latency_timestamps(lib, True)
                     continue
-                if k == "+launches":  # membound's per-function switches
-                    from membound.trace.cupti_api import keep_launches
-
-                    got = keep_launches()
-                    if not got.get("applied"):
-                        raise SystemExit(f"probe_cupti_kinds: launches filter failed: {got}")
-                    continue
-                if k == "+syncs":  # the per-function switches, launch calls off too
+                if k in ("+launches", "+syncs"):
+                    # membound's per-function switches; "+syncs": the launch calls off too
                     from membound.trace.cupti_api import keep_launches
                     from membound.trace.kineto_names import api_kept
 
-                    got = keep_launches(keep=lambda n: api_kept(n) and not launch_call(n))
+                    got = (
+                        keep_launches()
+                        if k == "+launches"
+                        else keep_launches(keep=lambda n: api_kept(n) and not launch_call(n))
+                    )
                     if not got.get("applied"):
-                        raise SystemExit(f"probe_cupti_kinds: syncs filter failed: {got}")
+                        raise SystemExit(f"probe_cupti_kinds: {k[1:]} filter failed: {got}")
                     continue
                 rc = lib.cuptiActivityDisable(ctypes.c_int(KINDS[k]))
                 if rc != 0:
